@@ -1,0 +1,115 @@
+#pragma once
+// Experiments: named, fully parameterised reproductions. Each declares its parameters (name,
+// type, default, range, help); the CLI and TOML configs are validated against that schema
+// before anything runs. An experiment writes into a RunContext's temporary directory; the
+// directory is renamed to its final place only when the run (and its figures) completed.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokdyn/drivers.hpp"
+
+namespace tokdyn {
+
+enum class ParamType { Int, Double, Bool, String, IntList };
+
+using ParamValue = std::variant<long, double, bool, std::string, std::vector<long>>;
+
+struct ParamSpec {
+  std::string key;
+  ParamType type;
+  ParamValue def;
+  std::string help;
+  std::optional<double> min;            ///< numeric lower bound (Int/Double; each entry of IntList)
+  std::optional<double> max;            ///< numeric upper bound
+  bool min_exclusive = false;           ///< true: value must be > min (e.g. tau > 0)
+  std::vector<std::string> choices;     ///< allowed values for String (empty: any)
+};
+
+/// Convenience constructors for schemas.
+ParamSpec p_int(std::string key, long def, std::string help, std::optional<double> min = {},
+                std::optional<double> max = {});
+ParamSpec p_double(std::string key, double def, std::string help, std::optional<double> min = {},
+                   std::optional<double> max = {}, bool min_exclusive = false);
+ParamSpec p_bool(std::string key, bool def, std::string help);
+ParamSpec p_string(std::string key, std::string def, std::string help,
+                   std::vector<std::string> choices = {});
+ParamSpec p_int_list(std::string key, std::vector<long> def, std::string help,
+                     std::optional<double> min = {}, std::optional<double> max = {});
+
+/// Validated parameter values of one run (every key of the schema is present).
+class Params {
+ public:
+  long get_int(const std::string& key) const;
+  double get_double(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+  const std::string& get_string(const std::string& key) const;
+  const std::vector<long>& get_int_list(const std::string& key) const;
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  nlohmann::json to_json() const;
+  std::map<std::string, ParamValue> values_;
+};
+
+/// What an experiment writes into, and how it reports.
+struct RunContext {
+  std::filesystem::path dir;        ///< temporary results directory (exists, empty at start)
+  int threads = 1;                  ///< worker threads for this run
+  bool figures = true;              ///< draw figures after the CSV files are written
+  ProgressFn progress;              ///< fraction done in [0, 1]; may be empty
+  nlohmann::json notes = nlohmann::json::object();  ///< extra facts for manifest.json
+};
+
+struct Experiment {
+  std::string name;         ///< preset name, e.g. "ssm-random-silu"
+  std::string description;  ///< one line for `tokdyn presets`
+  std::vector<ParamSpec> params;
+  /// Runs the experiment: writes CSV files (and figures when ctx.figures) into ctx.dir.
+  /// Throws InputError for bad parameter combinations the schema cannot express.
+  std::function<void(const Params&, RunContext&)> run;
+};
+
+/// All registered experiments (registered by the experiment translation units).
+std::vector<const Experiment*> experiments();
+const Experiment* find_experiment(const std::string& name);
+/// Registers at static-initialisation time: `static ExperimentRegistration reg{...};`
+struct ExperimentRegistration {
+  explicit ExperimentRegistration(Experiment e);
+};
+
+/// Builds validated Params from defaults, an optional TOML file's keys and `--set k=v`
+/// overrides (in that order). Throws InputError naming the key/file and what was expected.
+Params resolve_params(const Experiment& e, const std::vector<std::pair<std::string, std::string>>& sets,
+                      const std::optional<std::filesystem::path>& toml_file = {});
+
+/// Splits one `--set key=value` argument. Throws InputError when there is no '=' or no key.
+std::pair<std::string, std::string> parse_set(const std::string& arg);
+
+/// For listings (`tokdyn show`): a type's name ("int", "double", "bool", "string", "int list"),
+/// a value as it would be written after `--set key=`, and a spec's range ("> 0", ">= 1 and <= 8",
+/// "io | recurrence"; empty when unconstrained).
+std::string type_name(ParamType t);
+std::string value_text(const ParamValue& v);
+std::string range_text(const ParamSpec& s);
+
+/// Parses a TOML config: returns the experiment it names (key `preset`) and its other keys
+/// as strings for resolve_params. Throws InputError.
+const Experiment& experiment_of_toml(const std::filesystem::path& file);
+
+/// Runs an experiment end to end: validates, creates `<out>.tmp-<pid>`, runs, writes
+/// manifest.json (config, seed, version, wall time, threads), renames to `out` (replacing an
+/// existing results directory). On any error the temporary directory is removed.
+void run_experiment(const Experiment& e, const Params& p, const std::filesystem::path& out,
+                    int threads, bool figures, bool show_progress);
+
+/// Draws figures: runs `/usr/bin/python3 python/plot.py KIND DIR` (the interpreter can be
+/// overridden by TOKDYN_PYTHON). Throws std::runtime_error when plotting fails.
+void draw_figures(const std::string& kind, const std::filesystem::path& dir);
+
+}  // namespace tokdyn

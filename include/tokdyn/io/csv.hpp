@@ -1,0 +1,42 @@
+#pragma once
+// Tidy CSV output (one row per observation, named columns) and NumPy .npy arrays.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "tokdyn/tokens.hpp"
+
+namespace tokdyn {
+
+class CsvWriter {
+ public:
+  CsvWriter(const std::filesystem::path& file, std::vector<std::string> columns);
+  /// Appends one row; cells are printed with 17 significant digits (doubles), as-is (strings;
+  /// quoted RFC-4180 style only when they contain a comma, quote or line break).
+  CsvWriter& cell(const std::string& s);
+  CsvWriter& cell(double v);
+  CsvWriter& cell(long v);
+  CsvWriter& cell(int v) { return cell(static_cast<long>(v)); }
+  CsvWriter& cell(std::size_t v) { return cell(static_cast<long>(v)); }
+  CsvWriter& empty();            ///< an empty cell (e.g. "none")
+  void end_row();                ///< checks the row has one cell per column (std::logic_error)
+  ~CsvWriter();
+
+ private:
+  std::ofstream out_;
+  std::size_t ncol_;
+  std::size_t cur_ = 0;
+  std::filesystem::path file_;
+  std::string row_;              ///< the row being built; written whole by end_row()
+  void begin_cell();
+};
+
+/// Writes a C-order float64 / float32 / int64 .npy file with the given shape.
+void write_npy(const std::filesystem::path& file, const double* data, const std::vector<std::size_t>& shape);
+void write_npy(const std::filesystem::path& file, const float* data, const std::vector<std::size_t>& shape);
+void write_npy(const std::filesystem::path& file, const std::int64_t* data, const std::vector<std::size_t>& shape);
+
+}  // namespace tokdyn

@@ -1,0 +1,24 @@
+#pragma once
+// The unit sphere S^{d-1}: projection pi, tangent projection, product geodesic distance.
+// (The Attention Within, §II-D: pi(x) = x/|x|, T_x pi X = |x|^{-1}(I - x x^T/|x|^2) X.)
+#include "tokdyn/tokens.hpp"
+
+namespace tokdyn {
+
+/// pi applied to every row of Z (rows of norm zero are left unchanged).
+void project_rows(Tokens& Z);
+
+/// T_x pi . X = |x|^{-1} (I - x x^T |x|^{-2}) X, for any non-zero x.
+Vec tangent_map(const Vec& x, const Vec& X);
+
+/// Projects each row of V onto the tangent space at the matching (unit) row of Z:
+/// V_i <- (I - z_i z_i^T) V_i.
+void tangent_project_rows(const Tokens& Z, Tokens& V);
+
+/// Product-metric geodesic distance on (S^{d-1})^n: sqrt(sum_i arccos(<z_i, z'_i>)^2).
+double geodesic_distance(const Tokens& A, const Tokens& B);
+
+/// Largest deviation | |z_i| - 1 | over the rows.
+double max_norm_deviation(const Tokens& Z);
+
+}  // namespace tokdyn

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs tokdyn's build and run dependencies from Debian's packages (once), then configures
+# and builds. Usage: scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build}
+shift || true
+
+pkgs=(build-essential cmake ninja-build pkg-config
+      libeigen3-dev libopenblas-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+      libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
+      python3-numpy python3-matplotlib clang libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "tokdyn setup: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+fi
+cmake --build "$build" -j "$(nproc)"

@@ -1,0 +1,163 @@
+#include "tokdyn/drivers.hpp"
+
+#include <algorithm>
+#include <boost/numeric/odeint.hpp>
+#include <cmath>
+#include <stdexcept>
+
+#include "tokdyn/sphere.hpp"
+
+namespace tokdyn {
+
+void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer*>& post,
+             const std::vector<Observer*>& pre, const ProgressFn& progress) {
+  for (auto* o : post) o->observe(0.0, Z);
+  for (long k = 1; k <= depth; ++k) {
+    for (auto* o : pre) o->observe(static_cast<double>(k - 1), Z);
+    F.apply(k, Z);
+    for (auto* o : post) o->observe(static_cast<double>(k), Z);
+    if (progress) progress(static_cast<double>(k) / static_cast<double>(depth));
+  }
+}
+
+void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract) {
+  const bool proj = retract && f.on_sphere();
+  Tokens k1, k2, k3, k4;
+  Batch S = Z;
+  f.eval(t, Z, k1);
+  S.Z = Z.Z + 0.5 * h * k1;
+  if (proj) project_rows(S.Z);
+  f.eval(t + 0.5 * h, S, k2);
+  S.Z = Z.Z + 0.5 * h * k2;
+  if (proj) project_rows(S.Z);
+  f.eval(t + 0.5 * h, S, k3);
+  S.Z = Z.Z + h * k3;
+  if (proj) project_rows(S.Z);
+  f.eval(t + h, S, k4);
+  Z.Z += (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+  if (proj) project_rows(Z.Z);
+}
+
+namespace {
+
+/// Sorted stop times in (t0, t1]: switching times of the field, output times, and t1.
+std::vector<double> stop_times(const VectorField& f, double t0, double t1, double every) {
+  std::vector<double> s = f.switching_times(t0, t1);
+  if (every > 0.0)
+    for (long k = 1;; ++k) {
+      const double t = t0 + k * every;
+      if (t >= t1 - 1e-12 * std::max(1.0, std::abs(t1))) break;
+      s.push_back(t);
+    }
+  s.push_back(t1);
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end(), [](double a, double b) { return std::abs(a - b) < 1e-13 * std::max(1.0, std::abs(a)); }), s.end());
+  return s;
+}
+
+bool is_output(double t, double t0, double every) {
+  if (every <= 0.0) return false;
+  const double k = (t - t0) / every;
+  return std::abs(k - std::round(k)) < 1e-9;
+}
+
+}  // namespace
+
+long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const Rk4Options& opt,
+                   const std::vector<Observer*>& obs, double observe_every, const ProgressFn& progress) {
+  if (!(opt.h > 0.0)) throw std::invalid_argument("integrate_rk4: step must be > 0");
+  for (auto* o : obs) o->observe(t0, Z);
+  long steps = 0;
+  double t = t0;
+  for (double stop : stop_times(f, t0, t1, observe_every)) {
+    const double span = stop - t;
+    const long n = std::max(1L, static_cast<long>(std::ceil(span / opt.h - 1e-9)));
+    const double h = span / static_cast<double>(n);
+    for (long s = 0; s < n; ++s) {
+      rk4_step(f, t + s * h, h, Z, opt.retract);
+      ++steps;
+    }
+    t = stop;
+    if (stop == t1 || is_output(stop, t0, observe_every))
+      for (auto* o : obs) o->observe(t, Z);
+    if (progress) progress((t - t0) / (t1 - t0));
+  }
+  return steps;
+}
+
+namespace {
+
+namespace ode = boost::numeric::odeint;
+using State = std::vector<double>;
+
+template <class Controlled>
+void adaptive_segment(Controlled& ctl, const VectorField& f, Batch& Z, double& t, double stop, double& dt,
+                      const AdaptiveOptions& opt, AdaptiveStats& st) {
+  const Eigen::Index rows = Z.Z.rows(), cols = Z.Z.cols();
+  const bool proj = opt.retract && f.on_sphere();
+  auto sys = [&](const State& x, State& dxdt, double tt) {
+    Batch B{Eigen::Map<const Tokens>(x.data(), rows, cols), Z.runs, Z.len};
+    Tokens d;
+    f.eval(tt, B, d);
+    dxdt.assign(d.data(), d.data() + d.size());
+  };
+  State x(Z.Z.data(), Z.Z.data() + Z.Z.size());
+  while (t < stop) {
+    if (st.accepted + st.rejected > opt.max_steps) throw std::runtime_error("integrate_adaptive: too many steps");
+    bool last = false;
+    double h = dt;
+    if (t + h >= stop) {
+      h = stop - t;
+      last = true;
+    }
+    double hh = h;
+    double tt = t;
+    if (ctl.try_step(sys, x, tt, hh) == ode::success) {
+      ++st.accepted;
+      if (proj) {
+        Eigen::Map<Tokens> M(x.data(), rows, cols);
+        for (Eigen::Index i = 0; i < rows; ++i) M.row(i).normalize();
+        // The state moved: an FSAL stepper must not reuse its stored derivative.
+        if constexpr (requires { ctl.reset(); }) ctl.reset();
+      }
+      t = last ? stop : tt;
+      if (!last || hh > dt) dt = hh;  // the proposed next step
+    } else {
+      ++st.rejected;
+      dt = hh;
+    }
+  }
+  Z.Z = Eigen::Map<Tokens>(x.data(), rows, cols);
+}
+
+template <class Stepper>
+AdaptiveStats run_adaptive(const VectorField& f, Batch& Z, double t0, double t1, const AdaptiveOptions& opt,
+                           const std::vector<Observer*>& obs, double every, const ProgressFn& progress) {
+  auto ctl = ode::make_controlled(opt.atol, opt.rtol, Stepper());
+  AdaptiveStats st;
+  for (auto* o : obs) o->observe(t0, Z);
+  double t = t0, dt = opt.h0;
+  for (double stop : stop_times(f, t0, t1, every)) {
+    adaptive_segment(ctl, f, Z, t, stop, dt, opt, st);
+    if (stop == t1 || is_output(stop, t0, every))
+      for (auto* o : obs) o->observe(t, Z);
+    if (progress) progress((t - t0) / (t1 - t0));
+  }
+  return st;
+}
+
+}  // namespace
+
+AdaptiveStats integrate_adaptive(const VectorField& f, Batch& Z, double t0, double t1, const AdaptiveOptions& opt,
+                                 const std::vector<Observer*>& obs, double every, const ProgressFn& progress) {
+  if (!(opt.rtol > 0.0) || !(opt.atol > 0.0)) throw std::invalid_argument("integrate_adaptive: tolerances must be > 0");
+  if (opt.method == "dopri5")
+    return run_adaptive<ode::runge_kutta_dopri5<State>>(f, Z, t0, t1, opt, obs, every, progress);
+  if (opt.method == "cash_karp54")
+    return run_adaptive<ode::runge_kutta_cash_karp54<State>>(f, Z, t0, t1, opt, obs, every, progress);
+  if (opt.method == "fehlberg78")
+    return run_adaptive<ode::runge_kutta_fehlberg78<State>>(f, Z, t0, t1, opt, obs, every, progress);
+  throw std::invalid_argument("integrate_adaptive: unknown method " + opt.method);
+}
+
+}  // namespace tokdyn

@@ -1,0 +1,43 @@
+#include "tokdyn/sphere.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tokdyn {
+
+void project_rows(Tokens& Z) {
+  for (Eigen::Index i = 0; i < Z.rows(); ++i) {
+    const double nrm = Z.row(i).norm();
+    if (nrm > 0.0) Z.row(i) /= nrm;
+  }
+}
+
+Vec tangent_map(const Vec& x, const Vec& X) {
+  const double n2 = x.squaredNorm();
+  const double nrm = std::sqrt(n2);
+  return (X - x * (x.dot(X) / n2)) / nrm;
+}
+
+void tangent_project_rows(const Tokens& Z, Tokens& V) {
+  for (Eigen::Index i = 0; i < Z.rows(); ++i) V.row(i) -= Z.row(i).dot(V.row(i)) * Z.row(i);
+}
+
+double geodesic_distance(const Tokens& A, const Tokens& B) {
+  double s = 0.0;
+  for (Eigen::Index i = 0; i < A.rows(); ++i) {
+    // atan2 form: accurate for nearly equal and nearly antipodal points alike.
+    const double c = A.row(i).dot(B.row(i));
+    const double sn = (A.row(i) - c * B.row(i)).norm();
+    const double th = std::atan2(sn, c);
+    s += th * th;
+  }
+  return std::sqrt(s);
+}
+
+double max_norm_deviation(const Tokens& Z) {
+  double m = 0.0;
+  for (Eigen::Index i = 0; i < Z.rows(); ++i) m = std::max(m, std::abs(Z.row(i).norm() - 1.0));
+  return m;
+}
+
+}  // namespace tokdyn
