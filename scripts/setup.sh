@@ -7,7 +7,7 @@ build=${1:-$here/build}
 shift || true
 
 pkgs=(build-essential cmake ninja-build pkg-config
-      libeigen3-dev libopenblas-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+      libeigen3-dev libopenblas-dev libopenblas-openmp-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
       libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
       python3-numpy python3-matplotlib clang libclang-rt-14-dev)
 missing=()

@@ -34,16 +34,20 @@ ConsensusDistance consensus_distance(const Eigen::Ref<const Tokens>& Z) {
   // their digits: |zh - s e^mu|^2 = 2 (1 - |zh^mu|) = 2 sum_{nu != mu} (zh^nu)^2 / (1 + |zh^mu|).
   const Eigen::Index len = Z.rows(), d = Z.cols();
   ConsensusDistance best{std::numeric_limits<double>::infinity(), 0};
-  Vec inv(len);
+  Vec inv(len), sq(len);
   for (Eigen::Index i = 0; i < len; ++i) {
-    const double nrm = Z.row(i).norm();
-    inv[i] = nrm > 0.0 ? 1.0 / nrm : 0.0;
+    sq[i] = Z.row(i).squaredNorm();
+    inv[i] = sq[i] > 0.0 ? 1.0 / std::sqrt(sq[i]) : 0.0;
   }
   for (Eigen::Index mu = 0; mu < d; ++mu) {
     double s = 0.0;
     for (Eigen::Index i = 0; i < len; ++i) {
       const double a = std::abs(Z(i, mu)) * inv[i];
-      const double tang = std::max(0.0, (Z.row(i).squaredNorm() - Z(i, mu) * Z(i, mu))) * inv[i] * inv[i];
+      // Tangential mass sum_{nu != mu} (z^nu)^2: by subtraction unless z^mu dominates (at most
+      // one channel per token), where it is summed directly to avoid cancellation.
+      const double tot = sq[i], zz = Z(i, mu) * Z(i, mu);
+      const double tang = (zz > 0.5 * tot ? Z.row(i).head(mu).squaredNorm() + Z.row(i).tail(d - mu - 1).squaredNorm()
+                                          : tot - zz) * inv[i] * inv[i];
       s += 2.0 * tang / (1.0 + a);
     }
     if (s < best.distance) best = {s, static_cast<int>(mu)};

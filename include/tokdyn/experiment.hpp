@@ -61,7 +61,7 @@ class Params {
 struct RunContext {
   std::filesystem::path dir;        ///< temporary results directory (exists, empty at start)
   int threads = 1;                  ///< worker threads for this run
-  bool figures = true;              ///< draw figures after the CSV files are written
+  bool figures = true;              ///< figures will be drawn after the run (see Experiment::figure_kind)
   ProgressFn progress;              ///< fraction done in [0, 1]; may be empty
   nlohmann::json notes = nlohmann::json::object();  ///< extra facts for manifest.json
 };
@@ -70,9 +70,12 @@ struct Experiment {
   std::string name;         ///< preset name, e.g. "ssm-random-silu"
   std::string description;  ///< one line for `tokdyn presets`
   std::vector<ParamSpec> params;
-  /// Runs the experiment: writes CSV files (and figures when ctx.figures) into ctx.dir.
+  /// Runs the experiment: writes CSV files into ctx.dir.
   /// Throws InputError for bad parameter combinations the schema cannot express.
   std::function<void(const Params&, RunContext&)> run;
+  /// Figure kind for python/plot.py; drawn by run_experiment after manifest.json is written
+  /// (unless figures are off). Empty: the experiment has no figures.
+  std::string figure_kind = {};
 };
 
 /// All registered experiments (registered by the experiment translation units).

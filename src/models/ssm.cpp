@@ -27,17 +27,18 @@ void SsmParams::validate(bool need_gate) const {
 void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmBranches& out) {
   out.Delta.noalias() = Z * p.W_delta.transpose();
   out.Delta.rowwise() += p.b_delta.transpose();
-  out.Delta = out.Delta.unaryExpr([](double x) { return softplus(x); });
+  // softplus(x) = max(x, 0) + log1p(exp(-|x|)), vectorised.
+  out.Delta = out.Delta.array().max(0.0) + (-out.Delta.array().abs()).exp().log1p();
   out.Bz.noalias() = Z * p.S_B.transpose();
   out.Cz.noalias() = Z * p.S_C.transpose();
   if (o.silu_bc) {
-    out.Bz = out.Bz.unaryExpr([](double x) { return silu(x); });
-    out.Cz = out.Cz.unaryExpr([](double x) { return silu(x); });
+    out.Bz = out.Bz.array() / (1.0 + (-out.Bz.array()).exp());
+    out.Cz = out.Cz.array() / (1.0 + (-out.Cz.array()).exp());
   }
   if (o.gate == GateKind::Silu) {
     out.G.noalias() = Z * p.W_g.transpose();
     out.G.rowwise() += p.b_g.transpose();
-    out.G = out.G.unaryExpr([](double x) { return silu(x); });
+    out.G = out.G.array() / (1.0 + (-out.G.array()).exp());
   } else if (o.gate == GateKind::Constant) {
     out.G.setConstant(Z.rows(), Z.cols(), o.gate_const);
   } else {
@@ -50,8 +51,7 @@ void ssm_readout(SsmForm form, const SsmParams& p, const SsmBranches& br, const 
   const int n = p.n(), m = p.m();
   // a_l^mu = exp(-alpha^mu Delta_l^mu): the scalar of A_l^mu = a I_m.
   Mat a(len, n);
-  for (int l = 0; l < len; ++l)
-    for (int mu = 0; mu < n; ++mu) a(l, mu) = std::exp(-p.alpha[mu] * br.Delta(row0 + l, mu));
+  a = (-(br.Delta.middleRows(row0, len).array().rowwise() * p.alpha.transpose().array())).exp();
   if (form == SsmForm::Recurrence) {
     // (1): h_i^mu = a_i^mu h_{i-1}^mu + Delta_i^mu z_i^mu B_i,  r_i^mu = C_i . h_i^mu,
     // with h_0 = 0; H holds h^mu as row mu (n x m).
@@ -115,6 +115,15 @@ void SsmLayer::apply(long k, Batch& Z) const {
   const auto p = sched_->at_layer(k);
   SsmBranches br;
   ssm_branches(*p, opt_, Z.Z, br);
+  if (sink_) {  // q_i = C_i . B_i of the state entering layer k (§VI-B), from the same branches
+    Mat q(Z.runs, Z.len);
+    for (int r = 0; r < Z.runs; ++r)
+      for (int i = 0; i < Z.len; ++i) {
+        const Eigen::Index row = static_cast<Eigen::Index>(r) * Z.len + i;
+        q(r, i) = br.Cz.row(row).dot(br.Bz.row(row));
+      }
+    sink_(k, q);
+  }
   Tokens R(Z.Z.rows(), Z.Z.cols());
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < Z.runs; ++r)

@@ -5,6 +5,7 @@
 //  (b) SsmLayer(form = InputOutput): the input-output form of Lemma II.1 (beta_ij, D_ij);
 //  (c) SsmFlow: the continuous-time field (5) on (S^{n-1})^len.
 // Switches: SiLU on the B and C branches; the output gate g(z) ⊙ r; any schedule over depth.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -81,11 +82,16 @@ class SsmLayer final : public LayerMap {
   /// q (runs x len).
   void interaction_terms(long k, const Batch& Z, Mat& q) const;
   const SsmOptions& options() const { return opt_; }
+  /// Receives q (runs x len) of the state entering each layer k as apply() computes it (no
+  /// extra matrix products).
+  using InteractionSink = std::function<void(long k, const Mat& q)>;
+  void set_interaction_sink(InteractionSink s) { sink_ = std::move(s); }
 
  private:
   std::shared_ptr<const WeightSchedule<SsmParams>> sched_;
   SsmOptions opt_;
   SsmForm form_;
+  InteractionSink sink_;
 };
 
 /// The flow (5): dz_i/dt = (I - z_i z_i^T) g(z_i) ⊙ sum_{j<=i} beta_ij(t) z_j, parameters

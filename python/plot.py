@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""tokdyn figures: `plot.py KIND DIR` draws the figures of one results directory from its CSV
+files (figures are always drawn from written results, never from the run's memory).
+Uses Debian's /usr/bin/python3 with python3-numpy and python3-matplotlib."""
+import csv
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def num(x):
+    return float("nan") if x == "" else float(x)
+
+
+def by(rows, key):
+    out = {}
+    for r in rows:
+        out.setdefault(r[key], []).append(r)
+    return out
+
+
+STYLE = {"silu": dict(color="C0", label="with SiLU"), "no_silu": dict(color="C3", label="without SiLU"),
+         "gate": dict(color="C2", label="with gate"), "no_gate": dict(color="C1", label="without gate")}
+
+
+def metrics_figure(d, out, title, variants=None):
+    """Two panels as the paper's Figs. 1-3: lambda_bar_1 (top) and r (bottom) against depth,
+    mean over runs with a +-1 std band."""
+    rows = by(read_csv(os.path.join(d, "metrics.csv")), "variant")
+    fig, ax = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True)
+    for v, rs in rows.items():
+        if variants and v not in variants:
+            continue
+        k = [num(r["layer"]) for r in rs]
+        st = STYLE.get(v, dict(label=v))
+        for a, m, s in ((ax[0], "lambda1_mean", "lambda1_std"), (ax[1], "pr_mean", "pr_std")):
+            mu = [num(r[m]) for r in rs]
+            sd = [num(r[s]) for r in rs]
+            a.plot(k, mu, **st)
+            a.fill_between(k, [x - y for x, y in zip(mu, sd)], [x + y for x, y in zip(mu, sd)],
+                           color=st.get("color"), alpha=0.15, lw=0)
+    ax[0].set_ylabel(r"$\bar\lambda_1$")
+    ax[1].set_ylabel(r"participation ratio $r$")
+    ax[1].set_xlabel("layer")
+    ax[0].set_ylim(0, 1.02)
+    ax[1].set_ylim(bottom=0.9)
+    ax[0].legend()
+    ax[0].set_title(title, fontsize=10)
+    for a in ax:
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, out), dpi=130)
+    plt.close(fig)
+
+
+def pe_token_figure(d, out, variant, run, token, title):
+    """Three panels as the paper's Figs. 4-5: sign of q, window average at T = T*, and the
+    worst-case window average W(T) against T with T* marked, for one token of one run."""
+    import numpy as np
+    q = [num(r["q"]) for r in read_csv(os.path.join(d, "q.csv"))
+         if r["variant"] == variant and int(r["run"]) == run and int(r["token"]) == token]
+    if not q:
+        return
+    q = np.array(q)
+    K = len(q)
+    P = np.concatenate([[0.0], np.cumsum(q)])
+    W = np.array([min((P[t + T] - P[t]) for t in range(0, K - T + 1)) / T for T in range(1, K + 1)])
+    adm = np.nonzero(W > 0)[0]
+    tstar = int(adm[0]) + 1 if adm.size else None
+    Tw = tstar if tstar else 8
+    avg = np.convolve(q, np.ones(Tw) / Tw, mode="valid")
+    fig, ax = plt.subplots(3, 1, figsize=(6.4, 6.4))
+    s = np.arange(1, K + 1)
+    ax[0].step(s, np.sign(q), where="mid", color="C0", lw=0.8)
+    ax[0].set_ylabel(r"sign $q_%d$" % token)
+    ax[0].set_yticks([-1, 1])
+    ax[0].set_xlabel("layer")
+    ax[1].plot(np.arange(Tw, K + 1), avg, color="C0")
+    ax[1].axhline(0, color="k", lw=0.6)
+    ax[1].set_ylabel(r"window average, $T=%d$" % Tw)
+    ax[1].set_xlabel("layer (window end)")
+    ax[2].plot(np.arange(1, K + 1), W, color="C0")
+    ax[2].axhline(0, color="k", lw=0.6)
+    if tstar:
+        ax[2].axvline(tstar, color="C3", ls="--", lw=1)
+        ax[2].annotate(r"$T^\star=%d$" % tstar, (tstar, 0), xytext=(8, 10), textcoords="offset points", color="C3")
+    ax[2].set_ylabel(r"worst window average $W(T)$")
+    ax[2].set_xlabel("window length T")
+    ax[0].set_title(title, fontsize=10)
+    for a in ax:
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, out), dpi=130)
+    plt.close(fig)
+
+
+def pe_envelope_figure(d, out, title, labels=None):
+    """One panel as the paper's Fig. 6: worst-case window average against T per configuration
+    (envelope over all runs and tokens), with the smallest admissible window marked."""
+    import numpy as np
+    rows = read_csv(os.path.join(d, "pe_curve.csv"))
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for i, (v, rs) in enumerate(by(rows, "variant").items()):
+        env = {}
+        for r in rs:
+            T = int(r["T"])
+            env[T] = min(env.get(T, float("inf")), num(r["worst_window_avg"]))
+        T = np.array(sorted(env))
+        W = np.array([env[t] for t in T])
+        st = STYLE.get(v, dict(color="C%d" % i, label=v))
+        lab = (labels or {}).get(v, st.get("label", v))
+        adm = np.nonzero(W > 0)[0]
+        ts = int(T[adm[0]]) if adm.size else None
+        ax.plot(T, W, color=st.get("color"), label=lab + (r" ($T^\star=%d$)" % ts if ts else " (no admissible T)"))
+        if ts:
+            ax.plot([ts], [W[adm[0]]], "o", color=st.get("color"))
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel("window length T")
+    ax.set_ylabel("worst-case window average")
+    ax.set_yscale("symlog", linthresh=1e-2)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, out), dpi=130)
+    plt.close(fig)
+
+
+def plot_ssm_random_silu(d):
+    import json
+    man = {}
+    try:
+        with open(os.path.join(d, "manifest.json")) as f:
+            man = json.load(f)
+    except OSError:
+        pass
+    p = man.get("params", {})
+    sub = "paper SSM model, random weights per layer, gate off; n=%s m=%s tau=%s, %s runs" % (
+        p.get("n", "?"), p.get("m", "?"), p.get("tau", "?"), p.get("runs", "?"))
+    metrics_figure(d, "fig3_metrics.png", "Fig. 3 layout — " + sub)
+    notes = man.get("notes", {})
+    run = int(notes.get("fig_run", 0))
+    tok = int(notes.get("fig_token", 1))
+    pe_token_figure(d, "fig5_pe_token.png", "silu", run, tok,
+                    "Fig. 5 layout — token %d of run %d, random weights, SiLU on" % (tok, run))
+    pe_envelope_figure(d, "fig6_pe_windows.png", "Fig. 6 layout (random weights) — envelope over runs and tokens",
+                       labels={"silu": "random + SiLU", "no_silu": "random, no SiLU"})
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: plot.py KIND DIR")
+    kind, d = sys.argv[1], sys.argv[2]
+    if kind == "ssm-random-silu":
+        plot_ssm_random_silu(d)
+    elif kind in ("ssm-theorem-pe", "ssm-theorem-pd"):
+        import plot_theorems
+        getattr(plot_theorems, "plot_" + kind.replace("-", "_"))(d)
+    else:
+        sys.exit("plot.py: unknown figure kind '%s'" % kind)
+
+
+if __name__ == "__main__":
+    main()

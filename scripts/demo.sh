@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, and reproduces The Attention Within's Fig. 3
+# (random weights, SiLU on vs off) at reduced size (10 runs instead of 50), writing its figures
+# to results/demo/. Extra arguments go to `tokdyn run` (e.g. --set runs=50 for the full size).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+"$here/scripts/setup.sh" "$here/build" >/dev/null
+"$here/build/tokdyn" run ssm-random-silu --out "$here/results/demo" --set runs=10 "$@"
+echo "figures: $here/results/demo/fig3_metrics.png fig5_pe_token.png fig6_pe_windows.png"

@@ -1,0 +1,814 @@
+// Experiment registry, parameter validation (defaults <- TOML <- --set), end-to-end runs into a
+// temporary directory that is renamed into place only when complete, and figure drawing.
+#include "tokdyn/experiment.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include <fcntl.h>
+#include <omp.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "tokdyn/error.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+extern char** environ;
+
+namespace tokdyn {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Schema constructors
+
+ParamSpec p_int(std::string key, long def, std::string help, std::optional<double> min, std::optional<double> max) {
+  return ParamSpec{std::move(key), ParamType::Int, ParamValue{std::in_place_type<long>, def}, std::move(help), min, max,
+                   false, {}};
+}
+
+ParamSpec p_double(std::string key, double def, std::string help, std::optional<double> min,
+                   std::optional<double> max, bool min_exclusive) {
+  return ParamSpec{std::move(key), ParamType::Double, ParamValue{std::in_place_type<double>, def}, std::move(help),
+                   min, max, min_exclusive, {}};
+}
+
+ParamSpec p_bool(std::string key, bool def, std::string help) {
+  return ParamSpec{std::move(key), ParamType::Bool, ParamValue{std::in_place_type<bool>, def}, std::move(help), {},
+                   {}, false, {}};
+}
+
+ParamSpec p_string(std::string key, std::string def, std::string help, std::vector<std::string> choices) {
+  return ParamSpec{std::move(key), ParamType::String, ParamValue{std::in_place_type<std::string>, std::move(def)},
+                   std::move(help), {}, {}, false, std::move(choices)};
+}
+
+ParamSpec p_int_list(std::string key, std::vector<long> def, std::string help, std::optional<double> min,
+                     std::optional<double> max) {
+  return ParamSpec{std::move(key), ParamType::IntList,
+                   ParamValue{std::in_place_type<std::vector<long>>, std::move(def)}, std::move(help), min, max,
+                   false, {}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Params
+
+namespace {
+
+template <class T>
+const T& get_checked(const std::map<std::string, ParamValue>& values, const std::string& key, const char* want) {
+  auto it = values.find(key);
+  if (it == values.end()) throw std::logic_error(fmt::format("parameter '{}' is not in the experiment's schema", key));
+  const T* v = std::get_if<T>(&it->second);
+  if (!v) throw std::logic_error(fmt::format("parameter '{}' is not {}", key, want));
+  return *v;
+}
+
+nlohmann::json json_of(const ParamValue& v) {
+  return std::visit([](const auto& x) { return nlohmann::json(x); }, v);
+}
+
+}  // namespace
+
+long Params::get_int(const std::string& key) const { return get_checked<long>(values_, key, "an int"); }
+double Params::get_double(const std::string& key) const { return get_checked<double>(values_, key, "a double"); }
+bool Params::get_bool(const std::string& key) const { return get_checked<bool>(values_, key, "a bool"); }
+const std::string& Params::get_string(const std::string& key) const {
+  return get_checked<std::string>(values_, key, "a string");
+}
+const std::vector<long>& Params::get_int_list(const std::string& key) const {
+  return get_checked<std::vector<long>>(values_, key, "an int list");
+}
+
+nlohmann::json Params::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : values_) j[k] = json_of(v);
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registry
+
+namespace {
+
+std::vector<std::unique_ptr<Experiment>>& registry() {
+  static std::vector<std::unique_ptr<Experiment>> r;  // function-local: no static-init order issue
+  return r;
+}
+
+std::size_t index_of(ParamType t) {
+  switch (t) {
+    case ParamType::Int: return 0;
+    case ParamType::Double: return 1;
+    case ParamType::Bool: return 2;
+    case ParamType::String: return 3;
+    case ParamType::IntList: return 4;
+  }
+  return 5;
+}
+
+}  // namespace
+
+ExperimentRegistration::ExperimentRegistration(Experiment e) {
+  // Structural mistakes in a schema are programming errors: fail loudly at start-up.
+  if (e.name.empty()) throw std::logic_error("experiment registered without a name");
+  if (find_experiment(e.name)) throw std::logic_error(fmt::format("experiment '{}' registered twice", e.name));
+  if (!e.run) throw std::logic_error(fmt::format("experiment '{}' has no run function", e.name));
+  for (std::size_t i = 0; i < e.params.size(); ++i) {
+    const ParamSpec& s = e.params[i];
+    if (s.key.empty() || s.key == "preset" || s.key.find('=') != std::string::npos)
+      throw std::logic_error(fmt::format("experiment '{}': invalid parameter key '{}'", e.name, s.key));
+    if (s.def.index() != index_of(s.type))
+      throw std::logic_error(fmt::format("experiment '{}': default of '{}' does not match its type", e.name, s.key));
+    for (std::size_t j = 0; j < i; ++j)
+      if (e.params[j].key == s.key)
+        throw std::logic_error(fmt::format("experiment '{}': parameter '{}' declared twice", e.name, s.key));
+  }
+  registry().push_back(std::make_unique<Experiment>(std::move(e)));
+}
+
+std::vector<const Experiment*> experiments() {
+  std::vector<const Experiment*> out;
+  for (const auto& e : registry()) out.push_back(e.get());
+  std::sort(out.begin(), out.end(), [](const Experiment* a, const Experiment* b) { return a->name < b->name; });
+  return out;
+}
+
+const Experiment* find_experiment(const std::string& name) {
+  for (const auto& e : registry())
+    if (e->name == name) return e.get();
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting helpers (also used by `tokdyn show`)
+
+namespace {
+
+std::string num(double v, bool integer) {
+  if (integer && std::abs(v) < 9.0e15 && v == std::floor(v)) return fmt::format("{}", static_cast<long long>(v));
+  return fmt::format("{}", v);
+}
+
+std::string bounds_text(const ParamSpec& s, bool integer) {
+  std::string out;
+  if (s.min) out = fmt::format("{} {}", s.min_exclusive ? ">" : ">=", num(*s.min, integer));
+  if (s.max) out += fmt::format("{}<= {}", out.empty() ? "" : " and ", num(*s.max, integer));
+  return out;
+}
+
+bool in_bounds(const ParamSpec& s, double v) {
+  if (s.min && (s.min_exclusive ? !(v > *s.min) : !(v >= *s.min))) return false;
+  if (s.max && !(v <= *s.max)) return false;
+  return true;
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::string one_line(std::string s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\r') continue;
+    if (s[i] == '\n') {
+      if (i + 1 < s.size()) out += "; ";
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string type_name(ParamType t) {
+  switch (t) {
+    case ParamType::Int: return "int";
+    case ParamType::Double: return "double";
+    case ParamType::Bool: return "bool";
+    case ParamType::String: return "string";
+    case ParamType::IntList: return "int list";
+  }
+  return "?";
+}
+
+std::string value_text(const ParamValue& v) {
+  struct V {
+    std::string operator()(long x) const { return std::to_string(x); }
+    std::string operator()(double x) const { return fmt::format("{}", x); }
+    std::string operator()(bool x) const { return x ? "true" : "false"; }
+    std::string operator()(const std::string& x) const { return x; }
+    std::string operator()(const std::vector<long>& x) const {
+      std::string out;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (i) out += ',';
+        out += std::to_string(x[i]);
+      }
+      return out;
+    }
+  };
+  return std::visit(V{}, v);
+}
+
+std::string range_text(const ParamSpec& s) {
+  switch (s.type) {
+    case ParamType::Int:
+    case ParamType::IntList: return bounds_text(s, true);
+    case ParamType::Double: return bounds_text(s, false);
+    case ParamType::String: return join(s.choices, " | ");
+    case ParamType::Bool: return "";
+  }
+  return "";
+}
+
+std::pair<std::string, std::string> parse_set(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos) throw InputError(fmt::format("--set '{}': expected key=value", one_line(arg)));
+  auto trim = [](std::string s) {
+    const auto b = s.find_first_not_of(" \t");
+    if (b == std::string::npos) return std::string();
+    return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+  };
+  std::string key = trim(arg.substr(0, eq));
+  if (key.empty()) throw InputError(fmt::format("--set '{}': expected key=value (the key is empty)", one_line(arg)));
+  return {key, arg.substr(eq + 1)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+namespace {
+
+// Where a value came from, for messages: "" (command line) or "config file 'x.toml' line 3: ".
+struct Origin {
+  std::string prefix;
+};
+
+[[noreturn]] void bad(const Origin& o, const std::string& key, const std::string& what) {
+  throw InputError(one_line(fmt::format("{}parameter '{}': {}", o.prefix, key, what)));
+}
+
+std::string unknown_key_message(const Experiment& e, const std::string& key) {
+  std::vector<std::string> known;
+  for (const auto& s : e.params) known.push_back(s.key);
+  return fmt::format("unknown parameter '{}' for preset '{}' (known: {})", key, e.name,
+                     known.empty() ? std::string("none") : join(known, ", "));
+}
+
+const ParamSpec* find_spec(const Experiment& e, const std::string& key) {
+  for (const auto& s : e.params)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+std::string trimmed(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void check_int(const Origin& o, const std::string& label, const ParamSpec& s, long v) {
+  if (!in_bounds(s, static_cast<double>(v)))
+    bad(o, label, fmt::format("expected an integer {}, got {}", bounds_text(s, true), v));
+}
+
+void check_double(const Origin& o, const ParamSpec& s, double v, const std::string& shown) {
+  if (!std::isfinite(v)) bad(o, s.key, fmt::format("expected a finite number, got {}", shown));
+  if (!in_bounds(s, v)) bad(o, s.key, fmt::format("expected a number {}, got {}", bounds_text(s, false), shown));
+}
+
+void check_string(const Origin& o, const ParamSpec& s, const std::string& v) {
+  if (!s.choices.empty() && std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end())
+    bad(o, s.key, fmt::format("expected one of: {} (got '{}')", join(s.choices, ", "), v));
+}
+
+long parse_long(const Origin& o, const std::string& label, const std::string& raw) {
+  const std::string t = trimmed(raw);
+  const char* b = t.data();
+  const char* end = t.data() + t.size();
+  if (b != end && *b == '+') ++b;
+  long v = 0;
+  auto [p, ec] = std::from_chars(b, end, v);
+  if (ec == std::errc::result_out_of_range)
+    bad(o, label, fmt::format("expected an integer, got '{}' (out of range)", raw));
+  if (ec != std::errc() || p != end || t.empty()) bad(o, label, fmt::format("expected an integer, got '{}'", raw));
+  return v;
+}
+
+// Parses a `--set` value for spec `s`.
+ParamValue value_of_string(const ParamSpec& s, const std::string& raw) {
+  const Origin o{};
+  switch (s.type) {
+    case ParamType::Int: {
+      long v = parse_long(o, s.key, raw);
+      check_int(o, s.key, s, v);
+      return ParamValue{std::in_place_type<long>, v};
+    }
+    case ParamType::Double: {
+      const std::string t = trimmed(raw);
+      const char* b = t.data();
+      const char* end = t.data() + t.size();
+      if (b != end && *b == '+') ++b;
+      double v = 0;
+      auto [p, ec] = std::from_chars(b, end, v, std::chars_format::general);
+      if (ec == std::errc::result_out_of_range && p == end)
+        bad(o, s.key, fmt::format("expected a finite number, got '{}'", raw));
+      if (ec != std::errc() || p != end || t.empty()) bad(o, s.key, fmt::format("expected a number, got '{}'", raw));
+      check_double(o, s, v, fmt::format("'{}'", raw));
+      return ParamValue{std::in_place_type<double>, v};
+    }
+    case ParamType::Bool: {
+      const std::string t = lower(trimmed(raw));
+      if (t == "true" || t == "1" || t == "yes" || t == "on") return ParamValue{std::in_place_type<bool>, true};
+      if (t == "false" || t == "0" || t == "no" || t == "off") return ParamValue{std::in_place_type<bool>, false};
+      bad(o, s.key, fmt::format("expected true or false (or 1/0, yes/no, on/off), got '{}'", raw));
+    }
+    case ParamType::String: {
+      check_string(o, s, raw);
+      return ParamValue{std::in_place_type<std::string>, raw};
+    }
+    case ParamType::IntList: {
+      std::string t = trimmed(raw);
+      if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = trimmed(t.substr(1, t.size() - 2));
+      std::vector<long> out;
+      if (t.empty()) return ParamValue{std::in_place_type<std::vector<long>>, out};
+      std::size_t start = 0;
+      for (std::size_t i = 1;; ++i) {
+        const auto comma = t.find(',', start);
+        const std::string item = t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        const std::string it = trimmed(item);
+        const char* b = it.data();
+        const char* end = it.data() + it.size();
+        if (b != end && *b == '+') ++b;
+        long v = 0;
+        auto [p, ec] = std::from_chars(b, end, v);
+        if (ec != std::errc() || p != end || it.empty())
+          throw InputError(
+              one_line(fmt::format("parameter '{}' entry {}: expected an integer, got '{}'", s.key, i, item)));
+        if (!in_bounds(s, static_cast<double>(v)))
+          throw InputError(one_line(fmt::format("parameter '{}' entry {}: expected an integer {}, got {}", s.key, i,
+                                                bounds_text(s, true), v)));
+        out.push_back(v);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      return ParamValue{std::in_place_type<std::vector<long>>, std::move(out)};
+    }
+  }
+  throw std::logic_error("unhandled parameter type");
+}
+
+// How a TOML value is shown in messages.
+std::string describe(const toml::node& n) {
+  if (auto v = n.as_string()) return fmt::format("'{}' (a string)", v->get());
+  if (auto v = n.as_integer()) return std::to_string(v->get());
+  if (auto v = n.as_floating_point()) {
+    const double d = v->get();
+    if (std::isfinite(d) && d == std::floor(d) && std::abs(d) < 1e15) return fmt::format("{:.1f}", d);
+    return fmt::format("{}", d);
+  }
+  if (auto v = n.as_boolean()) return v->get() ? "true" : "false";
+  if (n.is_array()) return "an array";
+  if (n.is_table()) return "a table";
+  return "a date/time";
+}
+
+ParamValue value_of_toml(const Origin& o, const ParamSpec& s, const toml::node& n) {
+  switch (s.type) {
+    case ParamType::Int: {
+      auto v = n.as_integer();
+      if (!v) bad(o, s.key, fmt::format("expected an integer, got {}", describe(n)));
+      check_int(o, s.key, s, static_cast<long>(v->get()));
+      return ParamValue{std::in_place_type<long>, static_cast<long>(v->get())};
+    }
+    case ParamType::Double: {
+      double d = 0;
+      if (auto i = n.as_integer())
+        d = static_cast<double>(i->get());
+      else if (auto f = n.as_floating_point())
+        d = f->get();
+      else
+        bad(o, s.key, fmt::format("expected a number, got {}", describe(n)));
+      check_double(o, s, d, describe(n));
+      return ParamValue{std::in_place_type<double>, d};
+    }
+    case ParamType::Bool: {
+      auto v = n.as_boolean();
+      if (!v) bad(o, s.key, fmt::format("expected true or false, got {}", describe(n)));
+      return ParamValue{std::in_place_type<bool>, v->get()};
+    }
+    case ParamType::String: {
+      auto v = n.as_string();
+      if (!v) bad(o, s.key, fmt::format("expected a string, got {}", describe(n)));
+      check_string(o, s, v->get());
+      return ParamValue{std::in_place_type<std::string>, v->get()};
+    }
+    case ParamType::IntList: {
+      auto a = n.as_array();
+      if (!a) bad(o, s.key, fmt::format("expected an array of integers, got {}", describe(n)));
+      std::vector<long> out;
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        const toml::node& el = *a->get(i);
+        auto v = el.as_integer();
+        if (!v)
+          throw InputError(one_line(fmt::format("{}parameter '{}' entry {}: expected an integer, got {}", o.prefix,
+                                                s.key, i + 1, describe(el))));
+        if (!in_bounds(s, static_cast<double>(v->get())))
+          throw InputError(one_line(fmt::format("{}parameter '{}' entry {}: expected an integer {}, got {}",
+                                                o.prefix, s.key, i + 1, bounds_text(s, true), v->get())));
+        out.push_back(static_cast<long>(v->get()));
+      }
+      return ParamValue{std::in_place_type<std::vector<long>>, std::move(out)};
+    }
+  }
+  throw std::logic_error("unhandled parameter type");
+}
+
+std::string file_prefix(const fs::path& file, const toml::node* n = nullptr) {
+  if (n && n->source().begin.line > 0) return fmt::format("config file '{}' line {}: ", file.string(), n->source().begin.line);
+  return fmt::format("config file '{}': ", file.string());
+}
+
+toml::table load_toml(const fs::path& file) {
+  std::error_code ec;
+  const auto st = fs::status(file, ec);
+  if (!fs::exists(st)) throw InputError(fmt::format("config file '{}': cannot open (no such file)", file.string()));
+  if (fs::is_directory(st))
+    throw InputError(fmt::format("config file '{}': cannot open (it is a directory)", file.string()));
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("config file '{}': cannot open ({})", file.string(), std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return toml::parse(text.str(), file.string());
+  } catch (const toml::parse_error& err) {
+    const auto& b = err.source().begin;
+    throw InputError(one_line(fmt::format("config file '{}' line {}, column {}: {}", file.string(), b.line, b.column,
+                                          std::string(err.description()))));
+  }
+}
+
+}  // namespace
+
+Params resolve_params(const Experiment& e, const std::vector<std::pair<std::string, std::string>>& sets,
+                      const std::optional<fs::path>& toml_file) {
+  Params p;
+  for (const auto& s : e.params) p.values_[s.key] = s.def;
+
+  if (toml_file) {
+    const toml::table tbl = load_toml(*toml_file);
+    for (const auto& [k, node] : tbl) {
+      const std::string key(k.str());
+      if (key == "preset") continue;
+      const Origin o{file_prefix(*toml_file, &node)};
+      const ParamSpec* s = find_spec(e, key);
+      if (!s) throw InputError(one_line(o.prefix + unknown_key_message(e, key)));
+      p.values_[key] = value_of_toml(o, *s, node);
+    }
+  }
+
+  for (const auto& [key, value] : sets) {
+    const ParamSpec* s = find_spec(e, key);
+    if (!s) throw InputError(one_line(unknown_key_message(e, key)));
+    p.values_[key] = value_of_string(*s, value);
+  }
+  return p;
+}
+
+const Experiment& experiment_of_toml(const fs::path& file) {
+  const toml::table tbl = load_toml(file);
+  const toml::node* n = tbl.get("preset");
+  if (!n)
+    throw InputError(fmt::format("config file '{}': missing key 'preset' (the experiment to run, see `tokdyn presets`)",
+                                 file.string()));
+  auto name = n->as_string();
+  if (!name)
+    throw InputError(one_line(fmt::format("{}key 'preset': expected a string (an experiment name), got {}",
+                                          file_prefix(file, n), describe(*n))));
+  const Experiment* e = find_experiment(name->get());
+  if (!e)
+    throw InputError(
+        one_line(fmt::format("{}unknown preset '{}' (see `tokdyn presets`)", file_prefix(file, n), name->get())));
+  return *e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running
+
+namespace {
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// A single updating progress line on stderr (only used when stderr is a terminal).
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::string name) : name_(std::move(name)), start_(Clock::now()) {}
+
+  void update(double f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!(f >= 0.0)) f = 0.0;  // also maps NaN to 0
+    f = std::min(f, 1.0);
+    best_ = std::max(best_, f);
+    const auto now = Clock::now();
+    if (shown_ && now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    draw(now);
+  }
+
+  void finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shown_) return;
+    best_ = 1.0;
+    draw(Clock::now());
+    std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+  void abandon() {  // leave the line, so that an error message starts on a fresh one
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shown_) return;
+    std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void draw(Clock::time_point now) {
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    std::string eta = "?";
+    if (best_ > 0.0) eta = fmt::format("{:.1f}s", elapsed * (1.0 - best_) / best_);
+    std::fprintf(stderr, "\r[%s] %d%% elapsed %.1fs ETA %s\x1b[K", name_.c_str(), static_cast<int>(best_ * 100.0),
+                 elapsed, eta.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  std::string name_;
+  Clock::time_point start_;
+  Clock::time_point last_{};
+  double best_ = 0.0;
+  bool shown_ = false;
+  std::mutex mu_;
+};
+
+fs::path with_suffix(const fs::path& p, const std::string& suffix) {
+  fs::path out = p;
+  out += suffix;
+  return out;
+}
+
+void write_manifest(const fs::path& file, const nlohmann::json& j) {
+  std::ofstream out(file, std::ios::out | std::ios::trunc | std::ios::binary);
+  if (!out) throw std::runtime_error(fmt::format("cannot open '{}' for writing: {}", file.string(), std::strerror(errno)));
+  out << j.dump(2) << '\n';
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
+}
+
+std::vector<std::string> files_under(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    if (entry.is_regular_file()) files.push_back(entry.path().lexically_relative(dir).generic_string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+void run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
+                    bool show_progress) {
+  const std::string shown = out.string();
+  if (out.empty()) throw InputError("output directory: empty path");
+  fs::path target = fs::absolute(out).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "results/x/" -> "results/x"
+  if (!target.has_filename() || target.filename() == "..")
+    throw InputError(fmt::format("output directory '{}': not a usable directory name", shown));
+
+  std::error_code ec;
+  const auto st = fs::symlink_status(target, ec);
+  if (fs::exists(st) && !fs::is_directory(st))
+    throw InputError(fmt::format("output directory '{}': exists and is not a directory", shown));
+
+  // Create missing parents, remembering the topmost one we created so that a failed run leaves
+  // no empty directories behind either.
+  const fs::path parent = target.parent_path();
+  fs::path first_created;
+  for (fs::path a = parent; !a.empty() && !fs::exists(a, ec); a = a.parent_path()) {
+    first_created = a;
+    if (a == a.parent_path()) break;
+  }
+  fs::create_directories(parent, ec);
+  if (ec) throw InputError(fmt::format("output directory '{}': cannot create '{}' ({})", shown, parent.string(), ec.message()));
+
+  const std::string pid = std::to_string(static_cast<long>(getpid()));
+  const fs::path tmp = with_suffix(target, ".tmp-" + pid);
+  const fs::path old = with_suffix(target, ".old-" + pid);
+
+  auto remove_created_parents = [&] {
+    if (first_created.empty()) return;
+    std::error_code ignore;
+    for (fs::path a = parent;; a = a.parent_path()) {
+      if (!fs::remove(a, ignore)) break;  // stops at the first non-empty directory
+      if (a == first_created || a == a.parent_path()) break;
+    }
+  };
+
+  fs::remove_all(tmp, ec);  // a stale directory of a previous process with the same pid
+  if (!fs::create_directory(tmp, ec) || ec) {
+    const std::string why = ec ? ec.message() : "already exists";
+    remove_created_parents();
+    throw InputError(fmt::format("output directory '{}': cannot create '{}' ({})", shown, tmp.string(), why));
+  }
+
+  threads = std::max(threads, 1);
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+
+  std::unique_ptr<ProgressLine> line;
+  if (show_progress && isatty(2)) line = std::make_unique<ProgressLine>(e.name);
+
+  try {
+    RunContext ctx;
+    ctx.dir = tmp;
+    ctx.threads = threads;
+    ctx.figures = figures;
+    if (line) {
+      ProgressLine* l = line.get();
+      ctx.progress = [l](double f) { l->update(f); };
+    }
+
+    const std::string started = utc_now_iso8601();
+    const auto t0 = std::chrono::steady_clock::now();
+    e.run(p, ctx);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (line) line->finish();
+    line.reset();
+
+    if (fs::exists(tmp / "manifest.json"))
+      throw std::logic_error(fmt::format("experiment '{}' wrote its own manifest.json", e.name));
+    const nlohmann::json params = p.to_json();
+    nlohmann::json m = nlohmann::json::object();
+    m["preset"] = e.name;
+    m["params"] = params;
+    m["seed"] = params.contains("seed") ? params["seed"] : nlohmann::json(nullptr);
+    m["version"] = TOKDYN_VERSION;
+    m["wall_time_s"] = wall;
+    m["threads"] = threads;
+    m["started_utc"] = started;
+    m["hostname"] = host_name();
+    m["notes"] = ctx.notes;
+    m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)
+    write_manifest(tmp / "manifest.json", m);
+    // Figures are drawn from the written results (CSV files and this manifest), then listed.
+    if (figures && !e.figure_kind.empty()) {
+      const auto f0 = std::chrono::steady_clock::now();
+      draw_figures(e.figure_kind, tmp);
+      m["figure_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+      m["files"] = files_under(tmp);
+      write_manifest(tmp / "manifest.json", m);
+    }
+
+    // Swap into place: move an existing result aside, rename, then drop the old one.
+    const bool had_old = fs::exists(fs::symlink_status(target, ec));
+    if (had_old) {
+      fs::remove_all(old, ec);
+      fs::rename(target, old, ec);
+      if (ec)
+        throw InputError(fmt::format("output directory '{}': cannot move the previous results aside ({})", shown,
+                                     ec.message()));
+    }
+    fs::rename(tmp, target, ec);
+    if (ec) {
+      std::error_code ignore;
+      if (had_old) fs::rename(old, target, ignore);
+      throw InputError(fmt::format("output directory '{}': cannot rename '{}' into place ({})", shown, tmp.string(),
+                                   ec.message()));
+    }
+    if (had_old) fs::remove_all(old, ec);
+  } catch (...) {
+    if (line) line->abandon();
+    std::error_code ignore;
+    fs::remove_all(tmp, ignore);
+    remove_created_parents();
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+
+void draw_figures(const std::string& kind, const fs::path& dir) {
+  const char* py_env = std::getenv("TOKDYN_PYTHON");
+  const char* script_env = std::getenv("TOKDYN_PLOT_SCRIPT");
+  const std::string python = (py_env && *py_env) ? py_env : "/usr/bin/python3";
+  const std::string script = (script_env && *script_env) ? script_env : TOKDYN_SOURCE_DIR "/python/plot.py";
+  const std::string dir_s = dir.string();
+  const std::string fail = fmt::format("figure '{}' failed: ", kind);
+
+  char err_path[] = "/tmp/tokdyn-plot-XXXXXX";
+  const int err_fd = mkstemp(err_path);
+  if (err_fd < 0) throw std::runtime_error(fail + "cannot create a file in /tmp: " + std::strerror(errno));
+  struct Cleanup {
+    int fd;
+    const char* path;
+    ~Cleanup() {
+      close(fd);
+      unlink(path);
+    }
+  } cleanup{err_fd, err_path};
+
+  // Environment: the parent's, with MPLBACKEND=Agg.
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "MPLBACKEND=", 11) != 0) env.emplace_back(*e);
+  env.emplace_back("MPLBACKEND=Agg");
+  std::vector<char*> envp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::vector<std::string> args = {python, script, kind, dir_s};
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+  posix_spawn_file_actions_addclose(&fa, err_fd);
+  pid_t pid = 0;
+  const bool search_path = python.find('/') == std::string::npos;
+  const int rc = search_path ? posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), envp.data())
+                             : posix_spawn(&pid, python.c_str(), &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error(fail + fmt::format("cannot run '{}': {}", python, std::strerror(rc)));
+
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error(fail + "waitpid: " + std::strerror(errno));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+
+  std::string text;
+  {
+    std::ifstream in(err_path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  const auto nl = text.find_last_of('\n');
+  std::string last = trimmed(nl == std::string::npos ? text : text.substr(nl + 1));
+  std::string why;
+  if (WIFSIGNALED(status))
+    why = fmt::format("killed by signal {}", WTERMSIG(status));
+  else
+    why = fmt::format("exit status {}", WEXITSTATUS(status));
+  throw std::runtime_error(fail + (last.empty() ? why : last));
+}
+
+}  // namespace tokdyn

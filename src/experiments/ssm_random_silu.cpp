@@ -1,0 +1,182 @@
+// Preset ssm-random-silu: the paper's SSM model (The Attention Within, (1)-(2)) with zero-mean
+// random weights redrawn at every layer, gate off, with and without SiLU on the B/C branches
+// (Fig. 3), and the persistency-of-excitation windows of §VI-B (Figs. 5-6 layout).
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <optional>
+
+#include "tokdyn/analysis/pe_window.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/models/ssm.hpp"
+#include "tokdyn/models/ssm_random.hpp"
+#include "tokdyn/observers.hpp"
+
+namespace tokdyn {
+namespace {
+
+struct VariantResult {
+  std::string name;
+  GramObserver gram;
+  std::vector<std::vector<std::vector<double>>> q;  // [run][token][layer-1]
+};
+
+void run_ssm_random_silu(const Params& P, RunContext& ctx) {
+  const int runs = static_cast<int>(P.get_int("runs"));
+  const long depth = P.get_int("depth");
+  const int len = static_cast<int>(P.get_int("tokens"));
+  SsmRandomSpec spec;
+  spec.n = static_cast<int>(P.get_int("n"));
+  spec.m = static_cast<int>(P.get_int("m"));
+  spec.weights = P.get_string("weights");
+  spec.sigma = P.get_double("sigma");
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  const SsmForm form = P.get_string("form") == "recurrence" ? SsmForm::Recurrence : SsmForm::InputOutput;
+  const int fig_run = static_cast<int>(P.get_int("fig_run"));
+  const int fig_token = static_cast<int>(P.get_int("fig_token"));
+  if (fig_run >= runs) throw InputError(fmt::format("parameter 'fig_run': expected a run index < runs ({}), got {}", runs, fig_run));
+  if (fig_token > len) throw InputError(fmt::format("parameter 'fig_token': expected a token index <= tokens ({}), got {}", len, fig_token));
+  std::vector<std::string> variants;
+  const std::string v = P.get_string("variants");
+  if (v == "both" || v == "silu") variants.push_back("silu");
+  if (v == "both" || v == "no_silu") variants.push_back("no_silu");
+
+  // One random weight sequence, shared by all runs and by both variants (paired comparison);
+  // layer k is drawn from the stream (seed, "weights", k-1), independent of threads.
+  auto sched = std::make_shared<IidSchedule<SsmParams>>(
+      [spec](Rng& rng) { return draw_ssm_layer(spec, rng); }, seed ^ 0x5eedf00dULL, 1);
+  // Initial tokens of run r: uniform on S^{n-1}, stream (seed, r).
+  Batch Z0{Tokens(static_cast<Eigen::Index>(runs) * len, spec.n), runs, len};
+  for (int r = 0; r < runs; ++r) {
+    Rng rng(seed, {static_cast<std::uint64_t>(r)});
+    Z0.run(r) = rng.sphere_tokens(len, spec.n);
+  }
+
+  std::vector<VariantResult> res(variants.size());
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    VariantResult& R = res[vi];
+    R.name = variants[vi];
+    SsmOptions o;
+    o.tau = P.get_double("tau");
+    o.silu_bc = R.name == "silu";
+    o.gate = GateKind::Off;
+    SsmLayer layer(sched, o, form);
+    R.q.assign(static_cast<std::size_t>(runs), std::vector<std::vector<double>>(static_cast<std::size_t>(len)));
+    layer.set_interaction_sink([&R, runs, len](long, const Mat& q) {
+      for (int r = 0; r < runs; ++r)
+        for (int i = 0; i < len; ++i) R.q[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].push_back(q(r, i));
+    });
+    Batch Z = Z0;
+    const double share = 1.0 / static_cast<double>(variants.size());
+    iterate(layer, Z, depth, {&R.gram}, {}, [&](double f) {
+      if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) * share);
+    });
+  }
+
+  {
+    CsvWriter csv(ctx.dir / "metrics.csv", {"variant", "layer", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std",
+                                            "consensus_dist_mean", "min_cosine_mean"});
+    for (const auto& R : res)
+      for (std::size_t o = 0; o < R.gram.times().size(); ++o) {
+        double l1m, l1s, prm, prs, cd = 0.0, mc = 0.0;
+        R.gram.lambda1_stats(o, l1m, l1s);
+        R.gram.pr_stats(o, prm, prs);
+        for (int r = 0; r < runs; ++r) {
+          cd += R.gram.consensus()[o][static_cast<std::size_t>(r)];
+          mc += R.gram.metrics()[o][static_cast<std::size_t>(r)].min_cosine;
+        }
+        csv.cell(R.name).cell(static_cast<long>(o)).cell(l1m).cell(l1s).cell(prm).cell(prs).cell(cd / runs).cell(mc / runs);
+        csv.end_row();
+      }
+  }
+
+  // PE windows (§VI-B, eq. (23)) for every run and token; envelopes over runs per token.
+  CsvWriter pe(ctx.dir / "pe.csv", {"variant", "run", "token", "T_star"});
+  CsvWriter curve(ctx.dir / "pe_curve.csv", {"variant", "token", "T", "worst_window_avg"});
+  CsvWriter summary(ctx.dir / "pe_summary.csv", {"variant", "reading", "T_star", "run", "token"});
+  CsvWriter qcsv(ctx.dir / "q.csv", {"variant", "run", "token", "layer", "q"});
+  for (const auto& R : res) {
+    std::vector<double> env_all(static_cast<std::size_t>(depth), std::numeric_limits<double>::infinity());
+    std::vector<double> env_first = env_all;
+    std::optional<int> text_max = 0, caption_max = 0;
+    int text_run = -1, text_tok = -1, cap_run = -1;
+    for (int i = 0; i < len; ++i) {
+      std::vector<double> env_tok(static_cast<std::size_t>(depth), std::numeric_limits<double>::infinity());
+      for (int r = 0; r < runs; ++r) {
+        const auto& q = R.q[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+        const auto W = worst_window_average(q);
+        const auto ts = smallest_admissible_window(W);
+        pe.cell(R.name).cell(r).cell(i + 1);
+        if (ts) pe.cell(static_cast<long>(*ts)); else pe.empty();
+        pe.end_row();
+        for (std::size_t T = 0; T < W.size(); ++T) {
+          env_tok[T] = std::min(env_tok[T], W[T]);
+          env_all[T] = std::min(env_all[T], W[T]);
+          if (i == 0) env_first[T] = std::min(env_first[T], W[T]);
+        }
+        // Text reading: max over all tokens and runs; none if any (run, token) has none.
+        if (text_max) {
+          if (!ts) { text_max.reset(); text_run = r; text_tok = i + 1; }
+          else if (*ts > *text_max) { text_max = ts; text_run = r; text_tok = i + 1; }
+        }
+        if (i == 0 && caption_max) {
+          if (!ts) { caption_max.reset(); cap_run = r; }
+          else if (*ts > *caption_max) { caption_max = ts; cap_run = r; }
+        }
+      }
+      for (std::size_t T = 0; T < env_tok.size(); ++T) {
+        curve.cell(R.name).cell(i + 1).cell(static_cast<long>(T + 1)).cell(env_tok[T]);
+        curve.end_row();
+      }
+    }
+    auto put = [&](const char* reading, std::optional<int> t, int run, int tok) {
+      summary.cell(R.name).cell(std::string(reading));
+      if (t) summary.cell(static_cast<long>(*t)); else summary.empty();
+      if (run >= 0) summary.cell(run); else summary.empty();
+      if (tok >= 0) summary.cell(tok); else summary.empty();
+      summary.end_row();
+    };
+    put("text", text_max, text_run, text_tok);
+    put("caption", caption_max, cap_run, 1);
+    put("envelope", smallest_admissible_window(env_all), -1, -1);
+    put("envelope_first_token", smallest_admissible_window(env_first), -1, 1);
+    for (int i = 0; i < len; ++i) {
+      const auto& q = R.q[static_cast<std::size_t>(fig_run)][static_cast<std::size_t>(i)];
+      for (std::size_t s = 0; s < q.size(); ++s) {
+        qcsv.cell(R.name).cell(fig_run).cell(i + 1).cell(static_cast<long>(s + 1)).cell(q[s]);
+        qcsv.end_row();
+      }
+    }
+  }
+  ctx.notes["weights"] = spec.weights == "mamba2"
+      ? "Mamba-2 initialisation at the scale of normalised inputs: S_B, S_C, W_Delta iid U(-1,1); b_Delta = dt_bias init; alpha ~ U(1,16); redrawn at every layer, shared by runs and variants"
+      : "iid N(0, sigma^2) for S_B, S_C, W_Delta; b_Delta = dt_bias init; alpha ~ U(1,16); redrawn at every layer";
+  ctx.notes["initial_tokens"] = "iid uniform on the unit sphere; run r uses stream (seed, r)";
+  ctx.notes["fig_run"] = fig_run;
+  ctx.notes["fig_token"] = fig_token;
+}
+
+const ExperimentRegistration reg{Experiment{
+    "ssm-random-silu",
+    "Attention Within Fig. 3/5/6: paper SSM model, random weights redrawn per layer, SiLU on vs off",
+    {p_int("runs", 50, "independent draws of the initial tokens", 1),
+     p_int("depth", 200, "number of layers", 1),
+     p_int("tokens", 50, "tokens per sequence (ell)", 1),
+     p_int("n", 768, "token dimension (mamba2-130m d_model)", 1),
+     p_int("m", 128, "hidden-state size per channel (mamba2-130m d_state)", 1),
+     p_double("tau", 1.0, "step size of the normalised residual update (2)", 0.0, {}, true),
+     p_int("seed", 0, "base seed (weights and initial tokens)", 0),
+     p_string("form", "io", "which exact form computes the layer", {"io", "recurrence"}),
+     p_string("variants", "both", "which variants to run", {"both", "silu", "no_silu"}),
+     p_string("weights", "mamba2", "random weight distribution", {"mamba2", "gaussian"}),
+     p_double("sigma", 1.0, "standard deviation for weights=gaussian", 0.0, {}, true),
+     p_int("fig_run", 0, "run shown in the Fig. 5 panel and q.csv", 0),
+     p_int("fig_token", 1, "token (1-based) shown in the Fig. 5 panel", 1)},
+    run_ssm_random_silu,
+    "ssm-random-silu"}};
+
+}  // namespace
+}  // namespace tokdyn

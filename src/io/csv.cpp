@@ -1,0 +1,150 @@
+// Tidy CSV output and NumPy .npy arrays (format version 1.0).
+#include "tokdyn/io/csv.hpp"
+
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace tokdyn {
+
+namespace {
+
+// A CSV field: written as-is unless it contains a separator, a quote or a line break, in which
+// case it is quoted with inner quotes doubled (RFC 4180).
+void append_field(std::string& row, const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) {
+    row += s;
+    return;
+  }
+  row += '"';
+  for (char c : s) {
+    if (c == '"') row += '"';
+    row += c;
+  }
+  row += '"';
+}
+
+}  // namespace
+
+CsvWriter::CsvWriter(const std::filesystem::path& file, std::vector<std::string> columns)
+    : out_(file, std::ios::out | std::ios::trunc | std::ios::binary), ncol_(columns.size()), file_(file) {
+  if (!out_) {
+    throw std::runtime_error(fmt::format("cannot open '{}' for writing: {}", file.string(), std::strerror(errno)));
+  }
+  if (columns.empty()) throw std::logic_error(fmt::format("CSV '{}': no columns", file.string()));
+  std::string header;
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    if (i) header += ',';
+    append_field(header, columns[i]);
+  }
+  header += '\n';
+  out_ << header;
+  if (!out_) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
+}
+
+void CsvWriter::begin_cell() {
+  if (cur_) row_ += ',';
+  ++cur_;
+}
+
+CsvWriter& CsvWriter::cell(const std::string& s) {
+  begin_cell();
+  append_field(row_, s);
+  return *this;
+}
+
+CsvWriter& CsvWriter::cell(double v) {
+  begin_cell();
+  char buf[64];
+  int len = std::snprintf(buf, sizeof buf, "%.17g", v);
+  row_.append(buf, static_cast<std::size_t>(len));
+  return *this;
+}
+
+CsvWriter& CsvWriter::cell(long v) {
+  begin_cell();
+  char buf[32];
+  int len = std::snprintf(buf, sizeof buf, "%ld", v);
+  row_.append(buf, static_cast<std::size_t>(len));
+  return *this;
+}
+
+CsvWriter& CsvWriter::empty() {
+  begin_cell();
+  return *this;
+}
+
+void CsvWriter::end_row() {
+  if (cur_ != ncol_) {
+    const std::size_t got = cur_;
+    row_.clear();  // the malformed row is dropped, the file stays well-formed
+    cur_ = 0;
+    throw std::logic_error(fmt::format("CSV '{}': row has {} cells, expected {}", file_.string(), got, ncol_));
+  }
+  row_ += '\n';
+  out_ << row_;
+  row_.clear();
+  cur_ = 0;
+  if (!out_) throw std::runtime_error(fmt::format("cannot write '{}'", file_.string()));
+}
+
+CsvWriter::~CsvWriter() = default;  // an unfinished row is discarded; the stream flushes on close
+
+namespace {
+
+template <class T>
+void write_npy_impl(const std::filesystem::path& file, const T* data, const std::vector<std::size_t>& shape,
+                    const char* descr) {
+  static_assert(std::endian::native == std::endian::little, "write_npy assumes a little-endian host");
+  std::size_t count = 1;
+  std::string dims;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    count *= shape[i];
+    if (i) dims += ", ";
+    dims += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) dims += ',';  // a Python 1-tuple
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
+  // Magic (6) + version (2) + header length (2) + header, padded with spaces so that the total
+  // is a multiple of 64, the last byte being a newline.
+  const std::size_t preamble = 10;
+  std::size_t total = preamble + header.size() + 1;
+  total = (total + 63) / 64 * 64;
+  header.append(total - preamble - header.size() - 1, ' ');
+  header += '\n';
+  if (header.size() > 65535) throw std::logic_error(fmt::format("npy '{}': shape too long for format 1.0", file.string()));
+
+  std::ofstream out(file, std::ios::out | std::ios::trunc | std::ios::binary);
+  if (!out) {
+    throw std::runtime_error(fmt::format("cannot open '{}' for writing: {}", file.string(), std::strerror(errno)));
+  }
+  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.write(reinterpret_cast<const char*>(magic), sizeof magic);
+  const auto hlen = static_cast<std::uint16_t>(header.size());
+  const unsigned char len_le[2] = {static_cast<unsigned char>(hlen & 0xff), static_cast<unsigned char>(hlen >> 8)};
+  out.write(reinterpret_cast<const char*>(len_le), 2);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  if (count) out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
+}
+
+}  // namespace
+
+void write_npy(const std::filesystem::path& file, const double* data, const std::vector<std::size_t>& shape) {
+  write_npy_impl(file, data, shape, "<f8");
+}
+void write_npy(const std::filesystem::path& file, const float* data, const std::vector<std::size_t>& shape) {
+  write_npy_impl(file, data, shape, "<f4");
+}
+void write_npy(const std::filesystem::path& file, const std::int64_t* data, const std::vector<std::size_t>& shape) {
+  write_npy_impl(file, data, shape, "<i8");
+}
+
+}  // namespace tokdyn

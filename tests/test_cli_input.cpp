@@ -1,0 +1,709 @@
+// Parameter validation, the experiment registry, run_experiment's temporary-directory protocol,
+// draw_figures, and the CLI's handling of bad input (exit 2, one line, nothing left behind).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/io/csv.hpp"
+
+namespace fs = std::filesystem;
+using namespace tokdyn;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// A test-only experiment: writes `count` rows of (i, scale*i) to echo.csv and a nested file;
+// with fail=input|internal it throws half-way through.
+
+void echo_run(const Params& p, RunContext& ctx) {
+  const long count = p.get_int("count");
+  const std::string& fail = p.get_string("fail");
+  CsvWriter w(ctx.dir / "echo.csv", {"i", "value"});
+  for (long i = 0; i < count; ++i) {
+    if (fail != "none" && i == count / 2) {
+      if (fail == "input") throw InputError("test-echo: bad combination");
+      throw std::runtime_error("test-echo: internal failure");
+    }
+    w.cell(i).cell(p.get_double("scale") * static_cast<double>(i)).end_row();
+    if (ctx.progress) ctx.progress(static_cast<double>(i + 1) / static_cast<double>(count));
+  }
+  fs::create_directory(ctx.dir / "sub");
+  std::ofstream(ctx.dir / "sub" / "note.txt") << "hello\n";
+  ctx.notes["threads_seen"] = ctx.threads;
+  ctx.notes["figures_seen"] = ctx.figures;
+}
+
+const ExperimentRegistration echo_registration{Experiment{
+    "test-echo",
+    "test-only: echoes its parameters into a CSV",
+    {p_int("count", 4, "rows to write", 1), p_double("scale", 1.0, "value multiplier", 0.0, {}, true),
+     p_double("frac", 0.5, "a fraction", 0.0, 1.0), p_bool("flag", false, "a switch"),
+     p_string("mode", "a", "a choice", {"a", "b"}), p_int_list("taps", {1, 2}, "layers to tap", 0),
+     p_int("seed", 7, "random seed", 0), p_string("fail", "none", "throw midway", {"none", "input", "internal"})},
+    echo_run}};
+
+const Experiment& echo() {
+  const Experiment* e = find_experiment("test-echo");
+  if (!e) throw std::logic_error("test-echo not registered");
+  return *e;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tokdyn-test-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+// The InputError message of f(), or "" when it does not throw InputError.
+template <class F>
+std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+using Sets = std::vector<std::pair<std::string, std::string>>;
+
+std::string set_error(const Sets& sets) {
+  return input_error_of([&] { resolve_params(echo(), sets); });
+}
+
+// Names in `dir` (not recursive) other than `except`.
+std::vector<std::string> entries(const fs::path& dir, const std::vector<std::string>& except = {}) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (std::find(except.begin(), except.end(), name) == except.end()) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// resolve_params
+
+TEST(Params, DefaultsWhenNothingIsSet) {
+  const Params p = resolve_params(echo(), {});
+  EXPECT_EQ(p.get_int("count"), 4);
+  EXPECT_EQ(p.get_double("scale"), 1.0);
+  EXPECT_FALSE(p.get_bool("flag"));
+  EXPECT_EQ(p.get_string("mode"), "a");
+  EXPECT_EQ(p.get_int_list("taps"), (std::vector<long>{1, 2}));
+}
+
+TEST(Params, SetOverridesDefault) {
+  const Params p = resolve_params(echo(), {{"count", "9"}, {"scale", "2.5"}, {"mode", "b"}});
+  EXPECT_EQ(p.get_int("count"), 9);
+  EXPECT_EQ(p.get_double("scale"), 2.5);
+  EXPECT_EQ(p.get_string("mode"), "b");
+}
+
+TEST(Params, LaterSetOfSameKeyWins) {
+  EXPECT_EQ(resolve_params(echo(), {{"count", "2"}, {"count", "3"}}).get_int("count"), 3);
+}
+
+TEST(Params, UnknownKeyNamesKeyPresetAndKnownKeys) {
+  const std::string msg = set_error({{"foo", "1"}});
+  EXPECT_NE(msg.find("unknown parameter 'foo' for preset 'test-echo'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(known: count, scale, frac, flag, mode, taps, seed, fail)"), std::string::npos) << msg;
+}
+
+TEST(Params, IntRejectsText) {
+  EXPECT_EQ(set_error({{"count", "abc"}}), "parameter 'count': expected an integer, got 'abc'");
+}
+
+TEST(Params, IntRejectsFraction) {
+  EXPECT_EQ(set_error({{"count", "1.5"}}), "parameter 'count': expected an integer, got '1.5'");
+}
+
+TEST(Params, IntRejectsOverflow) {
+  EXPECT_NE(set_error({{"count", "99999999999999999999999"}}).find("expected an integer"), std::string::npos);
+}
+
+TEST(Params, IntBelowMinimumNamesBound) {
+  EXPECT_EQ(set_error({{"count", "0"}}), "parameter 'count': expected an integer >= 1, got 0");
+}
+
+TEST(Params, DoubleRejectsNan) {
+  EXPECT_EQ(set_error({{"scale", "nan"}}), "parameter 'scale': expected a finite number, got 'nan'");
+}
+
+TEST(Params, DoubleRejectsInfinity) {
+  EXPECT_EQ(set_error({{"scale", "inf"}}), "parameter 'scale': expected a finite number, got 'inf'");
+  EXPECT_EQ(set_error({{"scale", "1e999"}}), "parameter 'scale': expected a finite number, got '1e999'");
+}
+
+TEST(Params, DoubleRejectsText) {
+  EXPECT_EQ(set_error({{"scale", "x1"}}), "parameter 'scale': expected a number, got 'x1'");
+}
+
+TEST(Params, DoubleExclusiveMinimumRejectsBound) {
+  EXPECT_EQ(set_error({{"scale", "0"}}), "parameter 'scale': expected a number > 0, got '0'");
+  EXPECT_EQ(set_error({{"scale", "-1"}}), "parameter 'scale': expected a number > 0, got '-1'");
+}
+
+TEST(Params, DoubleClosedRangeAcceptsEndsRejectsOutside) {
+  EXPECT_EQ(resolve_params(echo(), {{"frac", "1"}}).get_double("frac"), 1.0);
+  EXPECT_EQ(resolve_params(echo(), {{"frac", "0"}}).get_double("frac"), 0.0);
+  EXPECT_EQ(set_error({{"frac", "1.5"}}), "parameter 'frac': expected a number >= 0 and <= 1, got '1.5'");
+}
+
+TEST(Params, DoubleAcceptsExponentAndPlusSign) {
+  EXPECT_EQ(resolve_params(echo(), {{"scale", "+2e-3"}}).get_double("scale"), 2e-3);
+}
+
+TEST(Params, BoolAcceptsAllSpellings) {
+  for (const char* t : {"true", "1", "yes", "on", "TRUE", "Yes"})
+    EXPECT_TRUE(resolve_params(echo(), {{"flag", t}}).get_bool("flag")) << t;
+  for (const char* f : {"false", "0", "no", "off", "False"})
+    EXPECT_FALSE(resolve_params(echo(), {{"flag", "true"}, {"flag", f}}).get_bool("flag")) << f;
+}
+
+TEST(Params, BoolRejectsOtherWords) {
+  EXPECT_NE(set_error({{"flag", "maybe"}}).find("parameter 'flag': expected true or false"), std::string::npos);
+}
+
+TEST(Params, StringOutsideChoicesListsChoices) {
+  EXPECT_EQ(set_error({{"mode", "c"}}), "parameter 'mode': expected one of: a, b (got 'c')");
+}
+
+TEST(Params, IntListParsesCommaSeparatedValues) {
+  EXPECT_EQ(resolve_params(echo(), {{"taps", "1, 2,30"}}).get_int_list("taps"), (std::vector<long>{1, 2, 30}));
+}
+
+TEST(Params, IntListEmptyStringIsEmptyList) {
+  EXPECT_TRUE(resolve_params(echo(), {{"taps", ""}}).get_int_list("taps").empty());
+}
+
+TEST(Params, IntListChecksEveryEntryRange) {
+  EXPECT_EQ(set_error({{"taps", "1,-2"}}), "parameter 'taps' entry 2: expected an integer >= 0, got -2");
+}
+
+TEST(Params, IntListRejectsNonIntegerEntry) {
+  EXPECT_EQ(set_error({{"taps", "1,x"}}), "parameter 'taps' entry 2: expected an integer, got 'x'");
+}
+
+TEST(Params, ErrorMessagesAreOneLine) {
+  const std::string msg = set_error({{"mode", "a\nb"}});
+  ASSERT_FALSE(msg.empty());
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(Params, GetterOfKeyNotInSchemaIsLogicError) {
+  const Params p = resolve_params(echo(), {});
+  EXPECT_THROW(p.get_int("nope"), std::logic_error);
+}
+
+TEST(Params, GetterOfWrongTypeIsLogicError) {
+  const Params p = resolve_params(echo(), {});
+  EXPECT_THROW(p.get_double("count"), std::logic_error);
+}
+
+TEST(Params, ToJsonHoldsEveryKeyWithItsType) {
+  const nlohmann::json j = resolve_params(echo(), {{"taps", "3,4"}}).to_json();
+  EXPECT_EQ(j.size(), echo().params.size());
+  EXPECT_EQ(j.at("count"), 4);
+  EXPECT_TRUE(j.at("scale").is_number_float());
+  EXPECT_EQ(j.at("flag"), false);
+  EXPECT_EQ(j.at("mode"), "a");
+  EXPECT_EQ(j.at("taps"), nlohmann::json::array({3, 4}));
+}
+
+TEST(ParseSet, SplitsAtFirstEquals) {
+  EXPECT_EQ(parse_set("taps=1=2"), (std::pair<std::string, std::string>{"taps", "1=2"}));
+}
+
+TEST(ParseSet, WithoutEqualsThrowsInputError) {
+  EXPECT_EQ(input_error_of([] { parse_set("depth"); }), "--set 'depth': expected key=value");
+}
+
+TEST(ParseSet, EmptyKeyThrowsInputError) {
+  EXPECT_NE(input_error_of([] { parse_set("=3"); }), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// TOML configs
+
+TEST(ParamsToml, KeysAreApplied) {
+  TempDir d;
+  write_text(d.path() / "c.toml",
+             "preset = \"test-echo\"\ncount = 6\nscale = 3\nflag = true\nmode = \"b\"\ntaps = [0, 5]\n");
+  const Params p = resolve_params(echo(), {}, d.path() / "c.toml");
+  EXPECT_EQ(p.get_int("count"), 6);
+  EXPECT_EQ(p.get_double("scale"), 3.0);  // a TOML integer is accepted for a double
+  EXPECT_TRUE(p.get_bool("flag"));
+  EXPECT_EQ(p.get_string("mode"), "b");
+  EXPECT_EQ(p.get_int_list("taps"), (std::vector<long>{0, 5}));
+}
+
+TEST(ParamsToml, SetOverridesToml) {
+  TempDir d;
+  write_text(d.path() / "c.toml", "preset = \"test-echo\"\ncount = 6\n");
+  EXPECT_EQ(resolve_params(echo(), {{"count", "8"}}, d.path() / "c.toml").get_int("count"), 8);
+}
+
+TEST(ParamsToml, UnknownKeyNamesFileLineAndKey) {
+  TempDir d;
+  const fs::path f = d.path() / "c.toml";
+  write_text(f, "preset = \"test-echo\"\n\nfoo = 1\n");
+  const std::string msg = input_error_of([&] { resolve_params(echo(), {}, f); });
+  EXPECT_NE(msg.find("config file '" + f.string() + "' line 3: unknown parameter 'foo' for preset 'test-echo'"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(ParamsToml, StringWhereIntegerExpectedIsRejected) {
+  TempDir d;
+  const fs::path f = d.path() / "c.toml";
+  write_text(f, "count = \"3\"\n");
+  const std::string msg = input_error_of([&] { resolve_params(echo(), {}, f); });
+  EXPECT_NE(msg.find("parameter 'count': expected an integer, got '3' (a string)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(f.string()), std::string::npos) << msg;
+}
+
+TEST(ParamsToml, FloatWhereIntegerExpectedIsRejected) {
+  TempDir d;
+  write_text(d.path() / "c.toml", "count = 2.0\n");
+  const std::string msg = input_error_of([&] { resolve_params(echo(), {}, d.path() / "c.toml"); });
+  EXPECT_NE(msg.find("parameter 'count': expected an integer, got 2.0"), std::string::npos) << msg;
+}
+
+TEST(ParamsToml, NanIsRejected) {
+  TempDir d;
+  write_text(d.path() / "c.toml", "scale = nan\n");
+  const std::string msg = input_error_of([&] { resolve_params(echo(), {}, d.path() / "c.toml"); });
+  EXPECT_NE(msg.find("parameter 'scale': expected a finite number"), std::string::npos) << msg;
+}
+
+TEST(ParamsToml, OutOfRangeIsRejected) {
+  TempDir d;
+  write_text(d.path() / "c.toml", "count = 0\n");
+  const std::string msg = input_error_of([&] { resolve_params(echo(), {}, d.path() / "c.toml"); });
+  EXPECT_NE(msg.find("parameter 'count': expected an integer >= 1, got 0"), std::string::npos) << msg;
+}
+
+TEST(ParamsToml, IntListEntriesAreChecked) {
+  TempDir d;
+  write_text(d.path() / "c.toml", "taps = [1, \"x\"]\n");
+  const std::string msg = input_error_of([&] { resolve_params(echo(), {}, d.path() / "c.toml"); });
+  EXPECT_NE(msg.find("parameter 'taps' entry 2: expected an integer, got 'x' (a string)"), std::string::npos) << msg;
+}
+
+TEST(ExperimentOfToml, ReturnsTheNamedPreset) {
+  TempDir d;
+  write_text(d.path() / "c.toml", "preset = \"test-echo\"\n");
+  EXPECT_EQ(&experiment_of_toml(d.path() / "c.toml"), &echo());
+}
+
+TEST(ExperimentOfToml, MissingFileNamesFile) {
+  EXPECT_EQ(input_error_of([] { experiment_of_toml("no-such-dir/x.toml"); }),
+            "config file 'no-such-dir/x.toml': cannot open (no such file)");
+}
+
+TEST(ExperimentOfToml, ParseErrorNamesFileAndLineOnOneLine) {
+  TempDir d;
+  const fs::path f = d.path() / "bad.toml";
+  write_text(f, "preset = \"test-echo\"\ncount = = 3\n");
+  const std::string msg = input_error_of([&] { experiment_of_toml(f); });
+  EXPECT_EQ(msg.rfind("config file '" + f.string() + "' line 2", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(ExperimentOfToml, MissingPresetKeyNamesFile) {
+  TempDir d;
+  const fs::path f = d.path() / "c.toml";
+  write_text(f, "count = 3\n");
+  const std::string msg = input_error_of([&] { experiment_of_toml(f); });
+  EXPECT_NE(msg.find("config file '" + f.string() + "': missing key 'preset'"), std::string::npos) << msg;
+}
+
+TEST(ExperimentOfToml, UnknownPresetNamesFileAndPreset) {
+  TempDir d;
+  const fs::path f = d.path() / "c.toml";
+  write_text(f, "preset = \"nope\"\n");
+  const std::string msg = input_error_of([&] { experiment_of_toml(f); });
+  EXPECT_NE(msg.find(f.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown preset 'nope'"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registry
+
+TEST(Registry, ExperimentsAreSortedByName) {
+  const auto all = experiments();
+  EXPECT_TRUE(std::is_sorted(all.begin(), all.end(),
+                             [](const Experiment* a, const Experiment* b) { return a->name < b->name; }));
+}
+
+TEST(Registry, FindsRegisteredAndNotUnknown) {
+  EXPECT_NE(find_experiment("test-echo"), nullptr);
+  EXPECT_EQ(find_experiment("no-such-preset"), nullptr);
+}
+
+TEST(Registry, DuplicateNameIsRejected) {
+  Experiment dup{"test-echo", "again", {}, echo_run};
+  EXPECT_THROW(ExperimentRegistration{dup}, std::logic_error);
+}
+
+TEST(Registry, EveryPresetsDefaultsSatisfyItsOwnSchema) {
+  // Round-trips every default through the --set parser, so a default outside its own range
+  // (or a choice missing from its list) is caught here rather than by a user.
+  for (const Experiment* e : experiments()) {
+    Sets sets;
+    for (const ParamSpec& s : e->params) sets.emplace_back(s.key, value_text(s.def));
+    EXPECT_NO_THROW(resolve_params(*e, sets)) << e->name;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// run_experiment
+
+namespace {
+
+bool has_sibling_with(const fs::path& dir, const std::string& part) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(part) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(RunExperiment, WritesExperimentFilesAndManifest) {
+  TempDir d;
+  const fs::path out = d.path() / "res";
+  run_experiment(echo(), resolve_params(echo(), {{"count", "3"}}), out, 1, false, false);
+  EXPECT_EQ(slurp(out / "echo.csv"), "i,value\n0,0\n1,1\n2,2\n");
+  const auto m = nlohmann::json::parse(slurp(out / "manifest.json"));
+  EXPECT_EQ(m.at("preset"), "test-echo");
+  EXPECT_EQ(m.at("params").at("count"), 3);
+  EXPECT_EQ(m.at("seed"), 7);
+  EXPECT_EQ(m.at("version"), TOKDYN_VERSION);
+  EXPECT_EQ(m.at("threads"), 1);
+  EXPECT_TRUE(m.at("wall_time_s").is_number());
+  EXPECT_TRUE(m.at("hostname").is_string());
+  EXPECT_EQ(m.at("files"), nlohmann::json::array({"echo.csv", "sub/note.txt"}));
+}
+
+TEST(RunExperiment, StartedUtcIsIso8601) {
+  TempDir d;
+  run_experiment(echo(), resolve_params(echo(), {}), d.path() / "res", 1, false, false);
+  const std::string t = nlohmann::json::parse(slurp(d.path() / "res" / "manifest.json")).at("started_utc");
+  ASSERT_EQ(t.size(), 20u) << t;
+  EXPECT_EQ(t[4], '-');
+  EXPECT_EQ(t[10], 'T');
+  EXPECT_EQ(t.back(), 'Z');
+}
+
+TEST(RunExperiment, ContextCarriesThreadsFiguresAndNotes) {
+  TempDir d;
+  run_experiment(echo(), resolve_params(echo(), {}), d.path() / "res", 2, true, false);
+  const auto m = nlohmann::json::parse(slurp(d.path() / "res" / "manifest.json"));
+  EXPECT_EQ(m.at("threads"), 2);
+  EXPECT_EQ(m.at("notes").at("threads_seen"), 2);
+  EXPECT_EQ(m.at("notes").at("figures_seen"), true);
+}
+
+TEST(RunExperiment, CreatesMissingParentDirectories) {
+  TempDir d;
+  run_experiment(echo(), resolve_params(echo(), {}), d.path() / "a" / "b" / "res", 1, false, false);
+  EXPECT_TRUE(fs::exists(d.path() / "a" / "b" / "res" / "manifest.json"));
+}
+
+TEST(RunExperiment, TrailingSlashStillRenamesToTheDirectory) {
+  TempDir d;
+  run_experiment(echo(), resolve_params(echo(), {}), (d.path() / "res").string() + "/", 1, false, false);
+  EXPECT_TRUE(fs::exists(d.path() / "res" / "echo.csv"));
+  EXPECT_EQ(entries(d.path()), std::vector<std::string>{"res"});
+}
+
+TEST(RunExperiment, ReplacesPreviousResultsWithoutLeftovers) {
+  TempDir d;
+  const fs::path out = d.path() / "res";
+  fs::create_directory(out);
+  write_text(out / "stale.txt", "old");
+  run_experiment(echo(), resolve_params(echo(), {}), out, 1, false, false);
+  EXPECT_FALSE(fs::exists(out / "stale.txt"));
+  EXPECT_TRUE(fs::exists(out / "echo.csv"));
+  EXPECT_EQ(entries(d.path()), std::vector<std::string>{"res"});
+}
+
+TEST(RunExperiment, InternalFailureRemovesTemporaryDirectory) {
+  TempDir d;
+  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {{"fail", "internal"}}), d.path() / "res", 1, false,
+                              false),
+               std::runtime_error);
+  EXPECT_TRUE(entries(d.path()).empty());
+}
+
+TEST(RunExperiment, InputErrorDuringRunRemovesTemporaryDirectory) {
+  TempDir d;
+  EXPECT_THROW(
+      run_experiment(echo(), resolve_params(echo(), {{"fail", "input"}}), d.path() / "res", 1, false, false),
+      InputError);
+  EXPECT_FALSE(has_sibling_with(d.path(), ".tmp-"));
+  EXPECT_FALSE(fs::exists(d.path() / "res"));
+}
+
+TEST(RunExperiment, FailureKeepsPreviousResultsIntact) {
+  TempDir d;
+  const fs::path out = d.path() / "res";
+  run_experiment(echo(), resolve_params(echo(), {{"count", "2"}}), out, 1, false, false);
+  const std::string before = slurp(out / "echo.csv");
+  const std::string manifest = slurp(out / "manifest.json");
+  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {{"fail", "internal"}}), out, 1, false, false),
+               std::runtime_error);
+  EXPECT_EQ(slurp(out / "echo.csv"), before);
+  EXPECT_EQ(slurp(out / "manifest.json"), manifest);
+  EXPECT_EQ(entries(d.path()), std::vector<std::string>{"res"});
+}
+
+TEST(RunExperiment, FailureRemovesParentDirectoriesItCreated) {
+  TempDir d;
+  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {{"fail", "internal"}}), d.path() / "a" / "b" / "res",
+                              1, false, false),
+               std::runtime_error);
+  EXPECT_TRUE(entries(d.path()).empty());
+}
+
+TEST(RunExperiment, OutputPathThatIsAFileIsInputError) {
+  TempDir d;
+  write_text(d.path() / "res", "x");
+  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {}), d.path() / "res", 1, false, false), InputError);
+  EXPECT_EQ(slurp(d.path() / "res"), "x");
+}
+
+TEST(RunExperiment, NoProgressOutputWhenStderrIsNotATerminal) {
+  TempDir d;
+  testing::internal::CaptureStderr();  // stderr becomes a file: isatty(2) is false
+  run_experiment(echo(), resolve_params(echo(), {}), d.path() / "res", 1, false, true);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// draw_figures (with /bin/sh standing in for python)
+
+namespace {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST(DrawFigures, PassesKindDirectoryAndAggBackend) {
+  TempDir d;
+  write_text(d.path() / "plot.sh", "printf '%s %s %s' \"$1\" \"$2\" \"$MPLBACKEND\" > \"$2/args.txt\"\n");
+  ScopedEnv py("TOKDYN_PYTHON", "/bin/sh");
+  ScopedEnv script("TOKDYN_PLOT_SCRIPT", (d.path() / "plot.sh").string());
+  ScopedEnv backend("MPLBACKEND", "TkAgg");
+  draw_figures("my-kind", d.path());
+  EXPECT_EQ(slurp(d.path() / "args.txt"), "my-kind " + d.path().string() + " Agg");
+}
+
+TEST(DrawFigures, FailureReportsLastLineOfStderr) {
+  TempDir d;
+  write_text(d.path() / "plot.sh", "echo 'Traceback' >&2\necho 'ValueError: boom' >&2\nexit 3\n");
+  ScopedEnv py("TOKDYN_PYTHON", "/bin/sh");
+  ScopedEnv script("TOKDYN_PLOT_SCRIPT", (d.path() / "plot.sh").string());
+  try {
+    draw_figures("k1", d.path());
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "figure 'k1' failed: ValueError: boom");
+  }
+}
+
+TEST(DrawFigures, MissingInterpreterIsRuntimeError) {
+  ScopedEnv py("TOKDYN_PYTHON", "/no/such/python");
+  EXPECT_THROW(draw_figures("k", "/tmp"), std::runtime_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI binary: bad input -> exit 2, exactly one line on stderr, nothing left behind.
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs the tokdyn binary with `args` in directory `cwd`; captures stdout and stderr.
+CliResult run_cli(const fs::path& cwd, const std::vector<std::string>& args) {
+  TempDir cap;
+  const std::string out_f = (cap.path() / "out").string();
+  const std::string err_f = (cap.path() / "err").string();
+  std::vector<std::string> argv_s = {TOKDYN_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    const int o = open(out_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0 || e < 0) _exit(126);
+    dup2(o, 1);
+    dup2(e, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  CliResult r;
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  r.out = slurp(out_f);
+  r.err = slurp(err_f);
+  return r;
+}
+
+// Runs `args` in a fresh directory holding `files` and checks the bad-input contract.
+void expect_input_error(const std::vector<std::string>& args, const std::string& needle,
+                        const std::vector<std::pair<std::string, std::string>>& files = {}) {
+  TempDir d;
+  std::vector<std::string> names;
+  for (const auto& [name, text] : files) {
+    write_text(d.path() / name, text);
+    names.push_back(name);
+  }
+  const CliResult r = run_cli(d.path(), args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("tokdyn: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_TRUE(entries(d.path(), names).empty()) << "left behind: " << entries(d.path(), names).front();
+}
+
+const std::string kPreset = "ssm-random-silu";
+
+// `run ssm-random-silu` at a tiny size followed by one bad `--set` (the last setting of a key
+// wins), so that a validation regression makes the test fail quickly instead of running the
+// full-size experiment.
+std::vector<std::string> run_with(const std::string& bad_set) {
+  return {"run", kPreset, "--no-figures", "--set", "runs=1", "--set", "depth=1", "--set", "tokens=2",
+          "--set", "n=2", "--set", "m=1", "--set", bad_set};
+}
+
+}  // namespace
+
+TEST(CliInput, UnknownKey) {
+  expect_input_error(run_with("foo=1"), "unknown parameter 'foo'");
+}
+
+TEST(CliInput, WrongType) {
+  expect_input_error(run_with("depth=abc"),
+                     "parameter 'depth': expected an integer, got 'abc'");
+}
+
+TEST(CliInput, NonFiniteNumber) {
+  expect_input_error(run_with("tau=nan"), "parameter 'tau': expected a finite number");
+}
+
+TEST(CliInput, DepthOutOfRange) {
+  expect_input_error(run_with("depth=0"), "parameter 'depth': expected an integer >= 1");
+}
+
+TEST(CliInput, TokensOutOfRange) {
+  expect_input_error(run_with("tokens=0"), "parameter 'tokens': expected an integer >= 1, got 0");
+}
+
+TEST(CliInput, TauOutOfRange) {
+  expect_input_error(run_with("tau=-1"), "parameter 'tau': expected a number > 0");
+}
+
+TEST(CliInput, UnknownPreset) {
+  expect_input_error({"run", "no-such-preset"}, "unknown preset 'no-such-preset' (see `tokdyn presets`)");
+}
+
+TEST(CliInput, MissingConfigFile) {
+  expect_input_error({"run", "missing.toml"}, "config file 'missing.toml': cannot open (no such file)");
+}
+
+TEST(CliInput, MalformedTomlFile) {
+  expect_input_error({"run", "bad.toml"}, "config file 'bad.toml' line 2",
+                     {{"bad.toml", "preset = \"ssm-random-silu\"\ndepth = = 3\n"}});
+}
+
+TEST(CliInput, TomlWithUnknownKey) {
+  expect_input_error({"run", "c.toml", "--no-figures"}, "config file 'c.toml' line 2: unknown parameter 'foo'",
+                     {{"c.toml", "preset = \"ssm-random-silu\"\nfoo = 1\nruns = 1\ndepth = 1\ntokens = 2\nn = 2\nm = 1\n"}});
+}
+
+TEST(CliInput, SetWithoutEquals) {
+  expect_input_error({"run", kPreset, "--set", "depth"}, "--set 'depth': expected key=value");
+}
+
+TEST(CliInput, UnknownOption) { expect_input_error({"run", kPreset, "--bogus"}, "--bogus"); }
+
+TEST(CliInput, MissingOptionArgument) { expect_input_error({"run", kPreset, "--out"}, "--out"); }
+
+TEST(CliInput, ShowUnknownPreset) { expect_input_error({"show", "no-such-preset"}, "unknown preset 'no-such-preset'"); }
+
+TEST(Cli, VersionPrintsVersion) {
+  TempDir d;
+  const CliResult r = run_cli(d.path(), {"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find(TOKDYN_VERSION), std::string::npos) << r.out;
+}
+
+TEST(Cli, PresetsExitsZero) {
+  TempDir d;
+  const CliResult r = run_cli(d.path(), {"presets"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
