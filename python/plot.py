@@ -35,9 +35,10 @@ STYLE = {"silu": dict(color="C0", label="with SiLU"), "no_silu": dict(color="C3"
          "gate": dict(color="C2", label="with gate"), "no_gate": dict(color="C1", label="without gate")}
 
 
-def metrics_figure(d, out, title, variants=None):
+def metrics_figure(d, out, title, variants=None, paper=None):
     """Two panels as the paper's Figs. 1-3: lambda_bar_1 (top) and r (bottom) against depth,
-    mean over runs with a +-1 std band."""
+    mean over runs with a +-1 std band. `paper` = {variant: (lambda1, r)}: the paper's reported
+    end values, drawn as dotted lines for a side-by-side reading."""
     rows = by(read_csv(os.path.join(d, "metrics.csv")), "variant")
     fig, ax = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True)
     for v, rs in rows.items():
@@ -51,6 +52,12 @@ def metrics_figure(d, out, title, variants=None):
             a.plot(k, mu, **st)
             a.fill_between(k, [x - y for x, y in zip(mu, sd)], [x + y for x, y in zip(mu, sd)],
                            color=st.get("color"), alpha=0.15, lw=0)
+        if paper and v in paper:
+            for a, val in zip(ax, paper[v]):
+                a.axhline(val, color=st.get("color"), ls=":", lw=1.2)
+    if paper:
+        ax[1].plot([], [], color="gray", ls=":", label="paper's reported value")
+        ax[1].legend(fontsize=8)
     ax[0].set_ylabel(r"$\bar\lambda_1$")
     ax[1].set_ylabel(r"participation ratio $r$")
     ax[1].set_xlabel("layer")
@@ -123,7 +130,7 @@ def pe_envelope_figure(d, out, title, labels=None):
         lab = (labels or {}).get(v, st.get("label", v))
         adm = np.nonzero(W > 0)[0]
         ts = int(T[adm[0]]) if adm.size else None
-        ax.plot(T, W, color=st.get("color"), label=lab + (r" ($T^\star=%d$)" % ts if ts else " (no admissible T)"))
+        ax.plot(T, W, color=st.get("color"), label=lab + (r" (envelope $T^\star=%d$)" % ts if ts else " (no admissible T)"))
         if ts:
             ax.plot([ts], [W[adm[0]]], "o", color=st.get("color"))
     ax.axhline(0, color="k", lw=0.6)
@@ -147,9 +154,10 @@ def plot_ssm_random_silu(d):
     except OSError:
         pass
     p = man.get("params", {})
-    sub = "paper SSM model, random weights per layer, gate off; n=%s m=%s tau=%s, %s runs" % (
-        p.get("n", "?"), p.get("m", "?"), p.get("tau", "?"), p.get("runs", "?"))
-    metrics_figure(d, "fig3_metrics.png", "Fig. 3 layout — " + sub)
+    sub = "paper SSM model, random weights redrawn per layer, gate off\nn=%s, m=%s, tau=%s, %s tokens, mean ± std over %s runs" % (
+        p.get("n", "?"), p.get("m", "?"), p.get("tau", "?"), p.get("tokens", "?"), p.get("runs", "?"))
+    metrics_figure(d, "fig3_metrics.png", "Fig. 3 layout — " + sub,
+                   paper={"silu": (0.88, 1.3), "no_silu": (0.23, 14.0)})
     notes = man.get("notes", {})
     run = int(notes.get("fig_run", 0))
     tok = int(notes.get("fig_token", 1))
