@@ -21,6 +21,10 @@ void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer
 }
 
 void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract) {
+  rk4_step_until(f, t, h, Z, retract, t + h);
+}
+
+void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last) {
   const bool proj = retract && f.on_sphere();
   Tokens k1, k2, k3, k4;
   Batch S = Z;
@@ -33,7 +37,7 @@ void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract) 
   f.eval(t + 0.5 * h, S, k3);
   S.Z = Z.Z + h * k3;
   if (proj) project_rows(S.Z);
-  f.eval(t + h, S, k4);
+  f.eval(t_last, S, k4);
   Z.Z += (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
   if (proj) project_rows(Z.Z);
 }
@@ -73,8 +77,12 @@ long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const R
     const double span = stop - t;
     const long n = std::max(1L, static_cast<long>(std::ceil(span / opt.h - 1e-9)));
     const double h = span / static_cast<double>(n);
+    // The segment [t, stop) belongs to one piece of a piecewise-constant schedule: the last
+    // stage of its last step is evaluated one ulp before `stop`, never on the next piece.
+    const double inside = std::nextafter(stop, t);
     for (long s = 0; s < n; ++s) {
-      rk4_step(f, t + s * h, h, Z, opt.retract);
+      const double ts = t + s * h;
+      rk4_step_until(f, ts, h, Z, opt.retract, s + 1 == n ? inside : ts + h);
       ++steps;
     }
     t = stop;
@@ -95,13 +103,16 @@ void adaptive_segment(Controlled& ctl, const VectorField& f, Batch& Z, double& t
                       const AdaptiveOptions& opt, AdaptiveStats& st) {
   const Eigen::Index rows = Z.Z.rows(), cols = Z.Z.cols();
   const bool proj = opt.retract && f.on_sphere();
+  // Stages never reach `stop` itself: it belongs to the next piece of a piecewise schedule.
+  const double inside = std::nextafter(stop, t);
   auto sys = [&](const State& x, State& dxdt, double tt) {
     Batch B{Eigen::Map<const Tokens>(x.data(), rows, cols), Z.runs, Z.len};
     Tokens d;
-    f.eval(tt, B, d);
+    f.eval(std::min(tt, inside), B, d);
     dxdt.assign(d.data(), d.data() + d.size());
   };
   State x(Z.Z.data(), Z.Z.data() + Z.Z.size());
+  if constexpr (requires { ctl.reset(); }) ctl.reset();  // no FSAL derivative across segments
   while (t < stop) {
     if (st.accepted + st.rejected > opt.max_steps) throw std::runtime_error("integrate_adaptive: too many steps");
     bool last = false;

@@ -33,6 +33,8 @@ long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const R
 
 /// One RK4 step of size h (retracted stages when opt.retract and f.on_sphere()).
 void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract);
+/// As rk4_step, with the last stage evaluated at time t_last (<= t + h) instead of t + h.
+void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last);
 
 struct AdaptiveOptions {
   std::string method = "dopri5";  ///< dopri5 | cash_karp54 | fehlberg78
