@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tokdyn/linalg.hpp"
 #include "tokdyn/sphere.hpp"
 
 namespace tokdyn {
@@ -25,18 +26,18 @@ void SsmParams::validate(bool need_gate) const {
 }
 
 void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmBranches& out) {
-  out.Delta.noalias() = Z * p.W_delta.transpose();
+  gemm_nt(Z, p.W_delta, out.Delta);
   out.Delta.rowwise() += p.b_delta.transpose();
   // softplus(x) = max(x, 0) + log1p(exp(-|x|)), vectorised.
   out.Delta = out.Delta.array().max(0.0) + (-out.Delta.array().abs()).exp().log1p();
-  out.Bz.noalias() = Z * p.S_B.transpose();
-  out.Cz.noalias() = Z * p.S_C.transpose();
+  gemm_nt(Z, p.S_B, out.Bz);
+  gemm_nt(Z, p.S_C, out.Cz);
   if (o.silu_bc) {
     out.Bz = out.Bz.array() / (1.0 + (-out.Bz.array()).exp());
     out.Cz = out.Cz.array() / (1.0 + (-out.Cz.array()).exp());
   }
   if (o.gate == GateKind::Silu) {
-    out.G.noalias() = Z * p.W_g.transpose();
+    gemm_nt(Z, p.W_g, out.G);
     out.G.rowwise() += p.b_g.transpose();
     out.G = out.G.array() / (1.0 + (-out.G.array()).exp());
   } else if (o.gate == GateKind::Constant) {

@@ -1,0 +1,14 @@
+#pragma once
+// Large matrix products through OpenBLAS (OpenMP build, sharing tokdyn's thread pool). Small
+// products stay in Eigen: routing every small Eigen kernel to a threaded BLAS (EIGEN_USE_BLAS)
+// made tiny eigen-solves start a thread team per call.
+#include "tokdyn/tokens.hpp"
+
+namespace tokdyn {
+
+/// C = A * B^T (row-major doubles): one DGEMM.
+void gemm_nt(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C);
+/// C = A * B (row-major doubles): one DGEMM.
+void gemm_nn(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C);
+
+}  // namespace tokdyn

@@ -1,0 +1,464 @@
+// Presets ssm-theorem-pe and ssm-theorem-pd: the theorems of "The Attention Within" (arXiv
+// 2609.17997) on constructed weights, integrated with the retracted RK4 driver.
+//  * ssm-theorem-pe: Theorem IV.1 / Lemma IV.2 / Corollary IV.1. Design G1 with S-PE (PE holds),
+//    S-PEF (PE fails, tokens still converge) and S-CAP (positive on a cap only), every kernel
+//    realised with time-varying factors S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q = exp(t K0).
+//    Runs start in the caps; outputs the Gram metrics, b_i(t), fitted vs predicted vs certified
+//    rates and the certificate constants.
+//  * ssm-theorem-pd: Theorem V.1 / Lemma V.1: S-ISO (c_star = 0, co-null domain of attraction)
+//    and S-ANI2-type kernels [[1, k], [-k, d]] of growing anisotropy, from random starts;
+//    outputs the same metrics plus the converged fraction against c_star and c_eff (doa.csv).
+// Determinism: run r of variant v starts from the stream (seed, v, r); runs are integrated in
+// fixed chunks of 8 (threads over chunks), so results do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/drivers.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/models/ssm_designs.hpp"
+#include "tokdyn/observers.hpp"
+
+namespace tokdyn {
+namespace {
+
+constexpr int kChunk = 8;  ///< runs per integration chunk (fixed: thread-count independent)
+constexpr int kMu = 0;     ///< principal channel of every design here (paper's mu~ = 1)
+
+/// What one variant's runs produced: per observation the Gram metrics of every run, and per
+/// (run, token, observation) z_i^mu~ and the tangential mass sum_{nu != mu~} (z_i^nu)^2 (so
+/// that b_i and the stable V_i can be formed for any sign pattern afterwards).
+struct Recorded {
+  std::vector<double> t;
+  std::vector<std::vector<GramMetrics>> gram;  ///< [observation][run]
+  std::vector<double> zmu, tang;               ///< [(run * len + i) * nobs + o]
+  Tokens final_state;                          ///< (runs * len) x n at t_end
+  Mat tail;                                    ///< runs x len: max |z_i^mu~| over the last 20%
+  int runs = 0, len = 0;
+  std::size_t nobs() const { return t.size(); }
+  std::size_t at(int r, int i, std::size_t o) const {
+    return (static_cast<std::size_t>(r) * static_cast<std::size_t>(len) + static_cast<std::size_t>(i)) * nobs() + o;
+  }
+  double b(int r, int i, std::size_t o, int sigma) const { return sigma * zmu[at(r, i, o)]; }  // (7)
+  double V(int r, int i, std::size_t o, int sigma) const {  // (8), stable (§1.8)
+    const double bb = b(r, i, o, sigma);
+    return bb > 0.0 ? tang[at(r, i, o)] / (1.0 + bb) : 1.0 - bb;
+  }
+};
+
+Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, double h, double every,
+                        const ProgressFn& progress) {
+  Recorded R;
+  R.runs = Z0.runs;
+  R.len = Z0.len;
+  const int n = Z0.dim();
+  const int chunks = (Z0.runs + kChunk - 1) / kChunk;
+  R.final_state.resize(Z0.Z.rows(), n);
+  R.tail = Mat::Zero(Z0.runs, Z0.len);
+  struct ChunkOut {
+    std::vector<double> t;
+    std::vector<std::vector<GramMetrics>> gram;
+    std::vector<std::vector<double>> zmu, tang;  ///< [observation][run-in-chunk * len + i]
+  };
+  std::vector<ChunkOut> out(static_cast<std::size_t>(chunks));
+  const SsmFlow flow(s, SsmOptions{});
+  int done = 0;
+#pragma omp parallel for schedule(dynamic)
+  for (int c = 0; c < chunks; ++c) {
+    const int r0 = c * kChunk, nr = std::min(kChunk, Z0.runs - r0);
+    const Eigen::Index row0 = static_cast<Eigen::Index>(r0) * Z0.len, rows = static_cast<Eigen::Index>(nr) * Z0.len;
+    Batch B{Z0.Z.middleRows(row0, rows), nr, Z0.len};
+    GramObserver gram;
+    TailObserver tail(kMu, 0.8 * t_end);
+    ChunkOut& co = out[static_cast<std::size_t>(c)];
+    CallbackObserver rec([&](double, const Batch& Z) {
+      std::vector<double> zm(static_cast<std::size_t>(rows)), tg(static_cast<std::size_t>(rows));
+      for (Eigen::Index a = 0; a < rows; ++a) {
+        zm[static_cast<std::size_t>(a)] = Z.Z(a, kMu);
+        // tangential mass sum_{nu != mu~} (z^nu)^2, summed directly (keeps tiny V exact)
+        tg[static_cast<std::size_t>(a)] = Z.Z.row(a).head(kMu).squaredNorm() + Z.Z.row(a).tail(n - kMu - 1).squaredNorm();
+      }
+      co.zmu.push_back(std::move(zm));
+      co.tang.push_back(std::move(tg));
+    });
+    integrate_rk4(flow, B, 0.0, t_end, Rk4Options{h, true}, {&gram, &tail, &rec}, every);
+    R.final_state.middleRows(row0, rows) = B.Z;
+    R.tail.middleRows(r0, nr) = tail.tail_max();
+    co.t = gram.times();
+    co.gram = gram.metrics();
+#pragma omp critical
+    {
+      ++done;
+      if (progress) progress(static_cast<double>(done) / chunks);
+    }
+  }
+  R.t = out.front().t;
+  const std::size_t nobs = R.t.size();
+  R.gram.assign(nobs, {});
+  R.zmu.assign(static_cast<std::size_t>(Z0.Z.rows()) * nobs, 0.0);
+  R.tang = R.zmu;
+  for (int c = 0; c < chunks; ++c) {
+    const ChunkOut& co = out[static_cast<std::size_t>(c)];
+    const std::size_t row0 = static_cast<std::size_t>(c) * kChunk * static_cast<std::size_t>(Z0.len);
+    for (std::size_t o = 0; o < nobs; ++o) {
+      R.gram[o].insert(R.gram[o].end(), co.gram[o].begin(), co.gram[o].end());
+      for (std::size_t a = 0; a < co.zmu[o].size(); ++a) {
+        R.zmu[(row0 + a) * nobs + o] = co.zmu[o][a];
+        R.tang[(row0 + a) * nobs + o] = co.tang[o][a];
+      }
+    }
+  }
+  return R;
+}
+
+void write_metrics(CsvWriter& csv, const std::string& variant, const Recorded& R) {
+  for (std::size_t o = 0; o < R.nobs(); ++o) {
+    double l1 = 0, l2 = 0, p1 = 0, p2 = 0;
+    for (const auto& g : R.gram[o]) {
+      l1 += g.lambda1;
+      p1 += g.participation;
+    }
+    const double N = static_cast<double>(R.gram[o].size());
+    l1 /= N;
+    p1 /= N;
+    for (const auto& g : R.gram[o]) {
+      l2 += (g.lambda1 - l1) * (g.lambda1 - l1);
+      p2 += (g.participation - p1) * (g.participation - p1);
+    }
+    csv.cell(variant).cell(static_cast<long>(o)).cell(l1).cell(std::sqrt(l2 / N)).cell(p1).cell(std::sqrt(p2 / N)).cell(R.t[o]);
+    csv.end_row();
+  }
+}
+
+void write_convergence(CsvWriter& csv, const std::string& variant, const Recorded& R,
+                       const std::vector<std::vector<int>>& signs, int max_runs) {
+  for (int r = 0; r < std::min(R.runs, max_runs); ++r)
+    for (int i = 0; i < R.len; ++i)
+      for (std::size_t o = 0; o < R.nobs(); ++o) {
+        const int s = signs[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+        csv.cell(variant).cell(r).cell(i + 1).cell(R.t[o]).cell(R.b(r, i, o, s)).cell(R.V(r, i, o, s));
+        csv.end_row();
+      }
+}
+
+/// Initial tokens: run r of variant v from the stream (seed, v, r).
+/// near_pole: V_i(0) uniform in [0, v0] with random signs (signs returned); else uniform.
+Batch initial_tokens(std::uint64_t seed, int v, int runs, int len, int n, bool near_pole, double v0,
+                     std::vector<std::vector<int>>& signs) {
+  Batch B{Tokens(static_cast<Eigen::Index>(runs) * len, n), runs, len};
+  signs.assign(static_cast<std::size_t>(runs), std::vector<int>(static_cast<std::size_t>(len), 1));
+  for (int r = 0; r < runs; ++r) {
+    Rng rng(seed, {static_cast<std::uint64_t>(v), static_cast<std::uint64_t>(r)});
+    if (!near_pole) {
+      B.run(r) = rng.sphere_tokens(len, n);
+      continue;
+    }
+    RowVec w(n);
+    for (int i = 0; i < len; ++i) {
+      for (int k = 0; k < n; ++k) w[k] = rng.normal();
+      const int s = rng.uniform() < 0.5 ? -1 : 1;
+      signs[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = s;
+      B.Z.row(static_cast<Eigen::Index>(r) * len + i) = token_with_V(rng.uniform(0.0, v0), w, kMu, s);
+    }
+  }
+  return B;
+}
+
+/// Signs of the final state (sigma_hat_i = sign z_i^mu~(t_end), §2.4).
+std::vector<std::vector<int>> final_signs(const Recorded& R) {
+  std::vector<std::vector<int>> s(static_cast<std::size_t>(R.runs), std::vector<int>(static_cast<std::size_t>(R.len)));
+  for (int r = 0; r < R.runs; ++r)
+    for (int i = 0; i < R.len; ++i)
+      s[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = R.final_state(static_cast<Eigen::Index>(r) * R.len + i, kMu) >= 0 ? 1 : -1;
+  return s;
+}
+
+KernelRealisation realisation(std::uint64_t seed, int n, int m, double rotation) {
+  KernelRealisation r;
+  r.m = std::max(m, n);
+  if (rotation > 0.0) {
+    Rng rng(seed, {0x6b30});
+    r.K0 = random_skew(rng, r.m, rotation);
+  }
+  return r;
+}
+
+void put_constant(CsvWriter& csv, const std::string& v, const std::string& name, double value) {
+  csv.cell(v).cell(name);
+  if (std::isfinite(value)) csv.cell(value); else csv.empty();
+  csv.end_row();
+}
+
+void check_common(const Params& P) {
+  if (P.has("c") && !(P.get_double("c") < 1.0))
+    throw InputError(fmt::format("parameter 'c': expected a value in ]0,1[, got {}", P.get_double("c")));
+  if (P.has("c_cap") && !(P.get_double("c_cap") < 1.0))
+    throw InputError(fmt::format("parameter 'c_cap': expected a value in ]0,1[, got {}", P.get_double("c_cap")));
+  if (P.get_double("every") > P.get_double("t_end"))
+    throw InputError(fmt::format("parameter 'every': expected a value <= t_end ({}), got {}", P.get_double("t_end"), P.get_double("every")));
+}
+
+// =============================================================================================
+// ssm-theorem-pe
+
+struct PeVariant {
+  std::string name;
+  SsmSchedulePtr sched;
+  double c;       ///< cap level used for the PE evaluator and certificate
+  double period;  ///< window starts range over one period
+  double T;       ///< PE window
+};
+
+void run_theorem_pe(const Params& P, RunContext& ctx) {
+  check_common(P);
+  const int runs = static_cast<int>(P.get_int("runs")), len = static_cast<int>(P.get_int("tokens"));
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  const double t_end = P.get_double("t_end"), h = P.get_double("h"), c = P.get_double("c");
+  const double every = P.get_double("every"), v0 = P.get_double("v0"), T = P.get_double("T");
+  const KernelRealisation real = realisation(seed, 4, static_cast<int>(P.get_int("m")), P.get_double("rotation"));
+  const std::string which = P.get_string("variants");
+  const double two_pi = 2.0 * std::numbers::pi;
+  std::vector<PeVariant> variants;
+  if (which == "all" || which == "pe") variants.push_back({"pe", design_s_pe(design_g1(), real), c, 1.0, T});
+  if (which == "all" || which == "pef") variants.push_back({"pef", design_s_pef(design_g1(), real), c, 1.0, T});
+  if (which == "all" || which == "cap") variants.push_back({"cap", design_s_cap(0.5, real), P.get_double("c_cap"), two_pi, two_pi});
+
+  CsvWriter metrics(ctx.dir / "metrics.csv", {"variant", "layer", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std", "t"});
+  CsvWriter conv(ctx.dir / "convergence.csv", {"variant", "run", "token", "t", "b", "V"});
+  CsvWriter rates(ctx.dir / "rates.csv", {"variant", "token", "fitted_rate_mean", "fitted_rate_min", "fitted_rate_max",
+                                          "predicted_rate", "certified_rho", "max_V_end", "converged_runs", "runs"});
+  CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    const PeVariant& V = variants[vi];
+    // Certified constants (Lemma III.1) and the PE evaluator (Assumption IV.1, Lemma IV.2).
+    const auto samples = sample_times(*V.sched, time_grid(0.0, V.period, 257));
+    const SpectralConstants k = spectral_constants(samples, len, kMu);
+    PeOptions po;
+    po.c = V.c;
+    po.T = V.T;
+    po.starts = V.period;
+    po.steps_per_T = 4000;
+    const PeResult pe = pe_evaluate(*V.sched, k, po);
+    put_constant(consts, V.name, "gamma", k.gamma);
+    put_constant(consts, V.name, "Gamma", k.Gamma);
+    put_constant(consts, V.name, "Lambda", k.Lambda);
+    put_constant(consts, V.name, "lambda_max", k.lambda_max);
+    put_constant(consts, V.name, "lambda_min", k.lambda_min);
+    put_constant(consts, V.name, "c", V.c);
+    put_constant(consts, V.name, "T", V.T);
+    put_constant(consts, V.name, "rho", pe.rho);
+    put_constant(consts, V.name, "alpha_c_min", pe.alpha_c_min);
+    put_constant(consts, V.name, "eta0", pe.eta0);
+    put_constant(consts, V.name, "c1", pe.c1);
+    put_constant(consts, V.name, "M1", pe.M1);
+    std::vector<double> certified(static_cast<std::size_t>(len), std::numeric_limits<double>::quiet_NaN());
+    if (pe.rho > 0.0) {
+      const TheoremIV1Certificate cert =
+          theorem_iv1_certificate(k, pe, sup_kernel_norm_fro(samples), sup_kernel_norm_2(samples), len);
+      put_constant(consts, V.name, "eps", cert.eps);
+      put_constant(consts, V.name, "d_eps", cert.d_eps);
+      put_constant(consts, V.name, "M", cert.M);
+      put_constant(consts, V.name, "eta_eps", cert.eta_eps);
+      put_constant(consts, V.name, "theta", cert.theta);
+      put_constant(consts, V.name, "r", cert.r);
+      put_constant(consts, V.name, "R", cert.R);
+      put_constant(consts, V.name, "H", cert.H);
+      for (int i = 0; i < len; ++i) {
+        const std::string sfx = "_" + std::to_string(i + 1);
+        put_constant(consts, V.name, "rho" + sfx, cert.rho_i[static_cast<std::size_t>(i)]);
+        put_constant(consts, V.name, "C" + sfx, cert.C_i[static_cast<std::size_t>(i)]);
+        put_constant(consts, V.name, "M" + sfx, cert.M_i[static_cast<std::size_t>(i)]);
+        put_constant(consts, V.name, "log10_d" + sfx, cert.d.log_d[static_cast<std::size_t>(i)] / std::log(10.0));
+        certified[static_cast<std::size_t>(i)] = cert.rho_i[static_cast<std::size_t>(i)];
+      }
+    }
+    // Integrate from the caps.
+    std::vector<std::vector<int>> signs;
+    const Batch Z0 = initial_tokens(seed, static_cast<int>(vi), runs, len, 4, true, v0, signs);
+    const Recorded R = integrate_runs(V.sched, Z0, t_end, h, every, [&](double f) {
+      if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
+    });
+    write_metrics(metrics, V.name, R);
+    write_convergence(conv, V.name, R, signs, runs);
+    // Predicted rates (§2.6) at the time-averaged kernel over the fit window.
+    const double t0 = 0.5 * t_end;
+    Mat Sbar = Mat::Zero(4, 4);
+    const auto fit_samples = sample_times(*V.sched, time_grid(t0, t_end, 401));
+    for (const auto& p : fit_samples) Sbar += p.S_BC() / static_cast<double>(fit_samples.size());
+    SsmParams pbar = design_g1();
+    set_interaction_kernel(pbar, Sbar);
+    const std::vector<double> predicted = predicted_V_rates(consensus_linearisation_diagonal(pbar, len, kMu, signs[0]), kMu);
+    for (int i = 0; i < len; ++i) {
+      double fmin = std::numeric_limits<double>::infinity(), fmax = -fmin, fsum = 0.0, vmax = 0.0;
+      int nfit = 0, converged = 0;
+      for (int r = 0; r < runs; ++r) {
+        const int s = signs[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+        std::vector<double> v(R.nobs());
+        for (std::size_t o = 0; o < R.nobs(); ++o) v[o] = R.V(r, i, o, s);
+        const double vend = v.back();
+        vmax = std::max(vmax, vend);
+        converged += vend < 1e-8;
+        const double f = fitted_decay_rate(R.t, v, t0, t_end);
+        if (std::isfinite(f)) {
+          fmin = std::min(fmin, f);
+          fmax = std::max(fmax, f);
+          fsum += f;
+          ++nfit;
+        }
+      }
+      rates.cell(V.name).cell(i + 1);
+      if (nfit) rates.cell(fsum / nfit).cell(fmin).cell(fmax); else rates.empty().empty().empty();
+      rates.cell(predicted[static_cast<std::size_t>(i)]);
+      if (std::isfinite(certified[static_cast<std::size_t>(i)])) rates.cell(certified[static_cast<std::size_t>(i)]); else rates.empty();
+      rates.cell(vmax).cell(converged).cell(runs);
+      rates.end_row();
+    }
+  }
+  ctx.notes["designs"] = "G1 channels; pe: S_BC = (1 + 1.2 sin 2 pi t) I; pef: (1 + 2 sin 2 pi t) I; cap: diag(1,-.5,-.5,-.5) + 0.5 sin t (e1 e2^T - e2 e1^T)";
+  ctx.notes["realisation"] = "S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q(t) = exp(t K0), K0 skew with N(0, rotation^2) entries (stream seed, 0x6b30)";
+  ctx.notes["initial_tokens"] = "run r of variant v: stream (seed, v, r); V_i(0) uniform in [0, v0], random signs and tangential directions";
+  ctx.notes["rates"] = "fitted: least-squares slope of ln V_i over [t_end/2, t_end]; predicted: 2 x slowest linearised rate (§2.6) at the time-averaged kernel; certified: rho_i of Theorem IV.1's proof (eps = rho/2)";
+}
+
+// =============================================================================================
+// ssm-theorem-pd
+
+struct PdVariant {
+  std::string name;
+  SsmSchedulePtr sched;
+  int len, n;
+  double period;
+};
+
+void run_theorem_pd(const Params& P, RunContext& ctx) {
+  check_common(P);
+  const int runs = static_cast<int>(P.get_int("runs")), len = static_cast<int>(P.get_int("tokens"));
+  const int doa_runs = static_cast<int>(P.get_int("doa_runs"));
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  const double t_end = P.get_double("t_end"), h = P.get_double("h"), c = P.get_double("c");
+  const double every = P.get_double("every");
+  const auto& dlist = P.get_int_list("ani2_d");
+  const auto& klist = P.get_int_list("ani2_k");
+  if (dlist.size() != klist.size())
+    throw InputError(fmt::format("parameters 'ani2_d' and 'ani2_k': expected lists of equal length, got {} and {}", dlist.size(), klist.size()));
+  const int m = static_cast<int>(P.get_int("m"));
+  const double rotation = P.get_double("rotation");
+  const bool pin_first = P.get_bool("pin_first");
+  const double two_pi = 2.0 * std::numbers::pi;
+  std::vector<PdVariant> variants;
+  variants.push_back({"s-iso", design_s_iso(design_g1(), g_iso, realisation(seed, 4, m, rotation)), len, 4, two_pi});
+  for (std::size_t a = 0; a < dlist.size(); ++a) {
+    const double d = static_cast<double>(dlist[a]), k = static_cast<double>(klist[a]);
+    variants.push_back({fmt::format("s-ani2-d{}-k{}", dlist[a], klist[a]),
+                        design_s_ani2(k, d, realisation(seed, 2, m, rotation)), 2, 2, 1.0});
+  }
+
+  CsvWriter metrics(ctx.dir / "metrics.csv", {"variant", "layer", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std", "t"});
+  CsvWriter conv(ctx.dir / "convergence.csv", {"variant", "run", "token", "t", "b", "V"});
+  CsvWriter doa(ctx.dir / "doa.csv", {"design", "c_star", "c_eff", "c_eff_proof", "lambda_max", "lambda_min", "runs",
+                                      "converged", "fraction", "trapped", "c_star_column", "alpha_pd"});
+  CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    const PdVariant& V = variants[vi];
+    const auto samples = sample_times(*V.sched, time_grid(0.0, V.period, 257));
+    const SpectralConstants k = spectral_constants(samples, V.len, kMu);
+    const AnisotropyConstants an = anisotropy(samples, k);
+    const AnisotropyConstants col = anisotropy(samples, k, CstarNorm::Column);
+    put_constant(consts, V.name, "gamma", k.gamma);
+    put_constant(consts, V.name, "lambda_max", k.lambda_max);
+    put_constant(consts, V.name, "lambda_min", k.lambda_min);
+    put_constant(consts, V.name, "alpha_pd", an.alpha_pd);
+    put_constant(consts, V.name, "c_star", an.c_star);
+    put_constant(consts, V.name, "c_star_spectral", anisotropy(samples, k, CstarNorm::Spectral).c_star);
+    put_constant(consts, V.name, "c_star_column", col.c_star);
+    put_constant(consts, V.name, "c_eff", an.c_eff);
+    put_constant(consts, V.name, "c_eff_proof", an.c_eff_proof);
+    put_constant(consts, V.name, "c", c);
+    for (int i = 1; i <= V.len; ++i) {
+      const double beta = prop_v1_beta(c, an.c_star, k.gamma, k.lambda_min, k.lambda_max, i);
+      put_constant(consts, V.name, "beta_" + std::to_string(i), beta);
+      put_constant(consts, V.name, "kappa_" + std::to_string(i), prop_v1_kappa(an.alpha_pd, beta, c));
+    }
+    const int nruns = vi == 0 ? runs : doa_runs;
+    std::vector<std::vector<int>> unused;
+    Batch Z0 = initial_tokens(seed, static_cast<int>(vi), nruns, V.len, V.n, false, 0.0, unused);
+    if (vi > 0 && pin_first)  // the slice of the remark after Thm V.1: token 1 at the equilibrium +e^1
+      for (int r = 0; r < nruns; ++r) Z0.Z.row(static_cast<Eigen::Index>(r) * V.len) = RowVec::Unit(V.n, kMu);
+    const Recorded R = integrate_runs(V.sched, Z0, t_end, h, every, [&](double f) {
+      if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
+    });
+    write_metrics(metrics, V.name, R);
+    const auto signs = final_signs(R);
+    write_convergence(conv, V.name, R, signs, runs);
+    int converged = 0, trapped = 0;
+    for (int r = 0; r < nruns; ++r) {
+      std::vector<double> ls(static_cast<std::size_t>(V.len));
+      for (int i = 0; i < V.len; ++i) ls[static_cast<std::size_t>(i)] = R.tail(r, i);
+      const TrajectoryClass tc =
+          classify_trajectory(R.final_state.middleRows(static_cast<Eigen::Index>(r) * V.len, V.len), kMu, 1e-8, ls);
+      converged += tc.converged;
+      trapped += tc.trapped(an.c_eff);
+    }
+    doa.cell(V.name);
+    if (std::isfinite(an.c_star)) doa.cell(an.c_star); else doa.empty();
+    doa.cell(an.c_eff).cell(an.c_eff_proof).cell(k.lambda_max).cell(k.lambda_min).cell(nruns).cell(converged);
+    doa.cell(static_cast<double>(converged) / nruns).cell(trapped).cell(col.c_star).cell(an.alpha_pd);
+    doa.end_row();
+  }
+  ctx.notes["designs"] = "s-iso: G1 channels, S_BC = (1 + 0.5 sin t) I, tokens = param; s-ani2-d<d>-k<k>: n = 2, l = 2, b_Delta = (1,-1), alpha = (0, 0.5), S_BC = [[1, k], [-k, d]] (d = 25, k = 11 is the spec's S-ANI2)";
+  ctx.notes["realisation"] = "S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q(t) = exp(t K0), K0 skew with N(0, rotation^2) entries";
+  ctx.notes["initial_tokens"] = pin_first
+      ? "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l for s-iso; anisotropic designs: token 1 = +e^1, token 2 uniform on S^1"
+      : "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l";
+  ctx.notes["classification"] = "converged: max_i V_i(t_end) < 1e-8 with signs of the final state; trapped: some token with max |z_i^mu~| over [0.8 t_end, t_end] <= c_eff";
+}
+
+ParamSpec c_spec(double def, const char* help) { return p_double("c", def, help, 0.0, 1.0, true); }
+
+const ExperimentRegistration reg_pe{Experiment{
+    "ssm-theorem-pe",
+    "Attention Within Thm IV.1 / Lemma IV.2 / Cor IV.1: constructed PE weights (G1 + S-PE/S-PEF/S-CAP), runs from the caps",
+    {p_int("runs", 16, "runs (initial configurations near consensus)", 1),
+     p_int("tokens", 5, "tokens per sequence (l)", 1),
+     p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0),
+     p_double("t_end", 20.0, "integration horizon", 0.0, {}, true),
+     p_double("h", 0.01, "RK4 step", 0.0, {}, true),
+     c_spec(0.5, "cap level c of Assumption IV.1 for pe/pef (0 < c < 1)"),
+     p_double("c_cap", 0.7, "cap level for the cap variant (Cor IV.1 needs c > 1/sqrt 3)", 0.0, 1.0, true),
+     p_double("T", 1.0, "PE window for pe/pef (the period of g)", 0.0, {}, true),
+     p_double("v0", 0.03, "initial V_i = 1 - b_i uniform in [0, v0] (0.03: inside Lemma IV.2's cap 1 - c_1 = 0.0376 for S-PE)", 0.0, 1.0, true),
+     p_double("every", 0.1, "observation interval", 0.0, {}, true),
+     p_int("m", 6, "hidden size of the factorisation (>= n = 4)", 4),
+     p_double("rotation", 1.0, "scale of the skew K0 of Q(t) = exp(t K0) (0: Q = I)", 0.0),
+     p_string("variants", "all", "which designs to run", {"all", "pe", "pef", "cap"})},
+    run_theorem_pe,
+    "ssm-theorem-pe"}};
+
+const ExperimentRegistration reg_pd{Experiment{
+    "ssm-theorem-pd",
+    "Attention Within Thm V.1 / Lemma V.1: isotropic (c_star = 0) vs anisotropic kernels, domain of attraction vs c_eff",
+    {p_int("runs", 40, "random starts for s-iso (and rows of convergence.csv per variant)", 1),
+     p_int("tokens", 5, "tokens for s-iso (the anisotropic designs use l = 2)", 1),
+     p_int("doa_runs", 200, "random starts per anisotropic design", 1),
+     p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0),
+     p_double("t_end", 40.0, "integration horizon", 0.0, {}, true),
+     p_double("h", 0.02, "RK4 step", 0.0, {}, true),
+     c_spec(0.5, "cap level c for Prop V.1's beta_i, kappa_i (0 < c < 1)"),
+     p_double("every", 0.25, "observation interval", 0.0, {}, true),
+     p_int("m", 4, "hidden size of the factorisation (>= n)", 2),
+     p_double("rotation", 1.0, "scale of the skew K0 of Q(t) = exp(t K0) (0: Q = I)", 0.0),
+     p_int_list("ani2_d", {25, 50, 100, 400}, "anisotropic designs: S_BC(2,2) = d", 1),
+     p_int_list("ani2_k", {11, 18, 30, 80}, "anisotropic designs: S_BC(1,2) = -S_BC(2,1) = k", 0),
+     p_bool("pin_first", true, "anisotropic designs: token 1 starts at the equilibrium +e^1, token 2 uniform (spec T22)")},
+    run_theorem_pd,
+    "ssm-theorem-pd"}};
+
+}  // namespace
+}  // namespace tokdyn

@@ -1,0 +1,35 @@
+#include "tokdyn/linalg.hpp"
+
+#include <cblas.h>
+
+#include <stdexcept>
+
+namespace tokdyn {
+
+void gemm_nt(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C) {
+  if (A.cols() != B.cols()) throw std::invalid_argument("gemm_nt: inner dimensions differ");
+  C.resize(A.rows(), B.rows());
+  if (C.size() == 0) return;
+  if (A.cols() == 0) {
+    C.setZero();
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(A.rows()), static_cast<int>(B.rows()),
+              static_cast<int>(A.cols()), 1.0, A.data(), static_cast<int>(A.outerStride()), B.data(),
+              static_cast<int>(B.outerStride()), 0.0, C.data(), static_cast<int>(C.outerStride()));
+}
+
+void gemm_nn(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C) {
+  if (A.cols() != B.rows()) throw std::invalid_argument("gemm_nn: inner dimensions differ");
+  C.resize(A.rows(), B.cols());
+  if (C.size() == 0) return;
+  if (A.cols() == 0) {
+    C.setZero();
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),
+              static_cast<int>(A.cols()), 1.0, A.data(), static_cast<int>(A.outerStride()), B.data(),
+              static_cast<int>(B.outerStride()), 0.0, C.data(), static_cast<int>(C.outerStride()));
+}
+
+}  // namespace tokdyn
