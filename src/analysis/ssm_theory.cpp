@@ -190,10 +190,31 @@ SpectralConstants constants_from_bounds(const ChannelBounds& cb, int mu) {
 }  // namespace
 
 std::pair<int, double> principal_channel(const ChannelBounds& cb) {
+  // The largest and second-largest lambda_hi(., s) per gap s make every channel's certified
+  // gap O(len) instead of O(n len): max over nu != mu is top1 unless mu attains it.
+  const Eigen::Index n = cb.lambda_lo.rows();
+  std::vector<double> top1(static_cast<std::size_t>(cb.len), -kInf), top2 = top1;
+  std::vector<Eigen::Index> arg1(static_cast<std::size_t>(cb.len), -1);
+  for (int s = 0; s < cb.len; ++s)
+    for (Eigen::Index nu = 0; nu < n; ++nu) {
+      const double v = cb.lambda_hi(nu, s);
+      const auto si = static_cast<std::size_t>(s);
+      if (v > top1[si]) {
+        top2[si] = top1[si];
+        top1[si] = v;
+        arg1[si] = nu;
+      } else if (v > top2[si]) {
+        top2[si] = v;
+      }
+    }
   int best = 0;
   double gbest = -kInf;
-  for (int mu = 0; mu < cb.lambda_lo.rows(); ++mu) {
-    const double g = certified_gap(cb, mu);
+  for (int mu = 0; mu < n; ++mu) {
+    double g = kInf;
+    for (int s = 0; s < cb.len; ++s) {
+      const auto si = static_cast<std::size_t>(s);
+      g = std::min(g, cb.lambda_lo(mu, s) - (arg1[si] == mu ? top2[si] : top1[si]));
+    }
     if (g > gbest) {
       gbest = g;
       best = mu;
@@ -309,8 +330,9 @@ SampledSpectrum sampled_spectrum(const SsmParams& p, int len, int mu_tilde, int 
 AssumptionDiagnostics assumption_diagnostics(const WeightSchedule<SsmParams>& s, long depth, int len, int samples,
                                              std::uint64_t seed) {
   AssumptionDiagnostics d;
-  int prev = -1;
-  bool all_cert = depth >= 1;
+  d.layers.resize(static_cast<std::size_t>(std::max(0L, depth)));
+  // Layers are independent: diagnose them in parallel (each entry depends only on its layer).
+#pragma omp parallel for schedule(dynamic, 1)
   for (long k = 1; k <= depth; ++k) {
     const auto p = s.at_layer(k);
     const int n = p->n();
@@ -357,11 +379,15 @@ AssumptionDiagnostics assumption_diagnostics(const WeightSchedule<SsmParams>& s,
           }
       la.gamma_sampled = g;
     }
+    d.layers[static_cast<std::size_t>(k - 1)] = la;
+  }
+  int prev = -1;
+  bool all_cert = depth >= 1;
+  for (const auto& la : d.layers) {
     if (la.certified) ++d.certified_layers;
     all_cert = all_cert && la.certified;
-    if (k >= 2 && mu != prev) ++d.principal_switches;
-    prev = mu;
-    d.layers.push_back(la);
+    if (la.layer >= 2 && la.mu_tilde != prev) ++d.principal_switches;
+    prev = la.mu_tilde;
   }
   d.constant_principal = all_cert && d.principal_switches == 0;
   return d;
