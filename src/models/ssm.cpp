@@ -27,22 +27,36 @@ void SsmParams::validate(bool need_gate) const {
 
 void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmBranches& out) {
   gemm_nt(Z, p.W_delta, out.Delta);
-  out.Delta.rowwise() += p.b_delta.transpose();
-  // softplus(x) = max(x, 0) + log1p(exp(-|x|)), vectorised.
-  out.Delta = out.Delta.array().max(0.0) + (-out.Delta.array().abs()).exp().log1p();
   gemm_nt(Z, p.S_B, out.Bz);
   gemm_nt(Z, p.S_C, out.Cz);
-  if (o.silu_bc) {
-    out.Bz = out.Bz.array() / (1.0 + (-out.Bz.array()).exp());
-    out.Cz = out.Cz.array() / (1.0 + (-out.Cz.array()).exp());
+  if (o.gate == GateKind::Silu) gemm_nt(Z, p.W_g, out.G);
+  out.A.resize(Z.rows(), Z.cols());
+  const Eigen::Index N = Z.rows();
+  const auto alpha = p.alpha.transpose().array();
+  // Elementwise transcendentals, row by row in parallel (each row independent: same bits on
+  // any thread count): Delta = softplus(Z W^T + b) = max(x, 0) + log1p(exp(-|x|)),
+  // A = exp(-alpha Delta) (the scalar of A_i^mu = a I_m), SiLU on the branches, the gate.
+#pragma omp parallel for schedule(static)
+  for (Eigen::Index i = 0; i < N; ++i) {
+    auto d = out.Delta.row(i).array();
+    d += p.b_delta.transpose().array();
+    d = d.max(0.0) + (-d.abs()).exp().log1p();
+    out.A.row(i).array() = (-(d * alpha)).exp();
+    if (o.silu_bc) {
+      auto b = out.Bz.row(i).array();
+      auto c = out.Cz.row(i).array();
+      b = b / (1.0 + (-b).exp());
+      c = c / (1.0 + (-c).exp());
+    }
+    if (o.gate == GateKind::Silu) {
+      auto g = out.G.row(i).array();
+      g += p.b_g.transpose().array();
+      g = g / (1.0 + (-g).exp());
+    }
   }
-  if (o.gate == GateKind::Silu) {
-    gemm_nt(Z, p.W_g, out.G);
-    out.G.rowwise() += p.b_g.transpose();
-    out.G = out.G.array() / (1.0 + (-out.G.array()).exp());
-  } else if (o.gate == GateKind::Constant) {
+  if (o.gate == GateKind::Constant) {
     out.G.setConstant(Z.rows(), Z.cols(), o.gate_const);
-  } else {
+  } else if (o.gate == GateKind::Off) {
     out.G.resize(0, 0);
   }
 }
@@ -51,8 +65,7 @@ void ssm_readout(SsmForm form, const SsmParams& p, const SsmBranches& br, const 
                  Eigen::Index row0, int len, Tokens& R) {
   const int n = p.n(), m = p.m();
   // a_l^mu = exp(-alpha^mu Delta_l^mu): the scalar of A_l^mu = a I_m.
-  Mat a(len, n);
-  a = (-(br.Delta.middleRows(row0, len).array().rowwise() * p.alpha.transpose().array())).exp();
+  const auto a = br.A.middleRows(row0, len);
   if (form == SsmForm::Recurrence) {
     // (1): h_i^mu = a_i^mu h_{i-1}^mu + Delta_i^mu z_i^mu B_i,  r_i^mu = C_i . h_i^mu,
     // with h_0 = 0; H holds h^mu as row mu (n x m).

@@ -51,10 +51,10 @@ double softplus(double x);  ///< ln(1 + e^x), without overflow
 double silu(double x);      ///< x / (1 + e^{-x})
 
 /// Per-token quantities shared by every form, for all rows of Z (N x n, N = runs*len):
-/// Delta = softplus(Z W_Delta^T + b^T) (N x n), Bz = branch(S_B z) (N x m), Cz = branch(S_C z),
+/// Delta = softplus(Z W_Delta^T + b^T) (N x n), A = exp(-alpha Delta), Bz = branch(S_B z) (N x m), Cz = branch(S_C z),
 /// G = gate (N x n, empty when off). One batched matrix product each.
 struct SsmBranches {
-  Mat Delta, Bz, Cz, G;
+  Mat Delta, A, Bz, Cz, G;  ///< A = exp(-alpha ⊙ Delta), the decay scalars a_i^mu
 };
 void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmBranches& out);
 
