@@ -190,18 +190,6 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   return out;
 }
 
-std::string one_line(std::string s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\r') continue;
-    if (s[i] == '\n') {
-      if (i + 1 < s.size()) out += "; ";
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -809,6 +797,20 @@ void draw_figures(const std::string& kind, const fs::path& dir) {
   else
     why = fmt::format("exit status {}", WEXITSTATUS(status));
   throw std::runtime_error(fail + (last.empty() ? why : last));
+}
+
+/// The message on one line: newlines become "; " (carriage returns dropped).
+std::string one_line(std::string s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\r') continue;
+    if (s[i] == '\n') {
+      if (i + 1 < s.size()) out += "; ";
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
 }
 
 }  // namespace tokdyn

@@ -22,7 +22,11 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
 
+#include "test_util.hpp"
+
 namespace fs = std::filesystem;
+using tokdyn::testing::TempDir;
+using tokdyn::testing::slurp;
 using namespace tokdyn;
 
 namespace {
@@ -64,29 +68,7 @@ const Experiment& echo() {
   return *e;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tokdyn-test-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
 
- private:
-  fs::path path_;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
@@ -515,9 +497,9 @@ TEST(RunExperiment, OutputPathThatIsAFileIsInputError) {
 
 TEST(RunExperiment, NoProgressOutputWhenStderrIsNotATerminal) {
   TempDir d;
-  testing::internal::CaptureStderr();  // stderr becomes a file: isatty(2) is false
+  ::testing::internal::CaptureStderr();  // stderr becomes a file: isatty(2) is false
   run_experiment(echo(), resolve_params(echo(), {}), d.path() / "res", 1, false, true);
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,10 @@
 
 #include "tokdyn/experiment.hpp"
 
+#include "test_util.hpp"
+
 namespace fs = std::filesystem;
+using tokdyn::testing::slurp;
 using namespace tokdyn;
 
 namespace {
@@ -26,12 +29,6 @@ fs::path run_small(const std::string& tag, int threads, std::vector<std::pair<st
   return out;
 }
 
-std::string slurp(const fs::path& f) {
-  std::ifstream in(f);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// metrics.csv as variant -> layer -> (lambda1_mean, pr_mean).
 std::map<std::string, std::vector<std::pair<double, double>>> metrics(const fs::path& dir) {

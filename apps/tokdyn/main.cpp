@@ -23,18 +23,6 @@ using namespace tokdyn;
 
 namespace {
 
-std::string one_line(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\r') continue;
-    if (s[i] == '\n') {
-      if (i + 1 < s.size()) out += "; ";
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
 
 const Experiment& preset_or_throw(const std::string& name) {
   const Experiment* e = find_experiment(name);

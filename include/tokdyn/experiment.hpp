@@ -111,6 +111,9 @@ const Experiment& experiment_of_toml(const std::filesystem::path& file);
 void run_experiment(const Experiment& e, const Params& p, const std::filesystem::path& out,
                     int threads, bool figures, bool show_progress);
 
+/// `s` on one line: newlines become "; " (for one-line error messages).
+std::string one_line(std::string s);
+
 /// Draws figures: runs `/usr/bin/python3 python/plot.py KIND DIR` (the interpreter can be
 /// overridden by TOKDYN_PYTHON). Throws std::runtime_error when plotting fails.
 void draw_figures(const std::string& kind, const std::filesystem::path& dir);
