@@ -6,12 +6,21 @@
 
 namespace tokdyn {
 
+namespace {
+/// Below this many multiply-adds a product stays in Eigen (no BLAS call, no thread team).
+constexpr double kBlasMinWork = 1 << 18;
+}  // namespace
+
 void gemm_nt(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C) {
   if (A.cols() != B.cols()) throw std::invalid_argument("gemm_nt: inner dimensions differ");
   C.resize(A.rows(), B.rows());
   if (C.size() == 0) return;
   if (A.cols() == 0) {
     C.setZero();
+    return;
+  }
+  if (static_cast<double>(A.rows()) * static_cast<double>(B.rows()) * static_cast<double>(A.cols()) < kBlasMinWork) {
+    C.noalias() = A * B.transpose();
     return;
   }
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(A.rows()), static_cast<int>(B.rows()),
@@ -25,6 +34,10 @@ void gemm_nn(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat
   if (C.size() == 0) return;
   if (A.cols() == 0) {
     C.setZero();
+    return;
+  }
+  if (static_cast<double>(A.rows()) * static_cast<double>(B.cols()) * static_cast<double>(A.cols()) < kBlasMinWork) {
+    C.noalias() = A * B;
     return;
   }
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),

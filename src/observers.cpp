@@ -60,7 +60,7 @@ void GramObserver::observe(double t, const Batch& Z) {
   t_.push_back(t);
   std::vector<GramMetrics> row(static_cast<std::size_t>(Z.runs));
   std::vector<double> cd(static_cast<std::size_t>(Z.runs));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Z.runs > 1 && Z.Z.size() * Z.len >= 65536)
   for (int r = 0; r < Z.runs; ++r) {
     row[static_cast<std::size_t>(r)] = gram_metrics(Z.run(r));
     cd[static_cast<std::size_t>(r)] = consensus_distance(Z.run(r)).distance;

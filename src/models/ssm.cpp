@@ -36,7 +36,9 @@ void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmB
   // Elementwise transcendentals, row by row in parallel (each row independent: same bits on
   // any thread count): Delta = softplus(Z W^T + b) = max(x, 0) + log1p(exp(-|x|)),
   // A = exp(-alpha Delta) (the scalar of A_i^mu = a I_m), SiLU on the branches, the gate.
-#pragma omp parallel for schedule(static)
+  // A thread team only pays off for real work: small problems (the theory's 4-dimensional flows
+  // call this at every RK4 stage) stay on the calling thread.
+#pragma omp parallel for schedule(static) if (N * (Z.cols() + 2 * p.m()) >= 65536)
   for (Eigen::Index i = 0; i < N; ++i) {
     auto d = out.Delta.row(i).array();
     d += p.b_delta.transpose().array();
@@ -139,7 +141,7 @@ void SsmLayer::apply(long k, Batch& Z) const {
     sink_(k, q);
   }
   Tokens R(Z.Z.rows(), Z.Z.cols());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Z.runs > 1 && Z.Z.size() * Z.len >= 65536)
   for (int r = 0; r < Z.runs; ++r)
     ssm_readout(form_, *p, br, Z.Z, static_cast<Eigen::Index>(r) * Z.len, Z.len, R);
   if (br.G.size() > 0) R = R.cwiseProduct(br.G);
