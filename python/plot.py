@@ -31,6 +31,15 @@ def by(rows, key):
     return out
 
 
+def save(fig, axes, d, out):
+    """Grid on every panel, tight layout, write d/out as PNG, free the figure."""
+    for a in axes:
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, out), dpi=130)
+    plt.close(fig)
+
+
 STYLE = {"silu": dict(color="C0", label="with SiLU"), "no_silu": dict(color="C3", label="without SiLU"),
          "gate": dict(color="C2", label="with gate"), "no_gate": dict(color="C1", label="without gate")}
 
@@ -65,11 +74,7 @@ def metrics_figure(d, out, title, variants=None, paper=None):
     ax[1].set_ylim(bottom=0.9)
     ax[0].legend()
     ax[0].set_title(title, fontsize=10)
-    for a in ax:
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, out), dpi=130)
-    plt.close(fig)
+    save(fig, ax, d, out)
 
 
 def pe_token_figure(d, out, variant, run, token, title):
@@ -106,11 +111,7 @@ def pe_token_figure(d, out, variant, run, token, title):
     ax[2].set_ylabel(r"worst window average $W(T)$")
     ax[2].set_xlabel("window length T")
     ax[0].set_title(title, fontsize=10)
-    for a in ax:
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, out), dpi=130)
-    plt.close(fig)
+    save(fig, ax, d, out)
 
 
 def pe_envelope_figure(d, out, title, labels=None):
@@ -139,10 +140,7 @@ def pe_envelope_figure(d, out, title, labels=None):
     ax.set_yscale("symlog", linthresh=1e-2)
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, out), dpi=130)
-    plt.close(fig)
+    save(fig, [ax], d, out)
 
 
 def plot_ssm_random_silu(d):
