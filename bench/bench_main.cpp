@@ -6,7 +6,8 @@
 // --threads` does). Counters:
 //   FLOPS  floating-point operations per second, from the shapes (see the flop_* helpers);
 //   exps   transcendental evaluations per second (exp, log1p);
-//   draws  random numbers drawn per second.
+//   draws  random numbers drawn per second;
+//   layers layers diagnosed per second (BM_Diagnostics).
 // scripts/bench.sh runs these with repetitions and writes bench/results-ssm-random-silu.md.
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -16,15 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/linalg.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/models/ssm_random.hpp"
 #include "tokdyn/observers.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/schedule.hpp"
 #include "tokdyn/sphere.hpp"
-
-#include "tokdyn/analysis/ssm_theory.hpp"
-#include "tokdyn/linalg.hpp"
 
 // OpenBLAS entry points (declared here: the OpenMP build's cblas.h is not on tokdyn_bench's
 // include path).

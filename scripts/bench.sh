@@ -315,15 +315,13 @@ if mb:
     diag_on = bool(man.get("params", {}).get("diagnostics", False))
     dg_b = g(f"BM_Diagnostics/threads:{T}")
     t_diag = (1e3 / dg_b["layers"]) if dg_b is not None and "layers" in dg_b else None
-    # The diagnostics' share: from the end-to-end runs with and without them when both were
-    # timed (the micro-benchmark BM_Diagnostics, in the table below, times them in isolation).
+    # The diagnostics' share: BM_Diagnostics in isolation (steadier than the difference of the
+    # full runs with and without them, which is shown alongside).
     t_diag_e2e = (t_tok - t_nd) * 1e3 / DEPTH if (diag_on and t_nd is not None) else None
-    if diag_on and (t_diag_e2e is not None or t_diag is not None):
-        td_layer = t_diag_e2e if t_diag_e2e is not None else t_diag
-        how = "full run with minus without diagnostics" if t_diag_e2e is not None else "BM_Diagnostics"
-        add("Assumption III.1 diagnostics (assumption_diagnostics: S_BC, 768x768 eigenvalues), once per layer for both variants (%s; BM_Diagnostics in isolation: %.1f ms per layer): per layer and variant" % (
-            how, t_diag if t_diag is not None else float("nan")), td_layer / NVAR, "diagnostics (S_BC, eigenvalues)")
-        t_diag = td_layer
+    if diag_on and t_diag is not None:
+        e2e = (", full runs with minus without: %.1f ms per layer" % t_diag_e2e) if t_diag_e2e is not None else ""
+        add("Assumption III.1 diagnostics (assumption_diagnostics: S_BC, 768x768 eigenvalues), once per layer for both variants (BM_Diagnostics: %.1f ms per layer%s): per layer and variant" % (
+            t_diag, e2e), t_diag / NVAR, "diagnostics (S_BC, eigenvalues)")
     whole = t_of(f"BM_PresetLayer/silu:1/threads:{T}")
     s = sum(p[1] for p in parts)
     P("## Per-layer breakdown (%d threads, SiLU on; best of 5 interleaved repetitions of each micro-benchmark)" % T)
