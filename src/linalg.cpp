@@ -28,21 +28,4 @@ void gemm_nt(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat
               static_cast<int>(B.outerStride()), 0.0, C.data(), static_cast<int>(C.outerStride()));
 }
 
-void gemm_nn(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C) {
-  if (A.cols() != B.rows()) throw std::invalid_argument("gemm_nn: inner dimensions differ");
-  C.resize(A.rows(), B.cols());
-  if (C.size() == 0) return;
-  if (A.cols() == 0) {
-    C.setZero();
-    return;
-  }
-  if (static_cast<double>(A.rows()) * static_cast<double>(B.cols()) * static_cast<double>(A.cols()) < kBlasMinWork) {
-    C.noalias() = A * B;
-    return;
-  }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),
-              static_cast<int>(A.cols()), 1.0, A.data(), static_cast<int>(A.outerStride()), B.data(),
-              static_cast<int>(B.outerStride()), 0.0, C.data(), static_cast<int>(C.outerStride()));
-}
-
 }  // namespace tokdyn

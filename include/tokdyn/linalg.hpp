@@ -6,9 +6,7 @@
 
 namespace tokdyn {
 
-/// C = A * B^T (row-major doubles): one DGEMM.
+/// C = A * B^T (row-major doubles): one DGEMM, or Eigen's product below 2^18 multiply-adds.
 void gemm_nt(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C);
-/// C = A * B (row-major doubles): one DGEMM.
-void gemm_nn(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C);
 
 }  // namespace tokdyn
