@@ -17,6 +17,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/models/mamba2.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -127,6 +128,15 @@ int main(int argc, char** argv) {
   run->add_flag("--no-figures", ra.no_figures, "Do not draw figures");
   run->add_flag("--quiet,-q", ra.quiet, "No progress line");
 
+  std::string mc_size = "130m", mc_out;
+  long mc_seed = 0;
+  CLI::App* mk = app.add_subcommand("make-checkpoint",
+                                    "Write a freshly initialised Mamba-2 checkpoint (config.json + model.safetensors) "
+                                    "in the reference layout");
+  mk->add_option("--size", mc_size, "tiny, 130m, 370m, 780m, 1.3b or 2.7b")->capture_default_str();
+  mk->add_option("--seed", mc_seed, "Seed of the initialisation")->capture_default_str();
+  mk->add_option("--out,-o", mc_out, "New directory to write")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -147,8 +157,16 @@ int main(int argc, char** argv) {
       show_preset(show_name);
     } else if (app.got_subcommand("run")) {
       run_command(ra);
+    } else if (app.got_subcommand("make-checkpoint")) {
+      if (mc_seed < 0) throw InputError(fmt::format("--seed: expected an integer >= 0, got {}", mc_seed));
+      const auto t0 = std::chrono::steady_clock::now();
+      const mamba2::Model m = mamba2::init_model(mamba2::Config::named(mc_size), static_cast<std::uint64_t>(mc_seed));
+      mamba2::save(m, mc_out);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      fmt::print("wrote {} (mamba2 {}, seed {}, {} layers, d_model {}; {:.1f} s)\n", mc_out, mc_size, mc_seed, m.cfg.n_layer,
+                 m.cfg.d_model, secs);
     } else {
-      std::fprintf(stderr, "tokdyn: error: a command is required: presets, show or run (see `tokdyn --help`)\n");
+      std::fprintf(stderr, "tokdyn: error: a command is required: presets, show, run or make-checkpoint (see `tokdyn --help`)\n");
       return 2;
     }
   } catch (const InputError& e) {

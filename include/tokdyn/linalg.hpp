@@ -9,4 +9,7 @@ namespace tokdyn {
 /// C = A * B^T (row-major doubles): one DGEMM, or Eigen's product below 2^18 multiply-adds.
 void gemm_nt(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C);
 
+/// The same in float: one SGEMM, or Eigen's product below 2^18 multiply-adds.
+void gemm_nt(const Eigen::Ref<const MatF>& A, const Eigen::Ref<const MatF>& B, MatF& C);
+
 }  // namespace tokdyn

@@ -12,6 +12,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/models/ssm_random.hpp"
 #include "tokdyn/observers.hpp"
@@ -78,79 +79,15 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   }
 
   {
-    CsvWriter csv(ctx.dir / "metrics.csv", {"variant", "layer", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std",
-                                            "consensus_dist_mean", "min_cosine_mean"});
-    for (const auto& R : res)
-      for (std::size_t o = 0; o < R.gram.times().size(); ++o) {
-        double l1m, l1s, prm, prs, cd = 0.0, mc = 0.0;
-        R.gram.lambda1_stats(o, l1m, l1s);
-        R.gram.pr_stats(o, prm, prs);
-        for (int r = 0; r < runs; ++r) {
-          cd += R.gram.consensus()[o][static_cast<std::size_t>(r)];
-          mc += R.gram.metrics()[o][static_cast<std::size_t>(r)].min_cosine;
-        }
-        csv.cell(R.name).cell(static_cast<long>(o)).cell(l1m).cell(l1s).cell(prm).cell(prs).cell(cd / runs).cell(mc / runs);
-        csv.end_row();
-      }
-  }
-
-  // PE windows (§VI-B, eq. (23)) for every run and token; envelopes over runs per token.
-  CsvWriter pe(ctx.dir / "pe.csv", {"variant", "run", "token", "T_star"});
-  CsvWriter curve(ctx.dir / "pe_curve.csv", {"variant", "token", "T", "worst_window_avg"});
-  CsvWriter summary(ctx.dir / "pe_summary.csv", {"variant", "reading", "T_star", "run", "token"});
-  CsvWriter qcsv(ctx.dir / "q.csv", {"variant", "run", "token", "layer", "q"});
-  for (const auto& R : res) {
-    std::vector<double> env_all(static_cast<std::size_t>(depth), std::numeric_limits<double>::infinity());
-    std::vector<double> env_first = env_all;
-    std::optional<int> text_max = 0, caption_max = 0;
-    int text_run = -1, text_tok = -1, cap_run = -1;
-    for (int i = 0; i < len; ++i) {
-      std::vector<double> env_tok(static_cast<std::size_t>(depth), std::numeric_limits<double>::infinity());
-      for (int r = 0; r < runs; ++r) {
-        const auto& q = R.q[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
-        const auto W = worst_window_average(q);
-        const auto ts = smallest_admissible_window(W);
-        pe.cell(R.name).cell(r).cell(i + 1);
-        if (ts) pe.cell(static_cast<long>(*ts)); else pe.empty();
-        pe.end_row();
-        for (std::size_t T = 0; T < W.size(); ++T) {
-          env_tok[T] = std::min(env_tok[T], W[T]);
-          env_all[T] = std::min(env_all[T], W[T]);
-          if (i == 0) env_first[T] = std::min(env_first[T], W[T]);
-        }
-        // Text reading: max over all tokens and runs; none if any (run, token) has none.
-        if (text_max) {
-          if (!ts) { text_max.reset(); text_run = r; text_tok = i + 1; }
-          else if (*ts > *text_max) { text_max = ts; text_run = r; text_tok = i + 1; }
-        }
-        if (i == 0 && caption_max) {
-          if (!ts) { caption_max.reset(); cap_run = r; }
-          else if (*ts > *caption_max) { caption_max = ts; cap_run = r; }
-        }
-      }
-      for (std::size_t T = 0; T < env_tok.size(); ++T) {
-        curve.cell(R.name).cell(i + 1).cell(static_cast<long>(T + 1)).cell(env_tok[T]);
-        curve.end_row();
-      }
+    std::vector<std::pair<std::string, const GramObserver*>> mv;
+    std::vector<std::pair<std::string, const QRecord*>> qv;
+    for (const auto& R : res) {
+      mv.emplace_back(R.name, &R.gram);
+      qv.emplace_back(R.name, &R.q);
     }
-    auto put = [&](const char* reading, std::optional<int> t, int run, int tok) {
-      summary.cell(R.name).cell(std::string(reading));
-      if (t) summary.cell(static_cast<long>(*t)); else summary.empty();
-      if (run >= 0) summary.cell(run); else summary.empty();
-      if (tok >= 0) summary.cell(tok); else summary.empty();
-      summary.end_row();
-    };
-    put("text", text_max, text_run, text_tok);
-    put("caption", caption_max, cap_run, 1);
-    put("envelope", smallest_admissible_window(env_all), -1, -1);
-    put("envelope_first_token", smallest_admissible_window(env_first), -1, 1);
-    for (int i = 0; i < len; ++i) {
-      const auto& q = R.q[static_cast<std::size_t>(fig_run)][static_cast<std::size_t>(i)];
-      for (std::size_t s = 0; s < q.size(); ++s) {
-        qcsv.cell(R.name).cell(fig_run).cell(i + 1).cell(static_cast<long>(s + 1)).cell(q[s]);
-        qcsv.end_row();
-      }
-    }
+    write_metrics_csv(ctx.dir / "metrics.csv", mv);
+    // PE windows (§VI-B, eq. (23)) for every run and token; envelopes over runs per token.
+    write_pe_csvs(ctx.dir, qv, fig_run);
   }
   // Assumption III.1 along the run (certified channel bounds per layer; Remark IV.1's sign of
   // (S_BC)_{mu~mu~}; Assumption V.1's margin), and the run-level verdict.

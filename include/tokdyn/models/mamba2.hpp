@@ -1,0 +1,171 @@
+#pragma once
+// The real Mamba-2 block (state-spaces/mamba, `Mamba2` + pre-norm `Block`), exactly as the
+// reference computes it, in fp32 with fp16/bf16 weights widened on load; batched over runs
+// and tokens. Specification: ../shared/specs/mamba2.md §1. Per token t of one sequence:
+//   u        = RMSNorm(x; w_norm, 1e-5)
+//   [z|xBC|dt_raw] = W_in u                              (rows z, x, B, C, dt)
+//   xBC'     = SiLU(causal depthwise conv(xBC) + b)      (left zero padding; SiLU on x, B, C)
+//   dt       = softplus(dt_raw + dt_bias)  (threshold 20),  A = -exp(A_log)
+//   y_t[h]   = sum_{s<=t} (C_t . B_s) exp(A_h sum_{r=s+1..t} dt_r) dt_s x_s[h] + D_h x_t[h]
+//              (B, C of group g(h) = h / (H/G); the quadratic "SSD" form of the recurrence,
+//              which is what the reference's chunked kernel computes within a chunk)
+//   o        = RMSNorm_groups(y * SiLU(z)) * w_mix       (gate before the norm)
+//   mixer(u) = W_out o
+// Depth update: residual  x <- x + mixer(RMSNorm(x))  (the true residual stream), or
+//               sphere    z <- pi(z + tau * mixer(RMSNorm(z)))  (the paper's model (2)).
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokdyn/rng.hpp"
+#include "tokdyn/tokens.hpp"
+
+namespace tokdyn::mamba2 {
+
+using VecF = Eigen::VectorXf;
+
+/// Model dimensions. Defaults are the `Mamba2` module defaults every released checkpoint uses.
+struct Config {
+  int d_model = 768;
+  int n_layer = 24;
+  int vocab_size = 50277;       ///< unpadded vocabulary (ids sampled from [0, vocab_size))
+  int pad_vocab_multiple = 16;  ///< embedding rows = vocab_size rounded up to this multiple
+  int d_state = 128;
+  int d_conv = 4;
+  int expand = 2;
+  int headdim = 64;
+  int ngroups = 1;
+  double eps = 1e-5;
+  bool tie_embeddings = true;
+  std::string format = "state-spaces";  ///< "state-spaces" or "hf" (the config.json it came from)
+
+  int d_inner() const { return expand * d_model; }
+  int nheads() const { return d_inner() / headdim; }
+  int conv_dim() const { return d_inner() + 2 * ngroups * d_state; }
+  int d_in_proj() const { return 2 * d_inner() + 2 * ngroups * d_state + nheads(); }
+  int vocab_padded() const;
+  /// Throws InputError (naming `what`) unless every dimension is positive and consistent.
+  void validate(const std::string& what) const;
+  /// The state-spaces config.json (ssm_cfg carries the non-default Mamba2 sizes).
+  nlohmann::json to_json() const;
+  /// Named sizes: "tiny" (test model), "130m", "370m", "780m", "1.3b", "2.7b".
+  static Config named(const std::string& size);
+  static std::vector<std::string> sizes();
+};
+
+/// Parses a config.json of either format (state-spaces, or the Hugging Face port's, which may
+/// contain the non-JSON token `Infinity`). Throws InputError naming the file.
+Config parse_config(const std::filesystem::path& file);
+Config parse_config_text(const std::string& text, const std::string& what);
+
+/// One block's weights, widened to float. Shapes as in the checkpoint.
+struct Layer {
+  VecF norm_w;     ///< [d]            backbone.layers.l.norm.weight
+  MatF in_proj;    ///< [d_in_proj, d] mixer.in_proj.weight
+  MatF conv_w;     ///< [conv_dim, K]  mixer.conv1d.weight (stored [conv_dim, 1, K])
+  VecF conv_b;     ///< [conv_dim]     mixer.conv1d.bias
+  VecF dt_bias;    ///< [H]
+  VecF A_log;      ///< [H]
+  VecF D;          ///< [H]
+  VecF mix_norm_w; ///< [d_inner]      mixer.norm.weight
+  MatF out_proj;   ///< [d, d_inner]   mixer.out_proj.weight
+};
+
+struct Model {
+  Config cfg;
+  MatF embedding;  ///< [vocab_padded, d]
+  std::vector<Layer> layers;
+  VecF norm_f;     ///< [d]
+  std::string source;  ///< checkpoint path, or a description of the synthetic model
+};
+
+/// A fresh layer, initialised as the reference initialises a new MambaLMHeadModel:
+/// in_proj U(+-1/sqrt(d)); conv weight and bias U(+-1/sqrt(K)); dt = exp(U(ln 1e-3, ln 1e-1))
+/// floored at 1e-4, dt_bias = dt + ln(-expm1(-dt)); A_log = ln U(1, 16); D = 1; norm weights 1;
+/// out_proj U(+-1/sqrt(d_inner)) / sqrt(n_layer) (the prenorm-residual rescaling). Tensors
+/// stored as F16 hold F16-representable values. Drawn from streams (seed, 1, layer_id, ...) in
+/// row blocks (threaded; the same bits on any thread count).
+Layer init_layer(const Config& cfg, std::uint64_t seed, std::uint64_t layer_id);
+/// A fresh model: layer l is init_layer(cfg, seed, l); embedding N(0, 0.02^2) from (seed, 0, ...).
+Model init_model(const Config& cfg, std::uint64_t seed);
+
+/// Loads a checkpoint: a directory holding config.json and model.safetensors (or a sharded
+/// model.safetensors.index.json), or a .safetensors file with config.json beside it. Both tensor
+/// naming schemes; tied embeddings (lm_head absent, or present and ignored). Every shape is
+/// checked against the config; missing or unexpected tensors and non-finite values are refused.
+/// Throws InputError (one line, naming the file).
+Model load(const std::filesystem::path& path);
+
+/// Writes config.json and model.safetensors into `dir` in the reference layout: state-spaces
+/// names, tied embedding without lm_head, F16 tensors except A_log, dt_bias and D (F32), and
+/// __metadata__ {"format": "pt"}. Written to a temporary directory, then renamed.
+void save(const Model& m, const std::filesystem::path& dir);
+
+/// Ablation switches, at exactly the points where they act (mamba2.md §1.3). Defaults: reference.
+struct Switches {
+  bool gate = true;        ///< off: v = y (the gated RMSNorm stays)
+  bool silu_bc = true;     ///< off: B and C are conv + bias (no SiLU); x keeps its SiLU
+  bool silu_x = true;      ///< off: no SiLU on the x channels
+  bool conv = true;        ///< off: identity conv (current-token tap 1, others 0, bias 0)
+  bool d_skip = true;      ///< off: no D x term
+  bool mixer_norm = true;  ///< off: no gated RMSNorm (o = v)
+};
+
+/// What one mixer call reports besides its output (all optional).
+struct MixerTaps {
+  float* q = nullptr;         ///< [runs*len]: q_i = C_i . B_i of group 0, as the block uses them
+  std::vector<int> heads;     ///< heads whose mixing matrices are wanted
+  float* mixing = nullptr;    ///< [runs][heads.size()][len][len]: (C_t.B_s) exp(A sum dt) dt_s, s <= t (0 above)
+};
+
+/// The mixer with its working buffers (reused across calls; one engine per concurrent caller).
+class Engine {
+ public:
+  Engine(const Config& cfg, Switches sw);
+  /// out = mixer(RMSNorm(X; L.norm_w)) for (runs*len) x d tokens, runs of `len` consecutive rows.
+  void mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, const MixerTaps& taps = {});
+  const Switches& switches() const { return sw_; }
+  /// Multiply-adds of one mixer call (GEMMs + SSD), for throughput reports.
+  double flops(int runs, int len) const;
+
+ private:
+  Config cfg_;
+  Switches sw_;
+  MatF U_, P_, XBC_, Y_;
+  Eigen::MatrixXf dt_;  // (runs*len) x H, column-major unimportant
+};
+
+/// Token update across depth.
+enum class Update { Residual, Sphere };
+
+/// One pass of a depth run: applies `layer(k)` for k = 1..depth to every variant's state, so
+/// that variants share each layer (paired comparisons, one random draw per layer).
+struct Variant {
+  std::string name;
+  Switches sw;
+};
+struct DepthRun {
+  Update update = Update::Residual;
+  float tau = 1.0f;
+  int runs = 1, len = 1;
+  /// Called after every layer with (variant, k, state); k = 0 is the initial state.
+  std::function<void(std::size_t, long, const MatF&)> on_state;
+  /// Called with q (runs*len) of the state entering layer k (k = 1..depth), when set.
+  std::function<void(std::size_t, long, const float*)> on_q;
+  /// Mixing matrices: depths (layer steps k) and heads to record; on_mixing(variant, k, data).
+  std::vector<long> mixing_depths;
+  std::vector<int> mixing_heads;
+  std::function<void(std::size_t, long, const float*)> on_mixing;
+};
+void run_depth(const Config& cfg, const std::vector<Variant>& variants, const std::function<const Layer&(long k)>& layer,
+               const MatF& X0, long depth, const DepthRun& opt, const std::function<void(double)>& progress = {});
+
+/// Initial tokens: embedding rows of `ids` ([runs*len]), in the update's space (sphere: unit rows).
+MatF embed(const Model& m, const std::vector<std::int64_t>& ids, Update update);
+
+}  // namespace tokdyn::mamba2

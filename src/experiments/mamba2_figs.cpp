@@ -1,0 +1,422 @@
+// Presets mamba2-fig1 .. mamba2-fig6: the experiments of The Attention Within §VI on a real
+// Mamba-2 block (checkpoint given by `--set checkpoint=DIR`, or a freshly initialised model of
+// the same layout when none is given). Depth dynamics of 50 runs of 50 tokens over 200 layers;
+// Gram metrics per depth; the interaction terms q_i(t) = C_i . B_i and their PE windows.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/reports.hpp"
+#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/observers.hpp"
+
+namespace tokdyn {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace mamba2;
+
+enum class Sched { Cycle, Single, List, Random };
+
+Sched sched_of(const std::string& s) {
+  if (s == "cycle") return Sched::Cycle;
+  if (s == "single") return Sched::Single;
+  if (s == "list") return Sched::List;
+  return Sched::Random;
+}
+
+/// What every mamba2 preset shares: the model, the initial tokens, the depth-run options.
+struct Setup {
+  Model model;
+  bool synthetic = false;
+  int runs = 0, len = 0;
+  long depth = 0;
+  std::vector<std::int64_t> ids;  // [runs*len]
+  DepthRun opt;
+  Switches base;                  // the switches not set by a variant
+  std::vector<long> taps;
+  std::uint64_t random_seed = 0;
+};
+
+Setup make_setup(const Params& P, RunContext& ctx) {
+  Setup S;
+  S.runs = static_cast<int>(P.get_int("runs"));
+  S.len = static_cast<int>(P.get_int("tokens"));
+  S.depth = P.get_int("depth");
+  const std::string ck = P.get_string("checkpoint");
+  if (ck.empty()) {
+    S.model = init_model(Config::named(P.get_string("size")), static_cast<std::uint64_t>(P.get_int("model_seed")));
+    S.synthetic = true;
+  } else {
+    S.model = load(ck);
+  }
+  const Config& c = S.model.cfg;
+  S.opt.update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;
+  S.opt.tau = static_cast<float>(P.get_double("tau"));
+  S.opt.runs = S.runs;
+  S.opt.len = S.len;
+  S.base.conv = P.get_bool("conv");
+  S.base.silu_x = P.get_bool("silu_x");
+  S.base.d_skip = P.get_bool("d_skip");
+  S.base.mixer_norm = P.get_bool("mixer_norm");
+  S.random_seed = static_cast<std::uint64_t>(P.get_int("random_seed"));
+  for (long t : P.get_int_list("taps")) {
+    if (t > S.depth) throw InputError(fmt::format("parameter 'taps': expected layers in [0, depth = {}], got {}", S.depth, t));
+    S.taps.push_back(t);
+  }
+  for (long k : P.get_int_list("mixing"))
+    if (k < 1 || k > S.depth)
+      throw InputError(fmt::format("parameter 'mixing': expected layer steps in [1, depth = {}], got {}", S.depth, k));
+  S.opt.mixing_depths = P.get_int_list("mixing");
+  for (long h : P.get_int_list("mixing_heads")) {
+    if (h >= c.nheads()) throw InputError(fmt::format("parameter 'mixing_heads': the model has {} heads, got head {}", c.nheads(), h));
+    S.opt.mixing_heads.push_back(static_cast<int>(h));
+  }
+  if (P.get_string("schedule") == "single" && P.get_int("layer") >= c.n_layer)
+    throw InputError(fmt::format("parameter 'layer': the model has {} layers (0..{}), got {}", c.n_layer, c.n_layer - 1, P.get_int("layer")));
+  if (P.get_string("schedule") == "list") {
+    if (P.get_int_list("layers").empty()) throw InputError("parameter 'layers': expected a non-empty list of layer indices for schedule=list");
+    for (long l : P.get_int_list("layers"))
+      if (l >= c.n_layer) throw InputError(fmt::format("parameter 'layers': the model has {} layers, got {}", c.n_layer, l));
+  }
+
+  // Initial tokens: given ids, or ids iid uniform in [0, vocab) (run r: stream (seed, r)).
+  const std::string idfile = P.get_string("token_ids");
+  if (!idfile.empty()) {
+    std::vector<std::size_t> shape;
+    S.ids = read_npy_int(idfile, shape);
+    if (shape.size() != 2 || shape[0] != static_cast<std::size_t>(S.runs) || shape[1] != static_cast<std::size_t>(S.len))
+      throw InputError(fmt::format("{}: token ids have shape [{}]; expected [runs, tokens] = [{}, {}]", idfile,
+                                   fmt::join(shape, ", "), S.runs, S.len));
+    for (std::int64_t id : S.ids)
+      if (id < 0 || id >= S.model.embedding.rows())
+        throw InputError(fmt::format("{}: token id {} out of range; expected ids in [0, {})", idfile, id, S.model.embedding.rows()));
+  } else {
+    long vocab = P.get_int("vocab");
+    if (vocab == 0) vocab = c.vocab_size;
+    if (vocab > S.model.embedding.rows())
+      throw InputError(fmt::format("parameter 'vocab': the embedding has {} rows, got {}", S.model.embedding.rows(), vocab));
+    const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+    S.ids.resize(static_cast<std::size_t>(S.runs) * S.len);
+    for (int r = 0; r < S.runs; ++r) {
+      Rng rng(seed, {static_cast<std::uint64_t>(r)});
+      for (int i = 0; i < S.len; ++i)
+        S.ids[static_cast<std::size_t>(r) * S.len + i] = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(vocab)));
+    }
+  }
+  write_npy(ctx.dir / "token_ids.npy", S.ids.data(), {static_cast<std::size_t>(S.runs), static_cast<std::size_t>(S.len)});
+
+  ctx.notes["model"] = S.model.source;
+  ctx.notes["synthetic_model"] = S.synthetic;
+  ctx.notes["model_config"] = c.to_json();
+  ctx.notes["update"] = S.opt.update == Update::Sphere
+                            ? fmt::format("sphere: z <- pi(z + {} * mixer(RMSNorm(z))), tokens start on the unit sphere", S.opt.tau)
+                            : "residual: x <- x + mixer(RMSNorm(x)) (the reference's residual stream, fp32); metrics on x/|x|";
+  ctx.notes["initial_tokens"] = idfile.empty()
+                                    ? "embedding rows of token ids iid uniform in [0, vocab); run r uses stream (seed, r); ids in token_ids.npy"
+                                    : "embedding rows of the given token ids (token_ids.npy)";
+  return S;
+}
+
+/// The layer used at depth step k under a schedule (random layers drawn on demand, one held).
+class LayerSource {
+ public:
+  LayerSource(const Setup& S, Sched s, const Params& P) : S_(S), sched_(s) {
+    single_ = static_cast<int>(P.get_int("layer"));
+    for (long l : P.get_int_list("layers")) list_.push_back(static_cast<int>(l));
+  }
+  const Layer& operator()(long k) {
+    const int nl = S_.model.cfg.n_layer;
+    switch (sched_) {
+      case Sched::Cycle: return S_.model.layers[static_cast<std::size_t>((k - 1) % nl)];
+      case Sched::Single: return S_.model.layers[static_cast<std::size_t>(single_)];
+      case Sched::List: return S_.model.layers[static_cast<std::size_t>(list_[static_cast<std::size_t>((k - 1) % static_cast<long>(list_.size()))])];
+      case Sched::Random:
+        if (k != drawn_) {
+          // Fresh reference initialisation for every depth step: stream (random_seed, 1, 1000000 + k).
+          random_ = init_layer(S_.model.cfg, S_.random_seed, 1000000ULL + static_cast<std::uint64_t>(k));
+          drawn_ = k;
+        }
+        return random_;
+    }
+    return random_;
+  }
+  static std::string describe(Sched s, const Params& P, int n_layer) {
+    switch (s) {
+      case Sched::Cycle: return fmt::format("cycle: depth step k uses block (k-1) mod {}", n_layer);
+      case Sched::Single: return fmt::format("single: block {} at every depth step", P.get_int("layer"));
+      case Sched::List: return fmt::format("list: blocks [{}] cycled", fmt::join(P.get_int_list("layers"), ", "));
+      case Sched::Random:
+        return fmt::format("random: every depth step k a freshly initialised block (reference initialisation, stream "
+                           "(random_seed={}, 1, 1000000+k)), shared by runs and variants",
+                           P.get_int("random_seed"));
+    }
+    return {};
+  }
+
+ private:
+  const Setup& S_;
+  Sched sched_;
+  int single_ = 0;
+  std::vector<int> list_;
+  Layer random_;
+  long drawn_ = -1;
+};
+
+struct PassResult {
+  std::vector<std::string> names;
+  std::vector<GramObserver> gram;
+  std::vector<QRecord> q;
+};
+
+/// One depth pass over `variants` (labels `names`), sharing each layer between variants.
+PassResult run_pass(const Setup& S, Sched sched, const Params& P, const std::vector<Variant>& variants,
+                    const std::vector<std::string>& names, bool record_q, RunContext& ctx, double p0, double p1,
+                    bool write_taps) {
+  PassResult R;
+  R.names = names;
+  R.gram.resize(variants.size());
+  if (record_q)
+    R.q.assign(variants.size(), QRecord(static_cast<std::size_t>(S.runs), std::vector<std::vector<double>>(static_cast<std::size_t>(S.len))));
+  LayerSource src(S, sched, P);
+  DepthRun opt = S.opt;
+  const std::set<long> taps(S.taps.begin(), S.taps.end());
+  opt.on_state = [&](std::size_t v, long k, const MatF& X) {
+    Batch b{X.cast<double>(), S.runs, S.len};
+    R.gram[v].observe(static_cast<double>(k), b);
+    if (write_taps && taps.count(k)) {
+      const fs::path dir = v == 0 ? ctx.dir / "taps" : ctx.dir / "taps" / names[v];
+      fs::create_directories(dir);
+      write_npy(dir / fmt::format("layer_{}.npy", k), X.data(),
+                {static_cast<std::size_t>(S.runs), static_cast<std::size_t>(S.len), static_cast<std::size_t>(X.cols())});
+    }
+  };
+  if (record_q)
+    opt.on_q = [&](std::size_t v, long, const float* q) {
+      for (int r = 0; r < S.runs; ++r)
+        for (int i = 0; i < S.len; ++i)
+          R.q[v][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].push_back(q[static_cast<long>(r) * S.len + i]);
+    };
+  if (write_taps && !opt.mixing_depths.empty() && !opt.mixing_heads.empty())
+    opt.on_mixing = [&](std::size_t v, long k, const float* m) {
+      const fs::path dir = ctx.dir / "mixing" / names[v];
+      fs::create_directories(dir);
+      write_npy(dir / fmt::format("layer_{}.npy", k), m,
+                {static_cast<std::size_t>(S.runs), opt.mixing_heads.size(), static_cast<std::size_t>(S.len),
+                 static_cast<std::size_t>(S.len)});
+    };
+  else
+    opt.on_mixing = nullptr;
+  const MatF X0 = embed(S.model, S.ids, S.opt.update);
+  run_depth(S.model.cfg, variants, [&](long k) -> const Layer& { return src(k); }, X0, S.depth, opt, [&](double f) {
+    if (ctx.progress) ctx.progress(p0 + (p1 - p0) * f);
+  });
+  return R;
+}
+
+nlohmann::json switches_json(const Switches& s) {
+  return {{"gate", s.gate}, {"silu_bc", s.silu_bc}, {"silu_x", s.silu_x}, {"conv", s.conv}, {"d_skip", s.d_skip},
+          {"mixer_norm", s.mixer_norm}};
+}
+
+std::vector<ParamSpec> common_params(const std::string& sched, long layer, const std::string& variants_def,
+                                     const std::vector<std::string>& variant_choices) {
+  return {
+      p_string("checkpoint", "", "Mamba-2 checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model"),
+      p_string("size", "130m", "size of the freshly initialised model when no checkpoint is given",
+               {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}),
+      p_int("model_seed", 0, "seed of the freshly initialised model (= tokdyn make-checkpoint --seed)", 0),
+      p_int("runs", 50, "independent draws of the initial tokens", 1),
+      p_int("tokens", 50, "tokens per sequence (ell)", 1),
+      p_int("depth", 200, "number of layer steps", 1),
+      p_int("seed", 0, "seed of the token-id draws", 0),
+      p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the config's vocab_size (50277 for the released models)", 0),
+      p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids"),
+      p_string("update", "residual", "residual: the true residual stream; sphere: the paper's z <- pi(z + tau mixer(RMSNorm z))",
+               {"residual", "sphere"}),
+      p_double("tau", 1.0, "step size of the sphere update", 0.0, {}, true),
+      p_string("schedule", sched, "which block acts at each depth step", {"cycle", "single", "list", "random"}),
+      p_int("layer", layer, "the block repeated by schedule=single", 0),
+      p_int_list("layers", {}, "the blocks cycled by schedule=list", 0),
+      p_int("random_seed", 1, "seed of the random blocks (schedule=random)", 0),
+      p_string("variants", variants_def, "which variants to run", variant_choices),
+      p_bool("conv", true, "causal depthwise conv (false: identity conv)"),
+      p_bool("silu_x", true, "SiLU on the x channels after the conv"),
+      p_bool("d_skip", true, "the D x skip term"),
+      p_bool("mixer_norm", true, "the gated RMSNorm"),
+      p_int_list("taps", {}, "write the state after these layer steps to taps/layer_K.npy [runs, tokens, d_model]", 0),
+      p_int_list("mixing", {}, "write the mixing matrices at these layer steps to mixing/<variant>/layer_K.npy [runs, heads, tokens, tokens]", 1),
+      p_int_list("mixing_heads", {0}, "heads whose mixing matrices are written", 0),
+  };
+}
+
+/// Variants named in `variants` ("both" = all of `all`), with the switches each sets.
+std::vector<std::pair<std::string, Switches>> pick(const std::string& sel, const std::vector<std::pair<std::string, Switches>>& all) {
+  std::vector<std::pair<std::string, Switches>> out;
+  for (const auto& v : all)
+    if (sel == "both" || sel == v.first) out.push_back(v);
+  return out;
+}
+
+/// Figs. 1-3 (and 4-5): one schedule, one or two variants.
+void run_single_schedule(const Params& P, RunContext& ctx, const std::vector<std::pair<std::string, Switches>>& all,
+                         bool pe) {
+  Setup S = make_setup(P, ctx);
+  const Sched sched = sched_of(P.get_string("schedule"));
+  const auto chosen = pick(P.get_string("variants"), all);
+  std::vector<Variant> vars;
+  std::vector<std::string> names;
+  nlohmann::json vj = nlohmann::json::object();
+  for (const auto& [name, sw] : chosen) {
+    Switches s = sw;
+    s.conv = S.base.conv, s.silu_x = S.base.silu_x, s.d_skip = S.base.d_skip, s.mixer_norm = S.base.mixer_norm;
+    vars.push_back({name, s});
+    names.push_back(name);
+    vj[name] = switches_json(s);
+  }
+  int fig_run = 0;
+  if (pe) {
+    fig_run = static_cast<int>(P.get_int("fig_run"));
+    if (fig_run >= S.runs) throw InputError(fmt::format("parameter 'fig_run': expected a run index < runs ({}), got {}", S.runs, fig_run));
+    if (P.get_int("fig_token") > S.len)
+      throw InputError(fmt::format("parameter 'fig_token': expected a token index <= tokens ({}), got {}", S.len, P.get_int("fig_token")));
+    if (P.get_int("window") > S.depth)
+      throw InputError(fmt::format("parameter 'window': expected a window <= depth ({}), got {}", S.depth, P.get_int("window")));
+  }
+  const PassResult R = run_pass(S, sched, P, vars, names, pe, ctx, 0.0, 1.0, true);
+  std::vector<std::pair<std::string, const GramObserver*>> mv;
+  for (std::size_t v = 0; v < vars.size(); ++v) mv.emplace_back(names[v], &R.gram[v]);
+  write_metrics_csv(ctx.dir / "metrics.csv", mv);
+  if (pe) {
+    std::vector<std::pair<std::string, const QRecord*>> qv;
+    for (std::size_t v = 0; v < vars.size(); ++v) qv.emplace_back(names[v], &R.q[v]);
+    write_pe_csvs(ctx.dir, qv, fig_run);
+    ctx.notes["fig_run"] = fig_run;
+    ctx.notes["fig_token"] = P.get_int("fig_token");
+    ctx.notes["window"] = P.get_int("window");
+    ctx.notes["q"] = "q_i(t) = C_i . B_i (group 0) exactly as the block uses them at layer t (post-conv, post-SiLU when on), "
+                     "for the state entering layer t";
+  }
+  ctx.notes["schedule"] = LayerSource::describe(sched, P, S.model.cfg.n_layer);
+  ctx.notes["variants"] = vj;
+}
+
+Switches sw_gate(bool gate, bool silu_bc) {
+  Switches s;
+  s.gate = gate;
+  s.silu_bc = silu_bc;
+  return s;
+}
+
+std::vector<ParamSpec> with(std::vector<ParamSpec> a, std::vector<ParamSpec> b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<ParamSpec> pe_params(long window) {
+  return {p_int("fig_run", 0, "run shown in q.csv and the figure", 0),
+          p_int("fig_token", 1, "token (1-based) shown in the figure", 1),
+          p_int("window", window, "window length T of the middle panel", 1)};
+}
+
+const ExperimentRegistration reg1{Experiment{
+    "mamba2-fig1",
+    "Attention Within Fig. 1: Mamba-2 blocks cycled to depth 200, SiLU on, output gate on vs off",
+    common_params("cycle", 0, "both", {"both", "gate", "no_gate"}),
+    [](const Params& P, RunContext& ctx) {
+      run_single_schedule(P, ctx, {{"gate", sw_gate(true, true)}, {"no_gate", sw_gate(false, true)}}, false);
+    },
+    "mamba2-fig1"}};
+
+const ExperimentRegistration reg2{Experiment{
+    "mamba2-fig2",
+    "Attention Within Fig. 2: one Mamba-2 block repeated (layer=0 by default), gate off",
+    common_params("single", 0, "no_gate", {"no_gate", "gate", "both"}),
+    [](const Params& P, RunContext& ctx) {
+      run_single_schedule(P, ctx, {{"no_gate", sw_gate(false, true)}, {"gate", sw_gate(true, true)}}, false);
+    },
+    "mamba2-fig2"}};
+
+const ExperimentRegistration reg3{Experiment{
+    "mamba2-fig3",
+    "Attention Within Fig. 3: freshly initialised Mamba-2 blocks redrawn at every layer, gate off, SiLU on B/C vs off",
+    common_params("random", 0, "both", {"both", "silu", "no_silu"}),
+    [](const Params& P, RunContext& ctx) {
+      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, false);
+    },
+    "mamba2-fig3"}};
+
+const ExperimentRegistration reg4{Experiment{
+    "mamba2-fig4",
+    "Attention Within Fig. 4: q_1(t) along one trajectory through the cycled blocks, gate off, its windows and T*",
+    with(common_params("cycle", 0, "silu", {"silu", "no_silu", "both"}), pe_params(8)),
+    [](const Params& P, RunContext& ctx) {
+      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
+    },
+    "mamba2-fig45"}};
+
+const ExperimentRegistration reg5{Experiment{
+    "mamba2-fig5",
+    "Attention Within Fig. 5: q_1(t) along one trajectory through random blocks redrawn per layer, gate off",
+    with(common_params("random", 0, "silu", {"silu", "no_silu", "both"}), pe_params(34)),
+    [](const Params& P, RunContext& ctx) {
+      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
+    },
+    "mamba2-fig45"}};
+
+// Fig. 6: four configurations (trained / random blocks) x (SiLU on B/C on / off), gate off.
+void run_fig6(const Params& P, RunContext& ctx) {
+  Setup S = make_setup(P, ctx);
+  auto variants = [&](bool) {
+    std::vector<Variant> v;
+    for (bool silu : {true, false}) {
+      Switches s = sw_gate(false, silu);
+      s.conv = S.base.conv, s.silu_x = S.base.silu_x, s.d_skip = S.base.d_skip, s.mixer_norm = S.base.mixer_norm;
+      v.push_back({silu ? "silu" : "no_silu", s});
+    }
+    return v;
+  };
+  const Sched trained = sched_of(P.get_string("schedule"));
+  if (trained == Sched::Random) throw InputError("parameter 'schedule': Fig. 6 compares the model's blocks with random ones; expected cycle, single or list");
+  const PassResult A = run_pass(S, trained, P, variants(true), {"mamba2_silu", "mamba2_no_silu"}, true, ctx, 0.0, 0.5, true);
+  const PassResult B = run_pass(S, Sched::Random, P, variants(false), {"random_silu", "random_no_silu"}, true, ctx, 0.5, 1.0, false);
+  std::vector<std::pair<std::string, const GramObserver*>> mv;
+  std::vector<std::pair<std::string, const QRecord*>> qv;
+  for (const PassResult* R : {&A, &B})
+    for (std::size_t v = 0; v < R->names.size(); ++v) {
+      mv.emplace_back(R->names[v], &R->gram[v]);
+      qv.emplace_back(R->names[v], &R->q[v]);
+    }
+  write_metrics_csv(ctx.dir / "metrics.csv", mv, "config");
+  write_pe_csvs(ctx.dir, qv, static_cast<int>(P.get_int("fig_run")), "config");
+  ctx.notes["schedule_trained"] = LayerSource::describe(trained, P, S.model.cfg.n_layer);
+  ctx.notes["schedule_random"] = LayerSource::describe(Sched::Random, P, S.model.cfg.n_layer);
+  ctx.notes["gate"] = false;
+  ctx.notes["q"] = "q_i(t) = C_i . B_i (group 0) exactly as the block uses them at layer t, for the state entering layer t";
+}
+
+std::vector<ParamSpec> fig6_params() {
+  auto v = common_params("cycle", 0, "all", {"all"});
+  v.push_back(p_int("fig_run", 0, "run written to q.csv", 0));
+  return v;
+}
+
+const ExperimentRegistration reg6{Experiment{
+    "mamba2-fig6",
+    "Attention Within Fig. 6: worst-case window averages and T* for trained/random blocks x SiLU on/off",
+    fig6_params(),
+    [](const Params& P, RunContext& ctx) {
+      if (P.get_int("fig_run") >= P.get_int("runs"))
+        throw InputError(fmt::format("parameter 'fig_run': expected a run index < runs ({}), got {}", P.get_int("runs"), P.get_int("fig_run")));
+      run_fig6(P, ctx);
+    },
+    "mamba2-fig6"}};
+
+}  // namespace
+}  // namespace tokdyn

@@ -1,0 +1,918 @@
+// Safetensors reader (validating header parser, mmap'd files, sharded checkpoints) and writer.
+// Only the standard library, POSIX and nlohmann::json are used, so this file also builds standalone
+// for the libFuzzer target (scripts/fuzz.sh).
+#include "tokdyn/io/safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "tokdyn/error.hpp"
+
+namespace tokdyn::st {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; this reader assumes a little-endian host");
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::uint64_t kMaxHeader = 100'000'000;  // MAX_HEADER_SIZE of the reference parser
+constexpr std::size_t kMaxDepth = 64;              // a valid header nests 3 levels
+const char* const kExpectSt =
+    "a safetensors file (8-byte little-endian header length N, an N-byte JSON header, then the tensor data)";
+const char* const kExpectEntry =
+    "{\"dtype\": \"F16\", \"shape\": [d0, d1, ...], \"data_offsets\": [begin, end]}";
+const char* const kConvertAdvice =
+    "convert it to model.safetensors first: see README 'Converting a PyTorch checkpoint'";
+
+struct DTypeDesc {
+  const char* name;
+  DType dtype;
+  unsigned bits;
+};
+constexpr DTypeDesc kDTypes[] = {
+    {"BOOL", DType::BOOL, 8},      {"U8", DType::U8, 8},          {"I8", DType::I8, 8},
+    {"I16", DType::I16, 16},       {"U16", DType::U16, 16},       {"F16", DType::F16, 16},
+    {"BF16", DType::BF16, 16},     {"I32", DType::I32, 32},       {"U32", DType::U32, 32},
+    {"F32", DType::F32, 32},       {"F64", DType::F64, 64},       {"I64", DType::I64, 64},
+    {"U64", DType::U64, 64},       {"F8_E4M3", DType::Other, 8},  {"F8_E5M2", DType::Other, 8},
+    {"F8_E8M0", DType::Other, 8},  {"F8_E4M3FNUZ", DType::Other, 8},
+    {"F8_E5M2FNUZ", DType::Other, 8}, {"F4", DType::Other, 4},    {"F6_E2M3", DType::Other, 6},
+    {"F6_E3M2", DType::Other, 6},  {"C64", DType::Other, 64},
+};
+
+const DTypeDesc* lookup_dtype(std::string_view name) {
+  for (const auto& d : kDTypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+std::string known_dtypes() {
+  std::string s;
+  for (const auto& d : kDTypes) {
+    if (!s.empty()) s += ", ";
+    s += d.name;
+  }
+  return s;
+}
+
+// Makes any text printable on one line: control bytes (and DEL) become \xNN.
+std::string one_line(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  static const char* hex = "0123456789abcdef";
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// A user-supplied string (tensor name, dtype ...) in quotes, shortened if very long.
+std::string quote(const std::string& s) {
+  constexpr std::size_t kMax = 120;
+  if (s.size() <= kMax) return "'" + s + "'";
+  std::size_t cut = kMax;  // do not split a UTF-8 sequence
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+  return "'" + s.substr(0, cut) + "...'";
+}
+
+std::string shape_str(const std::vector<std::uint64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    if (i == 8) {
+      s += "... (" + std::to_string(shape.size()) + " dims)";
+      break;
+    }
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& problem, const std::string& expected) {
+  throw InputError(one_line(what + ": " + problem + "; expected " + expected));
+}
+
+// numel of a shape, false on overflow (a 0 dimension makes the product 0 whatever the others are).
+bool checked_numel(const std::vector<std::uint64_t>& shape, std::uint64_t& out) {
+  for (auto d : shape)
+    if (d == 0) {
+      out = 0;
+      return true;
+    }
+  std::uint64_t n = 1;
+  for (auto d : shape) {
+    if (n > std::numeric_limits<std::uint64_t>::max() / d) return false;
+    n *= d;
+  }
+  out = n;
+  return true;
+}
+
+std::uint64_t read_u64le(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// SAX handler building a DOM while rejecting duplicate keys (at any depth) and absurd nesting, and
+// keeping the parser's error message.
+class StrictDom : public nlohmann::json_sax<json> {
+ public:
+  json root;
+  std::string error;           // set when parsing stopped
+  bool duplicate = false;
+  bool too_deep = false;
+  std::string duplicate_key;
+  std::size_t duplicate_depth = 0;
+
+  bool null() override { return add(json(nullptr)); }
+  bool boolean(bool v) override { return add(json(v)); }
+  bool number_integer(number_integer_t v) override { return add(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return add(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return add(json(v)); }
+  bool string(string_t& v) override { return add(json(std::move(v))); }
+  bool binary(binary_t&) override {
+    error = "binary value";
+    return false;
+  }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    json* top = stack_.back();
+    if (top->contains(k)) {
+      duplicate = true;
+      duplicate_key = k;
+      duplicate_depth = stack_.size();
+      return false;
+    }
+    key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    std::string msg = ex.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: <what>": keep <what>, report
+    // the byte position instead, and keep the text ASCII (the "last read" part may hold raw bytes).
+    if (auto p = msg.find(": "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0) msg = msg.substr(p + 2);
+    for (char& c : msg)
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    if (msg.size() > 200) msg = msg.substr(0, 200) + "...";
+    error = "at header byte " + std::to_string(position) + ": " + msg;
+    return false;
+  }
+
+ private:
+  std::vector<json*> stack_;
+  std::string key_;
+
+  json* place(json&& v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    json* top = stack_.back();
+    if (top->is_array()) {
+      top->push_back(std::move(v));
+      return &top->back();
+    }
+    auto [it, inserted] = top->emplace(key_, std::move(v));
+    return &it.value();
+  }
+  bool add(json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(json&& v) {
+    if (stack_.size() >= kMaxDepth) {
+      too_deep = true;
+      error = "nesting deeper than " + std::to_string(kMaxDepth) + " levels";
+      return false;
+    }
+    stack_.push_back(place(std::move(v)));
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+};
+
+// A non-negative integer JSON value.
+bool as_u64(const json& v, std::uint64_t& out) {
+  if (!v.is_number_unsigned()) return false;
+  out = v.get<std::uint64_t>();
+  return true;
+}
+
+}  // namespace
+
+std::uint64_t TensorInfo::numel() const {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;  // unsigned: wraps, no UB; exact for validated tensors
+  return n;
+}
+
+const TensorInfo* Header::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+unsigned dtype_bits(std::string_view name) {
+  const DTypeDesc* d = lookup_dtype(name);
+  return d ? d->bits : 0;
+}
+
+const char* dtype_name(DType dt) {
+  for (const auto& d : kDTypes)
+    if (d.dtype == dt && dt != DType::Other) return d.name;
+  return "Other";
+}
+
+Header parse_header(const std::uint8_t* bytes, std::size_t nbytes, std::uint64_t file_size,
+                    const std::string& what) {
+  if (nbytes > file_size) nbytes = static_cast<std::size_t>(file_size);
+  const bool zip = nbytes >= 4 && bytes[0] == 'P' && bytes[1] == 'K' && bytes[2] == 3 && bytes[3] == 4;
+  const bool pickle = nbytes >= 1 && bytes[0] == 0x80;
+  // Is the start plausible as safetensors? Only if not do we look for PyTorch magic bytes: a valid
+  // safetensors header length can begin with 0x80 (N = 128, 384 ...).
+  std::uint64_t n = nbytes >= 8 ? read_u64le(bytes) : 0;
+  const bool plausible = nbytes >= 8 && file_size >= 8 && n >= 1 && n <= kMaxHeader && 8 + n <= file_size &&
+                         nbytes > 8 && bytes[8] == '{';
+  if (!plausible) {
+    if (zip)
+      fail(what, "this is a PyTorch zip checkpoint (pytorch_model.bin), not a safetensors file",
+           std::string("a .safetensors file: ") + kConvertAdvice);
+    if (pickle)
+      fail(what, "this is a legacy PyTorch pickle checkpoint (pytorch_model.bin from torch < 1.6), not a safetensors file",
+           std::string("a .safetensors file: ") + kConvertAdvice);
+    if (file_size < 8)
+      fail(what, "file is only " + std::to_string(file_size) + " bytes long", kExpectSt);
+    if (nbytes < 8)
+      fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read", "at least the first 8 bytes");
+    if (n > kMaxHeader)
+      fail(what, "header length " + std::to_string(n) + " exceeds the maximum " + std::to_string(kMaxHeader) +
+                     " (not a safetensors file?)",
+           kExpectSt);
+    if (8 + n > file_size)
+      fail(what, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                     std::to_string(file_size) + " bytes)",
+           std::string("8 + header length <= file size: ") + kExpectSt);
+    if (n == 0) fail(what, "header is empty (length 0)", "a JSON object starting with '{'");
+    if (nbytes > 8)
+      fail(what, "header does not start with '{'", std::string("a JSON object: ") + kExpectSt);
+  }
+  if (nbytes < 8 + n)
+    fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read",
+         "the whole header (" + std::to_string(8 + n) + " bytes)");
+
+  Header h;
+  h.header_len = n;
+  h.data_start = 8 + n;
+
+  StrictDom dom;
+  const char* first = reinterpret_cast<const char*>(bytes + 8);
+  const bool ok = json::sax_parse(first, first + n, &dom, nlohmann::json::input_format_t::json, true, false);
+  if (dom.duplicate) {
+    if (dom.duplicate_depth == 1)
+      fail(what, "duplicate key " + quote(dom.duplicate_key) + " in the header", "each tensor name once");
+    fail(what, "duplicate key " + quote(dom.duplicate_key) + " inside a header entry", "each field once");
+  }
+  if (dom.too_deep)
+    fail(what, "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
+         "a safetensors header (an object of tensor entries, 3 levels deep)");
+  if (!ok || !dom.error.empty())
+    fail(what, "header is not valid JSON (" + (dom.error.empty() ? std::string("parse failed") : dom.error) + ")",
+         "a UTF-8 JSON object");
+  const json& root = dom.root;
+  if (!root.is_object()) fail(what, "header is not a JSON object", "a JSON object of tensor entries");
+
+  const std::uint64_t data_size = file_size - h.data_start;
+  for (const auto& [name, entry] : root.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object())
+        fail(what, "\"__metadata__\" is not an object", "a map of strings to strings");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string())
+          fail(what, "\"__metadata__\" value for key " + quote(k) + " is not a string",
+               "a map of strings to strings");
+        h.metadata.emplace(k, v.get<std::string>());
+      }
+      continue;
+    }
+    const std::string tn = "tensor " + quote(name);
+    if (!entry.is_object()) fail(what, "entry " + quote(name) + " is not an object", kExpectEntry);
+    for (const char* field : {"dtype", "shape", "data_offsets"})
+      if (!entry.contains(field))
+        fail(what, tn + " has no \"" + field + "\" field", std::string("fields dtype, shape, data_offsets: ") + kExpectEntry);
+    for (const auto& [field, v] : entry.items()) {
+      (void)v;
+      if (field != "dtype" && field != "shape" && field != "data_offsets")
+        fail(what, tn + " has an unexpected field " + quote(field), "only dtype, shape, data_offsets");
+    }
+    TensorInfo t;
+    t.name = name;
+    const json& dt = entry["dtype"];
+    if (!dt.is_string()) fail(what, tn + ": dtype is not a string", "one of " + known_dtypes());
+    t.dtype_name = dt.get<std::string>();
+    const DTypeDesc* desc = lookup_dtype(t.dtype_name);
+    if (!desc) fail(what, tn + " has unknown dtype " + quote(t.dtype_name), "one of " + known_dtypes());
+    t.dtype = desc->dtype;
+    const json& shape = entry["shape"];
+    if (!shape.is_array())
+      fail(what, tn + ": shape is not an array", "an array of non-negative integers, e.g. [768, 1536]");
+    t.shape.reserve(shape.size());
+    for (const auto& d : shape) {
+      std::uint64_t v;
+      if (!as_u64(d, v))
+        fail(what, tn + ": shape has an element that is not a non-negative integer",
+             "an array of non-negative integers, e.g. [768, 1536]");
+      t.shape.push_back(v);
+    }
+    const json& offs = entry["data_offsets"];
+    if (!offs.is_array() || offs.size() != 2 || !as_u64(offs[0], t.begin) || !as_u64(offs[1], t.end))
+      fail(what, tn + ": data_offsets is not two non-negative integers", "[begin, end]");
+    if (t.begin > t.end)
+      fail(what, tn + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] has begin > end",
+           "begin <= end");
+    std::uint64_t numel = 0;
+    if (!checked_numel(t.shape, numel) || numel > std::numeric_limits<std::uint64_t>::max() / desc->bits)
+      fail(what, tn + ": shape " + shape_str(t.shape) + " is too large (its size overflows 64 bits)",
+           "a shape whose data fits in the file");
+    const std::uint64_t bits = numel * desc->bits;
+    if (bits % 8 != 0)
+      fail(what, tn + ": shape " + shape_str(t.shape) + " of dtype " + t.dtype_name + " is " + std::to_string(bits) +
+                     " bits, not a whole number of bytes",
+           "numel * bits per element divisible by 8");
+    if (t.end - t.begin != bits / 8)
+      fail(what, tn + " has " + std::to_string(t.end - t.begin) + " bytes of data for shape " + shape_str(t.shape) +
+                     " of dtype " + t.dtype_name,
+           std::to_string(bits / 8) + " bytes (numel * dtype size)");
+    h.tensors.push_back(std::move(t));
+  }
+
+  std::sort(h.tensors.begin(), h.tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return a.name < b.name;
+  });
+  std::uint64_t pos = 0;
+  const TensorInfo* prev = nullptr;
+  for (const auto& t : h.tensors) {
+    if (t.begin != pos) {
+      if (!prev)
+        fail(what, "the first tensor " + quote(t.name) + " begins at data offset " + std::to_string(t.begin),
+             "the first tensor at offset 0 (no hole before it)");
+      if (t.begin > pos)
+        fail(what, "hole in the data: tensor " + quote(t.name) + " begins at " + std::to_string(t.begin) +
+                       " but the previous tensor " + quote(prev->name) + " ends at " + std::to_string(pos),
+             "contiguous tensors (each begin == previous end)");
+      fail(what, "overlapping data: tensor " + quote(t.name) + " begins at " + std::to_string(t.begin) +
+                     " before the previous tensor " + quote(prev->name) + " ends at " + std::to_string(pos),
+           "contiguous tensors (each begin == previous end)");
+    }
+    pos = t.end;
+    prev = &t;
+  }
+  if (pos != data_size)
+    fail(what, "the tensors' data ends at offset " + std::to_string(pos) + " but the data buffer is " +
+                   std::to_string(data_size) + " bytes (file size " + std::to_string(file_size) + ")",
+         "the last tensor to end exactly at the end of the file");
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions
+
+namespace {
+std::uint32_t f2u(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float u2f(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu;
+  const std::uint32_t m = h & 0x3ffu;
+  if (e == 0) {
+    const float v = static_cast<float>(m) * 0x1p-24f;  // exact: m < 2^10
+    return sign ? -v : v;
+  }
+  if (e == 31) return u2f(sign | 0x7f800000u | (m << 13));
+  return u2f(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+std::uint16_t float_to_half(float f) {
+  const std::uint32_t x = f2u(f);
+  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {
+    if (ax > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // quiet NaN
+    return static_cast<std::uint16_t>(sign | 0x7c00u);
+  }
+  if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (ax >= 0x38800000u) {                                                  // normal half
+    std::uint32_t h = ((ax >> 23) - 112u) << 10 | ((ax & 0x7fffffu) >> 13);
+    const std::uint32_t rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry rolls into the exponent correctly
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  if (ax <= 0x33000000u) return sign;  // <= 2^-25: rounds to (signed) zero, the tie going to even
+  // Subnormal half: value = m * 2^(e-150), in units of 2^-24 that is m >> (126 - e).
+  const std::uint32_t e = ax >> 23;  // 102..112
+  const std::uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+  const std::uint32_t shift = 126u - e;  // 14..24
+  std::uint32_t h = m >> shift;
+  const std::uint32_t rem = m & ((1u << shift) - 1u);
+  const std::uint32_t halfway = 1u << (shift - 1u);
+  if (rem > halfway || (rem == halfway && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+float bf16_to_float(std::uint16_t b) { return u2f(static_cast<std::uint32_t>(b) << 16); }
+
+std::uint16_t float_to_bf16(float f) {
+  const std::uint32_t x = f2u(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x0040u);  // quiet NaN
+  return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+namespace {
+const float* half_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (std::uint32_t i = 0; i < 65536; ++i) t[i] = half_to_float(static_cast<std::uint16_t>(i));
+    return t;
+  }();
+  return table.data();
+}
+
+float double_to_float(double d) {
+  if (std::isnan(d)) return std::signbit(d) ? -std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::quiet_NaN();
+  if (std::fabs(d) >= 0x1.ffffffp127)  // FLT_MAX + half an ulp and beyond round to inf
+    return d > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d);
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// File
+
+File::File(const std::filesystem::path& path) : path_(path) {
+  const std::string what = path.string();
+  const int fd = ::open(what.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    fail(what, std::string("cannot open: ") + std::strerror(err), "a readable .safetensors file");
+  }
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(what, std::string("cannot stat: ") + std::strerror(err), "a readable .safetensors file");
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    fail(what, S_ISDIR(sb.st_mode) ? "is a directory" : "is not a regular file", "a .safetensors file");
+  }
+  const auto size = static_cast<std::uint64_t>(sb.st_size);
+  if (size > 0) {
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      fail(what, std::string("cannot mmap: ") + std::strerror(err), "a readable, mappable .safetensors file");
+    }
+    map_ = static_cast<const std::uint8_t*>(p);
+    map_len_ = static_cast<std::size_t>(size);
+  }
+  ::close(fd);  // the mapping stays valid
+  try {
+    static const std::uint8_t empty[1] = {0};
+    header_ = parse_header(map_ ? map_ : empty, map_len_, size, what);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void File::release() noexcept {
+  if (map_) ::munmap(const_cast<std::uint8_t*>(map_), map_len_);
+  map_ = nullptr;
+  map_len_ = 0;
+}
+
+File::~File() { release(); }
+
+File::File(File&& o) noexcept
+    : path_(std::move(o.path_)), header_(std::move(o.header_)), map_(o.map_), map_len_(o.map_len_) {
+  o.map_ = nullptr;
+  o.map_len_ = 0;
+}
+
+File& File::operator=(File&& o) noexcept {
+  if (this != &o) {
+    release();
+    path_ = std::move(o.path_);
+    header_ = std::move(o.header_);
+    map_ = o.map_;
+    map_len_ = o.map_len_;
+    o.map_ = nullptr;
+    o.map_len_ = 0;
+  }
+  return *this;
+}
+
+std::span<const std::uint8_t> File::bytes(const TensorInfo& t) const {
+  const std::uint64_t data_size = map_len_ - header_.data_start;
+  if (t.begin > t.end || t.end > data_size)
+    throw std::invalid_argument(one_line(path_.string() + ": tensor " + quote(t.name) +
+                                         " has data offsets outside this file (a TensorInfo of another file?)"));
+  if (t.begin == t.end) return {};
+  return {map_ + header_.data_start + t.begin, static_cast<std::size_t>(t.end - t.begin)};
+}
+
+void File::read_float(const TensorInfo& t, float* out) const {
+  const auto raw = bytes(t);
+  const std::uint64_t n = t.numel();
+  const unsigned bits = dtype_bits(t.dtype_name);
+  if (bits == 0 || n * (bits / 8) != raw.size() || bits % 8 != 0)
+    throw std::invalid_argument(one_line(path_.string() + ": tensor " + quote(t.name) +
+                                         " does not match its data (a TensorInfo of another file?)"));
+  const std::uint8_t* p = raw.data();
+  switch (t.dtype) {
+    case DType::F32:
+      if (n) std::memcpy(out, p, n * 4);
+      return;
+    case DType::F16: {
+      const float* table = half_table();
+      for (std::uint64_t i = 0; i < n; ++i)
+        out[i] = table[static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8))];
+      return;
+    }
+    case DType::BF16:
+      for (std::uint64_t i = 0; i < n; ++i)
+        out[i] = bf16_to_float(static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
+      return;
+    case DType::F64:
+      for (std::uint64_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        out[i] = double_to_float(d);
+      }
+      return;
+    default:
+      fail(path_.string(), "tensor " + quote(t.name) + " has dtype " + t.dtype_name + ", which cannot be read as float",
+           "a floating-point tensor of dtype F16, BF16, F32 or F64");
+  }
+}
+
+std::vector<float> File::read_float(const std::string& name) const {
+  const TensorInfo* t = header_.find(name);
+  if (!t) fail(path_.string(), "no tensor named " + quote(name), "the checkpoint to contain it");
+  std::vector<float> out(static_cast<std::size_t>(t->numel()));
+  read_float(*t, out.data());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors
+
+namespace {
+const char* const kExpectIndex =
+    "a model.safetensors.index.json like {\"metadata\": {...}, \"weight_map\": {\"tensor name\": \"shard file\"}}";
+const char* const kExpectCheckpoint =
+    "a .safetensors file, or a directory with model.safetensors or model.safetensors.index.json";
+}  // namespace
+
+void Tensors::add_file(const std::filesystem::path& file) {
+  files_.emplace_back(file);
+}
+
+Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path_or_dir, ec);
+  if (ec || !fs::exists(status)) fail(path_or_dir.string(), "no such file or directory", kExpectCheckpoint);
+
+  fs::path index_path;
+  if (fs::is_directory(status)) {
+    if (fs::exists(path_or_dir / "model.safetensors.index.json")) {
+      index_path = path_or_dir / "model.safetensors.index.json";
+    } else if (fs::exists(path_or_dir / "model.safetensors")) {
+      add_file(path_or_dir / "model.safetensors");
+    } else {
+      fail(path_or_dir.string(), "directory has neither model.safetensors nor model.safetensors.index.json",
+           kExpectCheckpoint);
+    }
+  } else {
+    const std::string fname = path_or_dir.filename().string();
+    const std::string suffix = ".index.json";
+    if (fname.size() > suffix.size() && fname.compare(fname.size() - suffix.size(), suffix.size(), suffix) == 0)
+      index_path = path_or_dir;
+    else
+      add_file(path_or_dir);
+  }
+
+  if (index_path.empty()) {
+    const Header& h = files_[0].header();
+    for (std::size_t i = 0; i < h.tensors.size(); ++i) where_[h.tensors[i].name] = {0, i};
+    metadata_ = h.metadata;
+    return;
+  }
+
+  // Sharded checkpoint.
+  const std::string what = index_path.string();
+  std::ifstream in(index_path, std::ios::binary);
+  if (!in) fail(what, std::string("cannot open: ") + std::strerror(errno), kExpectIndex);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  StrictDom dom;
+  const bool ok = json::sax_parse(text.data(), text.data() + text.size(), &dom, nlohmann::json::input_format_t::json,
+                                  true, false);
+  if (dom.duplicate) fail(what, "duplicate key " + quote(dom.duplicate_key), "each key once: " + std::string(kExpectIndex));
+  if (!ok || !dom.error.empty())
+    fail(what, "not valid JSON (" + (dom.error.empty() ? std::string("parse failed") : dom.error) + ")", kExpectIndex);
+  const json& index = dom.root;
+  if (!index.is_object()) fail(what, "top level is not a JSON object", kExpectIndex);
+  if (!index.contains("weight_map")) fail(what, "no \"weight_map\"", kExpectIndex);
+  const json& wm = index["weight_map"];
+  if (!wm.is_object()) fail(what, "\"weight_map\" is not an object", kExpectIndex);
+
+  const fs::path dir = index_path.parent_path();
+  std::map<std::string, std::string> shard_of;  // tensor -> shard file name, per the index
+  std::set<std::string> shard_names;
+  for (const auto& [name, v] : wm.items()) {
+    if (!v.is_string())
+      fail(what, "weight_map value for tensor " + quote(name) + " is not a string", kExpectIndex);
+    const std::string shard = v.get<std::string>();
+    const fs::path rel(shard);
+    bool bad = shard.empty() || rel.is_absolute();
+    for (const auto& part : rel)
+      if (part == "..") bad = true;
+    if (bad)
+      fail(what, "weight_map names shard " + quote(shard) + " for tensor " + quote(name),
+           "a shard file name relative to the index's directory");
+    if (!fs::is_regular_file(dir / rel, ec))
+      fail(what, "shard " + quote(shard) + " (for tensor " + quote(name) + ") does not exist",
+           "every shard file next to the index");
+    shard_of[name] = shard;
+    shard_names.insert(shard);
+  }
+
+  std::map<std::string, std::size_t> file_index;  // shard name -> files_ index
+  for (const auto& shard : shard_names) {
+    file_index[shard] = files_.size();
+    add_file(dir / shard);
+  }
+  std::map<std::string, std::string> found_in;  // tensor -> shard that holds it
+  for (const auto& shard : shard_names) {  // first pass: each tensor in one shard only
+    for (const auto& t : files_[file_index[shard]].header().tensors) {
+      auto [it, inserted] = found_in.emplace(t.name, shard);
+      if (!inserted)
+        fail(what, "tensor " + quote(t.name) + " is in two shards, " + quote(it->second) + " and " + quote(shard),
+             "each tensor in exactly one shard");
+    }
+  }
+  for (const auto& shard : shard_names) {  // second pass: shards agree with the weight_map
+    const std::size_t fi = file_index[shard];
+    const Header& h = files_[fi].header();
+    for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+      const std::string& name = h.tensors[i].name;
+      auto s = shard_of.find(name);
+      if (s == shard_of.end())
+        fail(what, "tensor " + quote(name) + " is in shard " + quote(shard) + " but not in the weight_map",
+             "the index to list every tensor of its shards");
+      if (s->second != shard)
+        fail(what, "tensor " + quote(name) + " is in shard " + quote(shard) + " but the weight_map says " +
+                       quote(s->second),
+             "the weight_map to name the shard holding each tensor");
+      where_[name] = {fi, i};
+    }
+    for (const auto& [k, v] : h.metadata) metadata_.emplace(k, v);
+  }
+  for (const auto& [name, shard] : shard_of)
+    if (!found_in.count(name))
+      fail(what, "tensor " + quote(name) + " is listed in the weight_map but absent from shard " + quote(shard),
+           "each listed tensor in its shard");
+
+  if (index.contains("metadata")) {
+    const json& md = index["metadata"];
+    if (!md.is_object()) fail(what, "\"metadata\" is not an object", kExpectIndex);
+    for (const auto& [k, v] : md.items()) metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  }
+}
+
+std::vector<std::string> Tensors::names() const {
+  std::vector<std::string> out;
+  out.reserve(where_.size());
+  for (const auto& [name, loc] : where_) out.push_back(name);
+  return out;
+}
+
+const TensorInfo* Tensors::find(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) return nullptr;
+  return &files_[it->second.first].header().tensors[it->second.second];
+}
+
+const File* Tensors::file_of(const std::string& name) const {
+  auto it = where_.find(name);
+  return it == where_.end() ? nullptr : &files_[it->second.first];
+}
+
+std::vector<float> Tensors::read_float(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail(path_.string(), "no tensor named " + quote(name), "the checkpoint to contain it");
+  const File& f = files_[it->second.first];
+  const TensorInfo& t = f.header().tensors[it->second.second];
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  f.read_float(t, out.data());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+namespace {
+
+unsigned write_size(DType d) {
+  switch (d) {
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::F32: return 4;
+    default: return 0;
+  }
+}
+
+std::string json_string(const std::string& s, const std::string& file, const char* role) {
+  try {
+    return json(s).dump();
+  } catch (const json::exception&) {
+    throw std::invalid_argument(one_line(file + ": " + role + " " + quote(s) + " is not valid UTF-8"));
+  }
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void write_all(int fd, const void* data, std::size_t n, const std::string& file) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(one_line("cannot write '" + file + "': " + std::strerror(errno)));
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+}  // namespace
+
+void write_file(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+                const std::map<std::string, std::string>& metadata) {
+  const std::string file = path.string();
+  // Validate, and lay out: dtype alignment (= element size) descending, then name.
+  std::vector<std::size_t> order(tensors.size());
+  std::vector<std::uint64_t> numels(tensors.size());
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    order[i] = i;
+    if (t.name == "__metadata__")
+      throw std::invalid_argument(one_line(file + ": tensor name '__metadata__' is reserved"));
+    if (!seen.insert(t.name).second)
+      throw std::invalid_argument(one_line(file + ": tensor name " + quote(t.name) + " given twice"));
+    if (!write_size(t.dtype))
+      throw std::invalid_argument(one_line(file + ": tensor " + quote(t.name) + ": cannot store dtype " +
+                                           dtype_name(t.dtype) + " (only F16, BF16, F32)"));
+    if (!checked_numel(t.shape, numels[i]) || numels[i] > (std::numeric_limits<std::uint64_t>::max() >> 3))
+      throw std::invalid_argument(one_line(file + ": tensor " + quote(t.name) + ": shape " + shape_str(t.shape) +
+                                           " is too large"));
+  }
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const unsigned sa = write_size(tensors[a].dtype), sb = write_size(tensors[b].dtype);
+    if (sa != sb) return sa > sb;
+    return tensors[a].name < tensors[b].name;
+  });
+
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      if (!first) header += ',';
+      first = false;
+      header += json_string(k, file, "metadata key") + ":" + json_string(v, file, "metadata value");
+    }
+    header += "}";
+  }
+  std::uint64_t offset = 0;
+  for (std::size_t i : order) {
+    const auto& t = tensors[i];
+    if (header.size() > 1) header += ',';
+    header += json_string(t.name, file, "tensor name");
+    header += ":{\"dtype\":\"";
+    header += dtype_name(t.dtype);
+    header += "\",\"shape\":[";
+    for (std::size_t k = 0; k < t.shape.size(); ++k) {
+      if (k) header += ',';
+      header += std::to_string(t.shape[k]);
+    }
+    const std::uint64_t nb = numels[i] * write_size(t.dtype);
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + nb) + "]}";
+    offset += nb;
+  }
+  header += '}';
+  while (header.size() % 8 != 0) header += ' ';
+
+  const std::string tmp = file + ".tmp-" + std::to_string(::getpid());
+  Fd out;
+  out.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out.fd < 0)
+    throw std::runtime_error(one_line("cannot create '" + tmp + "': " + std::strerror(errno)));
+  try {
+    std::uint8_t len[8];
+    std::uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(n >> (8 * i));
+    write_all(out.fd, len, 8, tmp);
+    write_all(out.fd, header.data(), header.size(), tmp);
+    std::vector<std::uint8_t> buf(1 << 20);
+    for (std::size_t i : order) {
+      const auto& t = tensors[i];
+      const std::uint64_t total = numels[i];
+      if (total == 0) continue;
+      if (!t.data)
+        throw std::invalid_argument(one_line(file + ": tensor " + quote(t.name) + " has shape " + shape_str(t.shape) +
+                                             " but no data"));
+      if (t.dtype == DType::F32) {
+        write_all(out.fd, t.data, static_cast<std::size_t>(total * 4), tmp);
+        continue;
+      }
+      const std::size_t per_chunk = buf.size() / 2;
+      for (std::uint64_t done = 0; done < total;) {
+        const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(per_chunk, total - done));
+        for (std::size_t j = 0; j < k; ++j) {
+          const float v = t.data[done + j];
+          const std::uint16_t h = t.dtype == DType::F16 ? float_to_half(v) : float_to_bf16(v);
+          buf[2 * j] = static_cast<std::uint8_t>(h & 0xff);
+          buf[2 * j + 1] = static_cast<std::uint8_t>(h >> 8);
+        }
+        write_all(out.fd, buf.data(), 2 * k, tmp);
+        done += k;
+      }
+    }
+    const int fd = out.fd;
+    out.fd = -1;
+    if (::close(fd) != 0) throw std::runtime_error(one_line("cannot write '" + tmp + "': " + std::strerror(errno)));
+    if (::rename(tmp.c_str(), file.c_str()) != 0)
+      throw std::runtime_error(one_line("cannot rename '" + tmp + "' to '" + file + "': " + std::strerror(errno)));
+  } catch (...) {
+    if (out.fd >= 0) {
+      ::close(out.fd);
+      out.fd = -1;
+    }
+    ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+}  // namespace tokdyn::st

@@ -1,0 +1,676 @@
+#include "tokdyn/models/mamba2.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "tokdyn/error.hpp"
+#include "tokdyn/io/safetensors.hpp"
+#include "tokdyn/linalg.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tokdyn::mamba2 {
+
+// ---------------------------------------------------------------- config
+
+int Config::vocab_padded() const {
+  const long m = std::max(1, pad_vocab_multiple);
+  return static_cast<int>((vocab_size + m - 1) / m * m);
+}
+
+void Config::validate(const std::string& what) const {
+  auto need = [&](bool ok, const std::string& msg) {
+    if (!ok) throw InputError(fmt::format("{}: inconsistent config: {}", what, msg));
+  };
+  need(d_model >= 1 && d_model <= 1 << 16, fmt::format("expected 1 <= d_model <= 65536, got {}", d_model));
+  need(n_layer >= 1 && n_layer <= 4096, fmt::format("expected 1 <= n_layer <= 4096, got {}", n_layer));
+  need(vocab_size >= 1 && vocab_size <= 1 << 24, fmt::format("expected 1 <= vocab_size <= 16777216, got {}", vocab_size));
+  need(pad_vocab_multiple >= 1 && pad_vocab_multiple <= 1 << 16,
+       fmt::format("expected pad_vocab_size_multiple >= 1, got {}", pad_vocab_multiple));
+  need(d_state >= 1 && d_state <= 1 << 14, fmt::format("expected 1 <= d_state <= 16384, got {}", d_state));
+  need(d_conv >= 1 && d_conv <= 64, fmt::format("expected 1 <= d_conv <= 64, got {}", d_conv));
+  need(expand >= 1 && expand <= 16, fmt::format("expected 1 <= expand <= 16, got {}", expand));
+  need(headdim >= 1, fmt::format("expected headdim >= 1, got {}", headdim));
+  need(ngroups >= 1, fmt::format("expected ngroups >= 1, got {}", ngroups));
+  need(d_inner() % headdim == 0,
+       fmt::format("d_inner = expand * d_model = {} must be a multiple of headdim = {}", d_inner(), headdim));
+  need(nheads() % ngroups == 0, fmt::format("nheads = {} must be a multiple of ngroups = {}", nheads(), ngroups));
+  need(d_inner() % ngroups == 0, fmt::format("d_inner = {} must be a multiple of ngroups = {}", d_inner(), ngroups));
+  need(std::isfinite(eps) && eps > 0, fmt::format("expected a norm epsilon > 0, got {}", eps));
+}
+
+nlohmann::json Config::to_json() const {
+  nlohmann::json ssm = {{"layer", "Mamba2"}};
+  const Config def;
+  if (d_state != def.d_state) ssm["d_state"] = d_state;
+  if (d_conv != def.d_conv) ssm["d_conv"] = d_conv;
+  if (expand != def.expand) ssm["expand"] = expand;
+  if (headdim != def.headdim) ssm["headdim"] = headdim;
+  if (ngroups != def.ngroups) ssm["ngroups"] = ngroups;
+  return nlohmann::json{{"d_model", d_model},
+                        {"d_intermediate", 0},
+                        {"n_layer", n_layer},
+                        {"vocab_size", vocab_size},
+                        {"ssm_cfg", ssm},
+                        {"attn_layer_idx", nlohmann::json::array()},
+                        {"attn_cfg", nlohmann::json::object()},
+                        {"rms_norm", true},
+                        {"residual_in_fp32", true},
+                        {"fused_add_norm", true},
+                        {"pad_vocab_size_multiple", pad_vocab_multiple},
+                        {"tie_embeddings", tie_embeddings}};
+}
+
+std::vector<std::string> Config::sizes() { return {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}; }
+
+Config Config::named(const std::string& size) {
+  Config c;
+  if (size == "tiny") {
+    c.d_model = 64;
+    c.n_layer = 4;
+    c.vocab_size = 1000;
+    c.d_state = 16;
+    c.headdim = 16;
+  } else if (size == "130m") {
+    c.d_model = 768, c.n_layer = 24;
+  } else if (size == "370m") {
+    c.d_model = 1024, c.n_layer = 48;
+  } else if (size == "780m") {
+    c.d_model = 1536, c.n_layer = 48;
+  } else if (size == "1.3b") {
+    c.d_model = 2048, c.n_layer = 48;
+  } else if (size == "2.7b") {
+    c.d_model = 2560, c.n_layer = 64;
+  } else {
+    throw InputError(fmt::format("--size: expected one of tiny, 130m, 370m, 780m, 1.3b, 2.7b, got '{}'", size));
+  }
+  return c;
+}
+
+namespace {
+
+/// Replaces the non-JSON number tokens Infinity, -Infinity and NaN outside strings (the HF port
+/// writes `"time_step_limit": [0.0, Infinity]`) by JSON values: +-1e308 and null.
+std::string sanitize_json_numbers(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  bool in_str = false, esc = false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_str) {
+      out += c;
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') {
+      in_str = true;
+      out += c;
+    } else if (s.compare(i, 9, "-Infinity") == 0) {
+      out += "-1e308";
+      i += 8;
+    } else if (s.compare(i, 8, "Infinity") == 0) {
+      out += "1e308";
+      i += 7;
+    } else if (s.compare(i, 3, "NaN") == 0) {
+      out += "null";
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+int json_int(const nlohmann::json& j, const char* key, int def, const std::string& what, bool required = false) {
+  if (!j.contains(key)) {
+    if (required) throw InputError(fmt::format("{}: missing key '{}'; expected an integer", what, key));
+    return def;
+  }
+  const auto& v = j.at(key);
+  if (!v.is_number_integer()) throw InputError(fmt::format("{}: key '{}': expected an integer, got {}", what, key, v.dump()));
+  const auto x = v.get<long long>();
+  if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
+    throw InputError(fmt::format("{}: key '{}': value {} out of range", what, key, x));
+  return static_cast<int>(x);
+}
+
+bool json_bool(const nlohmann::json& j, const char* key, bool def, const std::string& what) {
+  if (!j.contains(key)) return def;
+  if (!j.at(key).is_boolean()) throw InputError(fmt::format("{}: key '{}': expected true or false", what, key));
+  return j.at(key).get<bool>();
+}
+
+}  // namespace
+
+Config parse_config_text(const std::string& text, const std::string& what) {
+  nlohmann::json j = nlohmann::json::parse(sanitize_json_numbers(text), nullptr, false);
+  if (j.is_discarded()) throw InputError(fmt::format("{}: not valid JSON; expected a Mamba-2 config.json", what));
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object (Mamba-2 config.json)", what));
+  Config c;
+  if (j.contains("d_model")) {  // state-spaces/mamba MambaConfig
+    c.format = "state-spaces";
+    c.d_model = json_int(j, "d_model", 0, what, true);
+    c.n_layer = json_int(j, "n_layer", 0, what, true);
+    c.vocab_size = json_int(j, "vocab_size", 0, what, true);
+    c.pad_vocab_multiple = json_int(j, "pad_vocab_size_multiple", 8, what);
+    c.tie_embeddings = json_bool(j, "tie_embeddings", true, what);
+    if (!json_bool(j, "rms_norm", true, what))
+      throw InputError(fmt::format("{}: rms_norm = false is not supported; expected a Mamba-2 model with RMSNorm", what));
+    if (json_int(j, "d_intermediate", 0, what) != 0)
+      throw InputError(fmt::format("{}: d_intermediate != 0 (MLP blocks) is not supported; expected a pure Mamba-2 model", what));
+    if (j.contains("attn_layer_idx") && !(j["attn_layer_idx"].is_array() && j["attn_layer_idx"].empty()))
+      throw InputError(fmt::format("{}: attention layers (attn_layer_idx) are not supported; expected a pure Mamba-2 model", what));
+    if (!j.contains("ssm_cfg") || !j["ssm_cfg"].is_object())
+      throw InputError(fmt::format("{}: missing object 'ssm_cfg'; expected {{\"layer\": \"Mamba2\", ...}}", what));
+    const auto& s = j["ssm_cfg"];
+    if (!s.contains("layer") || s["layer"] != "Mamba2")
+      throw InputError(fmt::format("{}: ssm_cfg.layer: expected \"Mamba2\" (Mamba-1 is not supported)", what));
+    const std::string sw = what + " ssm_cfg";
+    c.d_state = json_int(s, "d_state", c.d_state, sw);
+    c.d_conv = json_int(s, "d_conv", c.d_conv, sw);
+    c.expand = json_int(s, "expand", c.expand, sw);
+    c.headdim = json_int(s, "headdim", c.headdim, sw);
+    c.ngroups = json_int(s, "ngroups", c.ngroups, sw);
+    if (s.contains("rmsnorm") && !json_bool(s, "rmsnorm", true, sw))
+      throw InputError(fmt::format("{}: ssm_cfg.rmsnorm = false is not supported", what));
+    if (s.contains("norm_before_gate") && json_bool(s, "norm_before_gate", false, sw))
+      throw InputError(fmt::format("{}: ssm_cfg.norm_before_gate = true is not supported (the checkpoints use false)", what));
+    if (s.contains("D_has_hdim") && json_bool(s, "D_has_hdim", false, sw))
+      throw InputError(fmt::format("{}: ssm_cfg.D_has_hdim = true is not supported", what));
+    if (s.contains("bias") && json_bool(s, "bias", false, sw))
+      throw InputError(fmt::format("{}: ssm_cfg.bias = true (biased projections) is not supported", what));
+  } else if (j.contains("hidden_size")) {  // Hugging Face Mamba2Config
+    c.format = "hf";
+    if (j.contains("model_type") && j["model_type"] != "mamba2")
+      throw InputError(fmt::format("{}: model_type {}: expected \"mamba2\"", what, j["model_type"].dump()));
+    c.d_model = json_int(j, "hidden_size", 0, what, true);
+    c.n_layer = json_int(j, "num_hidden_layers", 0, what, true);
+    c.vocab_size = json_int(j, "vocab_size", 0, what, true);
+    c.pad_vocab_multiple = 1;  // the HF port stores the padded size
+    c.d_state = json_int(j, "state_size", 128, what);
+    c.d_conv = json_int(j, "conv_kernel", 4, what);
+    c.expand = json_int(j, "expand", 2, what);
+    c.headdim = json_int(j, "head_dim", 64, what);
+    c.ngroups = json_int(j, "n_groups", 1, what, true);
+    c.tie_embeddings = json_bool(j, "tie_word_embeddings", true, what);
+    if (j.contains("layer_norm_epsilon")) {
+      if (!j["layer_norm_epsilon"].is_number())
+        throw InputError(fmt::format("{}: key 'layer_norm_epsilon': expected a number", what));
+      c.eps = j["layer_norm_epsilon"].get<double>();
+    }
+    if (json_bool(j, "use_bias", false, what))
+      throw InputError(fmt::format("{}: use_bias = true is not supported; expected unbiased projections", what));
+    if (!json_bool(j, "use_conv_bias", true, what))
+      throw InputError(fmt::format("{}: use_conv_bias = false is not supported", what));
+    if (!json_bool(j, "rms_norm", true, what))
+      throw InputError(fmt::format("{}: rms_norm = false is not supported", what));
+    c.validate(what);
+    if (j.contains("num_heads") && json_int(j, "num_heads", 0, what) != c.nheads())
+      throw InputError(fmt::format("{}: inconsistent config: num_heads = {} but expand * hidden_size / head_dim = {}", what,
+                                   json_int(j, "num_heads", 0, what), c.nheads()));
+  } else {
+    throw InputError(fmt::format("{}: neither a state-spaces config (d_model) nor a Hugging Face Mamba-2 config (hidden_size)", what));
+  }
+  c.validate(what);
+  return c;
+}
+
+Config parse_config(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the config file; expected a Mamba-2 config.json", file.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_config_text(ss.str(), file.string());
+}
+
+// ---------------------------------------------------------------- init
+
+namespace {
+
+float round_half(float x) { return st::half_to_float(st::float_to_half(x)); }
+
+constexpr Eigen::Index kInitBlock = 64;  // rows per random stream
+
+/// Fills M with U(-b, b) (uniform) or N(0, b^2) (normal), row block i from stream (seed, ids..., i),
+/// optionally rounded to F16.
+void fill_blocks(MatF& M, double b, bool normal, bool half, std::uint64_t seed, std::uint64_t a, std::uint64_t c,
+                 std::uint64_t e) {
+  const Eigen::Index nb = (M.rows() + kInitBlock - 1) / kInitBlock;
+#pragma omp parallel for schedule(static) if (M.size() >= (1 << 16))
+  for (Eigen::Index blk = 0; blk < nb; ++blk) {
+    Rng rng(seed, {a, c, e, static_cast<std::uint64_t>(blk)});
+    const Eigen::Index r1 = std::min(M.rows(), (blk + 1) * kInitBlock);
+    for (Eigen::Index r = blk * kInitBlock; r < r1; ++r)
+      for (Eigen::Index j = 0; j < M.cols(); ++j) {
+        const float v = static_cast<float>(normal ? b * rng.normal() : rng.uniform(-b, b));
+        M(r, j) = half ? round_half(v) : v;
+      }
+  }
+}
+
+}  // namespace
+
+Layer init_layer(const Config& c, std::uint64_t seed, std::uint64_t layer_id) {
+  const int d = c.d_model, di = c.d_inner(), H = c.nheads(), cd = c.conv_dim(), K = c.d_conv;
+  Layer L;
+  L.norm_w = VecF::Ones(d);
+  L.in_proj.resize(c.d_in_proj(), d);
+  fill_blocks(L.in_proj, 1.0 / std::sqrt(static_cast<double>(d)), false, true, seed, 1, layer_id, 1);
+  MatF conv(cd, K + 1);  // weight columns, then the bias (fan_in = K for both)
+  fill_blocks(conv, 1.0 / std::sqrt(static_cast<double>(K)), false, true, seed, 1, layer_id, 2);
+  L.conv_w = conv.leftCols(K);
+  L.conv_b = conv.col(K);
+  Rng rng(seed, {1, layer_id, 3});
+  L.dt_bias.resize(H);
+  for (int h = 0; h < H; ++h) {
+    double dt = std::exp(rng.uniform(std::log(1e-3), std::log(1e-1)));
+    dt = std::max(dt, 1e-4);
+    L.dt_bias[h] = static_cast<float>(dt + std::log(-std::expm1(-dt)));
+  }
+  L.A_log.resize(H);
+  for (int h = 0; h < H; ++h) L.A_log[h] = static_cast<float>(std::log(rng.uniform(1.0, 16.0)));
+  L.D = VecF::Ones(H);
+  L.mix_norm_w = VecF::Ones(di);
+  L.out_proj.resize(d, di);
+  fill_blocks(L.out_proj, 1.0 / std::sqrt(static_cast<double>(di)) / std::sqrt(static_cast<double>(c.n_layer)), false, true,
+              seed, 1, layer_id, 4);
+  return L;
+}
+
+Model init_model(const Config& cfg, std::uint64_t seed) {
+  cfg.validate("model config");
+  Model m;
+  m.cfg = cfg;
+  m.source = fmt::format("synthetic: tokdyn make-checkpoint --seed {} (reference initialisation, d_model {}, {} layers)", seed,
+                         cfg.d_model, cfg.n_layer);
+  m.embedding.resize(cfg.vocab_padded(), cfg.d_model);
+  fill_blocks(m.embedding, 0.02, true, true, seed, 0, 0, 0);
+  m.layers.reserve(static_cast<std::size_t>(cfg.n_layer));
+  for (int l = 0; l < cfg.n_layer; ++l) m.layers.push_back(init_layer(cfg, seed, static_cast<std::uint64_t>(l)));
+  m.norm_f = VecF::Ones(cfg.d_model);
+  return m;
+}
+
+// ---------------------------------------------------------------- load / save
+
+namespace {
+
+struct Expect {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+};
+
+std::string shape_text(const std::vector<std::uint64_t>& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+}  // namespace
+
+Model load(const fs::path& path) {
+  std::error_code ec;
+  fs::path dir = fs::is_directory(path, ec) ? path : path.parent_path();
+  if (!fs::exists(path, ec))
+    throw InputError(fmt::format("{}: no such file or directory; expected a checkpoint directory (config.json + model.safetensors)",
+                                 path.string()));
+  const fs::path cfg_file = dir / "config.json";
+  if (!fs::exists(cfg_file, ec))
+    throw InputError(fmt::format("{}: missing config.json; expected it beside the checkpoint's safetensors", dir.string()));
+  Model m;
+  m.cfg = parse_config(cfg_file);
+  m.source = fs::absolute(path, ec).string();
+  const Config& c = m.cfg;
+
+  // The weights: a .safetensors file, or the directory's model.safetensors / sharded index.
+  fs::path wpath = path;
+  if (fs::is_directory(path, ec)) {
+    if (!fs::exists(path / "model.safetensors", ec) && !fs::exists(path / "model.safetensors.index.json", ec)) {
+      for (const char* bin : {"pytorch_model.bin", "model.bin", "pytorch_model.pt"})
+        if (fs::exists(path / bin, ec)) wpath = path / bin;  // the reader explains how to convert it
+      if (wpath == path)
+        throw InputError(fmt::format("{}: no model.safetensors or model.safetensors.index.json; expected a safetensors checkpoint",
+                                     path.string()));
+    }
+  }
+  st::Tensors T(wpath);
+  const std::string what = wpath.string();
+
+  const auto d = static_cast<std::uint64_t>(c.d_model), di = static_cast<std::uint64_t>(c.d_inner()),
+             H = static_cast<std::uint64_t>(c.nheads()), cd = static_cast<std::uint64_t>(c.conv_dim()),
+             K = static_cast<std::uint64_t>(c.d_conv), dip = static_cast<std::uint64_t>(c.d_in_proj()),
+             V = static_cast<std::uint64_t>(c.vocab_padded());
+  std::string emb_name = "backbone.embedding.weight";
+  if (!T.find(emb_name) && T.find("backbone.embeddings.weight")) emb_name = "backbone.embeddings.weight";
+  std::vector<Expect> expect{{emb_name, {V, d}}, {"backbone.norm_f.weight", {d}}};
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("backbone.layers.{}.", l);
+    expect.push_back({p + "norm.weight", {d}});
+    expect.push_back({p + "mixer.in_proj.weight", {dip, d}});
+    expect.push_back({p + "mixer.conv1d.weight", {cd, 1, K}});
+    expect.push_back({p + "mixer.conv1d.bias", {cd}});
+    expect.push_back({p + "mixer.dt_bias", {H}});
+    expect.push_back({p + "mixer.A_log", {H}});
+    expect.push_back({p + "mixer.D", {H}});
+    expect.push_back({p + "mixer.norm.weight", {di}});
+    expect.push_back({p + "mixer.out_proj.weight", {d, di}});
+  }
+  std::set<std::string> expected_names;
+  for (const auto& e : expect) {
+    expected_names.insert(e.name);
+    const st::TensorInfo* t = T.find(e.name);
+    if (!t)
+      throw InputError(fmt::format("{}: missing tensor '{}' (shape {}); expected a Mamba-2 checkpoint matching config.json", what,
+                                   e.name, shape_text(e.shape)));
+    if (t->shape != e.shape)
+      throw InputError(fmt::format("{}: tensor '{}' has shape {}; config.json implies {}", what, e.name, shape_text(t->shape),
+                                   shape_text(e.shape)));
+  }
+  for (const std::string& n : T.names()) {
+    if (expected_names.count(n)) continue;
+    if (n == "lm_head.weight") {
+      const st::TensorInfo* t = T.find(n);
+      if (t->shape != std::vector<std::uint64_t>{V, d})
+        throw InputError(fmt::format("{}: tensor 'lm_head.weight' has shape {}; expected {}", what, shape_text(t->shape),
+                                     shape_text({V, d})));
+      continue;  // the output head plays no part in the depth dynamics
+    }
+    throw InputError(fmt::format("{}: unexpected tensor '{}'; expected only the Mamba-2 tensors for {} layers", what, n, c.n_layer));
+  }
+
+  auto read_mat = [&](const std::string& name, Eigen::Index rows, Eigen::Index cols) {
+    MatF M(rows, cols);
+    const st::TensorInfo* t = T.find(name);
+    const std::vector<float> v = T.read_float(name);
+    (void)t;
+    std::copy(v.begin(), v.end(), M.data());
+    for (Eigen::Index i = 0; i < M.size(); ++i)
+      if (!std::isfinite(M.data()[i]))
+        throw InputError(fmt::format("{}: tensor '{}' holds a non-finite value (NaN or Inf) at flat index {}; expected finite weights",
+                                     what, name, i));
+    return M;
+  };
+  auto read_vec = [&](const std::string& name, Eigen::Index n) -> VecF {
+    const MatF M = read_mat(name, n, 1);
+    return Eigen::Map<const VecF>(M.data(), n);
+  };
+  m.embedding = read_mat(emb_name, static_cast<Eigen::Index>(V), c.d_model);
+  m.norm_f = read_vec("backbone.norm_f.weight", c.d_model);
+  m.layers.resize(static_cast<std::size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("backbone.layers.{}.", l);
+    Layer& L = m.layers[static_cast<std::size_t>(l)];
+    L.norm_w = read_vec(p + "norm.weight", c.d_model);
+    L.in_proj = read_mat(p + "mixer.in_proj.weight", c.d_in_proj(), c.d_model);
+    L.conv_w = read_mat(p + "mixer.conv1d.weight", c.conv_dim(), c.d_conv);
+    L.conv_b = read_vec(p + "mixer.conv1d.bias", c.conv_dim());
+    L.dt_bias = read_vec(p + "mixer.dt_bias", c.nheads());
+    L.A_log = read_vec(p + "mixer.A_log", c.nheads());
+    L.D = read_vec(p + "mixer.D", c.nheads());
+    L.mix_norm_w = read_vec(p + "mixer.norm.weight", c.d_inner());
+    L.out_proj = read_mat(p + "mixer.out_proj.weight", c.d_model, c.d_inner());
+  }
+  return m;
+}
+
+void save(const Model& m, const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
+    throw InputError(fmt::format("{}: already exists and is not empty; expected a new directory for the checkpoint", dir.string()));
+  const Config& c = m.cfg;
+  const auto d = static_cast<std::uint64_t>(c.d_model), di = static_cast<std::uint64_t>(c.d_inner()),
+             H = static_cast<std::uint64_t>(c.nheads()), cd = static_cast<std::uint64_t>(c.conv_dim()),
+             K = static_cast<std::uint64_t>(c.d_conv), dip = static_cast<std::uint64_t>(c.d_in_proj()),
+             V = static_cast<std::uint64_t>(c.vocab_padded());
+  using st::DType;
+  std::vector<st::TensorToWrite> w;
+  w.push_back({"backbone.embedding.weight", DType::F16, {V, d}, m.embedding.data()});
+  w.push_back({"backbone.norm_f.weight", DType::F16, {d}, m.norm_f.data()});
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("backbone.layers.{}.", l);
+    const Layer& L = m.layers[static_cast<std::size_t>(l)];
+    w.push_back({p + "norm.weight", DType::F16, {d}, L.norm_w.data()});
+    w.push_back({p + "mixer.in_proj.weight", DType::F16, {dip, d}, L.in_proj.data()});
+    w.push_back({p + "mixer.conv1d.weight", DType::F16, {cd, 1, K}, L.conv_w.data()});
+    w.push_back({p + "mixer.conv1d.bias", DType::F16, {cd}, L.conv_b.data()});
+    w.push_back({p + "mixer.dt_bias", DType::F32, {H}, L.dt_bias.data()});
+    w.push_back({p + "mixer.A_log", DType::F32, {H}, L.A_log.data()});
+    w.push_back({p + "mixer.D", DType::F32, {H}, L.D.data()});
+    w.push_back({p + "mixer.norm.weight", DType::F16, {di}, L.mix_norm_w.data()});
+    w.push_back({p + "mixer.out_proj.weight", DType::F16, {d, di}, L.out_proj.data()});
+  }
+  const fs::path tmp = dir.string() + fmt::format(".tmp-{}", static_cast<long>(::getpid()));
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    {
+      std::ofstream out(tmp / "config.json");
+      out << c.to_json().dump(1) << "\n";
+      if (!out) throw InputError(fmt::format("{}: cannot write config.json", tmp.string()));
+    }
+    st::write_file(tmp / "model.safetensors", w, {{"format", "pt"}});
+    fs::remove(dir, ec);  // an empty directory may stand in the way
+    fs::rename(tmp, dir);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw InputError(fmt::format("{}: cannot write the checkpoint: {}", dir.string(), e.code().message()));
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------- engine
+
+namespace {
+
+inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+inline float softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); }
+
+/// Rows processed in parallel only when there is real work (no thread team for tiny calls).
+inline bool par(long rows, long cols) { return rows * cols >= (1L << 15); }
+
+}  // namespace
+
+Engine::Engine(const Config& cfg, Switches sw) : cfg_(cfg), sw_(sw) { cfg_.validate("model config"); }
+
+double Engine::flops(int runs, int len) const {
+  const double RT = static_cast<double>(runs) * len, d = cfg_.d_model, di = cfg_.d_inner();
+  const double cols = sw_.gate ? cfg_.d_in_proj() : cfg_.d_in_proj() - di;
+  const double T2 = static_cast<double>(len) * len;
+  const double ssd = runs * (cfg_.ngroups * T2 * cfg_.d_state + cfg_.nheads() * T2 * cfg_.headdim);
+  return 2.0 * (RT * d * cols + RT * di * d + ssd);
+}
+
+void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, const MixerTaps& taps) {
+  const int d = cfg_.d_model, di = cfg_.d_inner(), H = cfg_.nheads(), Pd = cfg_.headdim, N = cfg_.d_state,
+            G = cfg_.ngroups, K = cfg_.d_conv, cd = cfg_.conv_dim();
+  const long RT = static_cast<long>(runs) * len;
+  if (X.rows() != RT || X.cols() != d) throw std::invalid_argument("mamba2::Engine::mixer: state has the wrong shape");
+  const float eps = static_cast<float>(cfg_.eps);
+
+  // 1. pre-norm: u = x / sqrt(mean(x^2) + eps) * w
+  U_.resize(RT, d);
+#pragma omp parallel for schedule(static) if (par(RT, d))
+  for (long i = 0; i < RT; ++i) {
+    double ss = 0.0;
+    for (int j = 0; j < d; ++j) ss += static_cast<double>(X(i, j)) * X(i, j);
+    const float r = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
+    for (int j = 0; j < d; ++j) U_(i, j) = X(i, j) * r * L.norm_w[j];
+  }
+
+  // 2. in_proj (the z rows are skipped when the gate is off: they would go unused)
+  const int zoff = sw_.gate ? 0 : -1;
+  const int xoff = sw_.gate ? di : 0;
+  if (sw_.gate) gemm_nt(U_, L.in_proj, P_);
+  else gemm_nt(U_, L.in_proj.bottomRows(cfg_.d_in_proj() - di), P_);
+  const int dtoff = xoff + cd;
+  (void)zoff;
+
+  // 3. causal depthwise conv (left zero padding) + SiLU; 4. dt = softplus(dt_raw + dt_bias)
+  XBC_.resize(RT, cd);
+  dt_.resize(RT, H);
+#pragma omp parallel for schedule(static) if (par(RT, cd * K))
+  for (long i = 0; i < RT; ++i) {
+    const int t = static_cast<int>(i % len);
+    for (int ch = 0; ch < cd; ++ch) {
+      float acc;
+      if (sw_.conv) {
+        acc = L.conv_b[ch];
+        for (int k = 0; k < K; ++k) {
+          const int src = t - (K - 1) + k;
+          if (src >= 0) acc += L.conv_w(ch, k) * P_(i - t + src, xoff + ch);
+        }
+      } else {
+        acc = P_(i, xoff + ch);
+      }
+      const bool act = ch < di ? sw_.silu_x : sw_.silu_bc;
+      XBC_(i, ch) = act ? silu(acc) : acc;
+    }
+    for (int h = 0; h < H; ++h) dt_(i, h) = softplus(P_(i, dtoff + h) + L.dt_bias[h]);
+  }
+
+  // 5. SSD, quadratic form per run and head (exact; the reference's in-chunk computation)
+  Y_.resize(RT, di);
+  const int hpg = H / G;
+  using Strided = Eigen::Map<const MatF, 0, Eigen::OuterStride<>>;
+  using StridedOut = Eigen::Map<MatF, 0, Eigen::OuterStride<>>;
+#pragma omp parallel if (par(RT, static_cast<long>(di) * len))
+  {
+    Eigen::MatrixXf CB(len, len), M(len, len);
+    std::vector<double> cum(static_cast<std::size_t>(len));
+#pragma omp for schedule(static)
+    for (int r = 0; r < runs; ++r) {
+      const long r0 = static_cast<long>(r) * len;
+      for (int g = 0; g < G; ++g) {
+        const Strided B(&XBC_(r0, di + g * N), len, N, Eigen::OuterStride<>(cd));
+        const Strided C(&XBC_(r0, di + G * N + g * N), len, N, Eigen::OuterStride<>(cd));
+        CB.noalias() = C * B.transpose();
+        if (taps.q && g == 0)
+          for (int t = 0; t < len; ++t) taps.q[r0 + t] = CB(t, t);
+        for (int h = g * hpg; h < (g + 1) * hpg; ++h) {
+          const double A = -std::exp(static_cast<double>(L.A_log[h]));
+          double acc = 0.0;
+          for (int t = 0; t < len; ++t) cum[static_cast<std::size_t>(t)] = (acc += dt_(r0 + t, h));
+          for (int t = 0; t < len; ++t) {
+            for (int s = 0; s <= t; ++s)
+              M(t, s) = CB(t, s) * static_cast<float>(std::exp(A * (cum[static_cast<std::size_t>(t)] - cum[static_cast<std::size_t>(s)]))) *
+                        dt_(r0 + s, h);
+            for (int s = t + 1; s < len; ++s) M(t, s) = 0.0f;
+          }
+          const Strided Xh(&XBC_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(cd));
+          StridedOut Yh(&Y_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(di));
+          Yh.noalias() = M * Xh;
+          if (sw_.d_skip) Yh += L.D[h] * Xh;
+          if (taps.mixing && !taps.heads.empty()) {
+            const auto it = std::find(taps.heads.begin(), taps.heads.end(), h);
+            if (it != taps.heads.end()) {
+              const long hi = it - taps.heads.begin();
+              float* dst = taps.mixing + (static_cast<long>(r) * static_cast<long>(taps.heads.size()) + hi) * len * len;
+              for (int t = 0; t < len; ++t)
+                for (int s = 0; s < len; ++s) dst[static_cast<long>(t) * len + s] = M(t, s);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // 6. gate before the norm: v = y * SiLU(z); grouped RMSNorm times w
+  const int gs = di / G;
+#pragma omp parallel for schedule(static) if (par(RT, di))
+  for (long i = 0; i < RT; ++i) {
+    if (sw_.gate)
+      for (int j = 0; j < di; ++j) Y_(i, j) *= silu(P_(i, j));
+    if (sw_.mixer_norm)
+      for (int g = 0; g < G; ++g) {
+        double ss = 0.0;
+        for (int j = g * gs; j < (g + 1) * gs; ++j) ss += static_cast<double>(Y_(i, j)) * Y_(i, j);
+        const float rs = static_cast<float>(1.0 / std::sqrt(ss / gs + eps));
+        for (int j = g * gs; j < (g + 1) * gs; ++j) Y_(i, j) = Y_(i, j) * rs * L.mix_norm_w[j];
+      }
+  }
+
+  // 7. out_proj
+  gemm_nt(Y_, L.out_proj, out);
+}
+
+// ---------------------------------------------------------------- depth
+
+MatF embed(const Model& m, const std::vector<std::int64_t>& ids, Update update) {
+  MatF X(static_cast<Eigen::Index>(ids.size()), m.cfg.d_model);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= m.embedding.rows())
+      throw InputError(fmt::format("token id {}: expected an id in [0, {})", ids[i], m.embedding.rows()));
+    X.row(static_cast<Eigen::Index>(i)) = m.embedding.row(ids[i]);
+    if (update == Update::Sphere) {
+      const double n = X.row(static_cast<Eigen::Index>(i)).cast<double>().norm();
+      if (n == 0.0) throw InputError(fmt::format("token id {}: its embedding row is zero; cannot place it on the sphere", ids[i]));
+      X.row(static_cast<Eigen::Index>(i)) = (X.row(static_cast<Eigen::Index>(i)).cast<double>() / n).cast<float>();
+    }
+  }
+  return X;
+}
+
+void run_depth(const Config& cfg, const std::vector<Variant>& variants, const std::function<const Layer&(long k)>& layer,
+               const MatF& X0, long depth, const DepthRun& opt, const std::function<void(double)>& progress) {
+  const long RT = static_cast<long>(opt.runs) * opt.len;
+  if (X0.rows() != RT || X0.cols() != cfg.d_model) throw std::invalid_argument("mamba2::run_depth: initial state has the wrong shape");
+  std::vector<MatF> X(variants.size(), X0);
+  std::vector<Engine> eng;
+  eng.reserve(variants.size());
+  for (const Variant& v : variants) eng.emplace_back(cfg, v.sw);
+  MatF out;
+  std::vector<float> q(static_cast<std::size_t>(RT));
+  std::vector<float> mix;
+  if (opt.on_state)
+    for (std::size_t v = 0; v < variants.size(); ++v) opt.on_state(v, 0, X[v]);
+  for (long k = 1; k <= depth; ++k) {
+    const Layer& L = layer(k);
+    const bool want_mix = opt.on_mixing && !opt.mixing_heads.empty() &&
+                          std::find(opt.mixing_depths.begin(), opt.mixing_depths.end(), k) != opt.mixing_depths.end();
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      MixerTaps taps;
+      if (opt.on_q) taps.q = q.data();
+      if (want_mix) {
+        mix.assign(static_cast<std::size_t>(opt.runs) * opt.mixing_heads.size() * opt.len * opt.len, 0.0f);
+        taps.heads = opt.mixing_heads;
+        taps.mixing = mix.data();
+      }
+      eng[v].mixer(L, X[v], opt.runs, opt.len, out, taps);
+      if (opt.on_q) opt.on_q(v, k, q.data());
+      if (want_mix) opt.on_mixing(v, k, mix.data());
+      MatF& S = X[v];
+      if (opt.update == Update::Residual) {
+        S += out;
+      } else {
+#pragma omp parallel for schedule(static) if (par(RT, cfg.d_model))
+        for (long i = 0; i < RT; ++i) {
+          double ss = 0.0;
+          for (int j = 0; j < cfg.d_model; ++j) {
+            const float y = S(i, j) + opt.tau * out(i, j);
+            S(i, j) = y;
+            ss += static_cast<double>(y) * y;
+          }
+          const float inv = static_cast<float>(1.0 / std::sqrt(ss));
+          for (int j = 0; j < cfg.d_model; ++j) S(i, j) *= inv;
+        }
+      }
+      if (opt.on_state) opt.on_state(v, k, S);
+    }
+    if (progress) progress(static_cast<double>(k) / static_cast<double>(depth));
+  }
+}
+
+}  // namespace tokdyn::mamba2

@@ -1,0 +1,504 @@
+// The real Mamba-2 block: configs, checkpoint layout, load/save, switch semantics, causality,
+// determinism, the paper-form bridge to the abstract SSM model, and the mixing matrices.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "test_util.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/io/safetensors.hpp"
+#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/models/ssm.hpp"
+#include "tokdyn/schedule.hpp"
+
+using namespace tokdyn;
+using namespace tokdyn::mamba2;
+using tokdyn::testing::TempDir;
+
+namespace {
+
+Config small_config(int ngroups = 1) {
+  Config c;
+  c.d_model = 24;
+  c.n_layer = 3;
+  c.vocab_size = 100;
+  c.d_state = 8;
+  c.headdim = 8;
+  c.ngroups = ngroups;
+  return c;
+}
+
+MatF random_state(int rows, int d, std::uint64_t seed) {
+  Rng rng(seed);
+  MatF X(rows, d);
+  for (Eigen::Index i = 0; i < X.size(); ++i) X.data()[i] = static_cast<float>(rng.normal());
+  return X;
+}
+
+}  // namespace
+
+TEST(Mamba2Config, ReleasedSizesMatchTheReferenceTable) {
+  struct Row {
+    const char* size;
+    int d, L, di, H, dip, cd;
+    long params;
+  };
+  // mamba2.md §2: d_model, n_layer, d_inner, nheads, d_in_proj, conv_dim, parameter count.
+  const Row rows[] = {{"130m", 768, 24, 1536, 24, 3352, 1792, 128989632L},
+                      {"370m", 1024, 48, 2048, 32, 4384, 2304, 368346624L},
+                      {"780m", 1536, 48, 3072, 48, 6448, 3328, 780161280L},
+                      {"1.3b", 2048, 48, 4096, 64, 8512, 4352, 1343757312L},
+                      {"2.7b", 2560, 64, 5120, 80, 10576, 5376, 2702599680L}};
+  for (const Row& r : rows) {
+    const Config c = Config::named(r.size);
+    EXPECT_EQ(c.d_model, r.d);
+    EXPECT_EQ(c.n_layer, r.L);
+    EXPECT_EQ(c.d_inner(), r.di);
+    EXPECT_EQ(c.nheads(), r.H);
+    EXPECT_EQ(c.d_in_proj(), r.dip);
+    EXPECT_EQ(c.conv_dim(), r.cd);
+    EXPECT_EQ(c.vocab_padded(), 50288);
+    const long per_layer = static_cast<long>(c.d_model) + static_cast<long>(c.d_in_proj()) * c.d_model +
+                           static_cast<long>(c.conv_dim()) * (c.d_conv + 1) + 3L * c.nheads() + c.d_inner() +
+                           static_cast<long>(c.d_model) * c.d_inner();
+    EXPECT_EQ(static_cast<long>(c.vocab_padded()) * c.d_model + c.d_model + c.n_layer * per_layer, r.params) << r.size;
+  }
+}
+
+TEST(Mamba2Config, ParsesStateSpacesAndHuggingFaceFormats) {
+  const Config a = parse_config_text(
+      R"({"d_model": 768, "d_intermediate": 0, "n_layer": 24, "vocab_size": 50277, "ssm_cfg": {"layer": "Mamba2"},
+          "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": true, "residual_in_fp32": true, "fused_add_norm": true,
+          "pad_vocab_size_multiple": 16, "tie_embeddings": true})",
+      "ss");
+  EXPECT_EQ(a.format, "state-spaces");
+  EXPECT_EQ(a.d_in_proj(), 3352);
+  EXPECT_EQ(a.vocab_padded(), 50288);
+  const Config b = parse_config_text(
+      R"({"hidden_size": 768, "num_heads": 24, "head_dim": 64, "n_groups": 1, "state_size": 128, "conv_kernel": 4,
+          "expand": 2, "chunk_size": 256, "layer_norm_epsilon": 1e-05, "num_hidden_layers": 24, "residual_in_fp32": true,
+          "rms_norm": true, "tie_word_embeddings": true, "use_bias": false, "use_conv_bias": true,
+          "time_step_limit": [0.0, Infinity], "vocab_size": 50288, "model_type": "mamba2", "note": "Infinity in a string"})",
+      "hf");
+  EXPECT_EQ(b.format, "hf");
+  EXPECT_EQ(b.d_in_proj(), 3352);
+  EXPECT_EQ(b.vocab_padded(), 50288);
+  const Config c = parse_config_text(small_config(2).to_json().dump(), "rt");
+  EXPECT_EQ(c.ngroups, 2);
+  EXPECT_EQ(c.d_state, 8);
+  EXPECT_EQ(c.headdim, 8);
+}
+
+TEST(Mamba2Config, RejectsInconsistentConfigsOnOneLine) {
+  const char* bad[] = {
+      "not json",
+      "[1, 2]",
+      R"({"n_layer": 2})",
+      R"({"d_model": 64, "n_layer": 2, "vocab_size": 10, "ssm_cfg": {"layer": "Mamba1"}})",
+      R"({"d_model": 64, "n_layer": 2, "vocab_size": 10, "ssm_cfg": {"layer": "Mamba2", "headdim": 48}})",
+      R"({"d_model": 64, "n_layer": 2, "vocab_size": 10, "ssm_cfg": {"layer": "Mamba2", "headdim": 16, "ngroups": 3}})",
+      R"({"d_model": -4, "n_layer": 2, "vocab_size": 10, "ssm_cfg": {"layer": "Mamba2"}})",
+      R"({"d_model": 64, "n_layer": "two", "vocab_size": 10, "ssm_cfg": {"layer": "Mamba2"}})",
+      R"({"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "n_groups": 1, "head_dim": 16, "num_heads": 5})",
+  };
+  for (const char* t : bad) {
+    try {
+      parse_config_text(t, "cfg.json");
+      ADD_FAILURE() << "accepted: " << t;
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("cfg.json"), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+}
+
+TEST(Mamba2Checkpoint, MakeCheckpointWritesTheReferenceLayoutAndLoadsBackExactly) {
+  TempDir tmp;
+  const Config c = small_config(2);
+  const Model m = init_model(c, 7);
+  save(m, tmp.path() / "ck");
+  const st::File f(tmp.path() / "ck" / "model.safetensors");
+  EXPECT_EQ(f.header().tensors.size(), static_cast<std::size_t>(2 + 9 * c.n_layer));  // 218 for 130m
+  EXPECT_EQ(f.header().find("lm_head.weight"), nullptr);  // tied
+  EXPECT_EQ(f.header().metadata.at("format"), "pt");
+  EXPECT_EQ(f.header().find("backbone.layers.0.mixer.in_proj.weight")->dtype, st::DType::F16);
+  EXPECT_EQ(f.header().find("backbone.layers.0.mixer.A_log")->dtype, st::DType::F32);
+  EXPECT_EQ(f.header().find("backbone.layers.2.mixer.conv1d.weight")->shape,
+            (std::vector<std::uint64_t>{static_cast<std::uint64_t>(c.conv_dim()), 1, 4}));
+  const Model r = load(tmp.path() / "ck");
+  ASSERT_EQ(r.layers.size(), m.layers.size());
+  EXPECT_EQ(r.embedding, m.embedding);
+  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+    EXPECT_EQ(r.layers[l].in_proj, m.layers[l].in_proj);
+    EXPECT_EQ(r.layers[l].out_proj, m.layers[l].out_proj);
+    EXPECT_EQ(r.layers[l].conv_w, m.layers[l].conv_w);
+    EXPECT_EQ(r.layers[l].conv_b, m.layers[l].conv_b);
+    EXPECT_EQ(r.layers[l].A_log, m.layers[l].A_log);
+    EXPECT_EQ(r.layers[l].dt_bias, m.layers[l].dt_bias);
+  }
+  // The reference initialisation's ranges.
+  const Layer& L = m.layers[0];
+  EXPECT_LE(L.in_proj.cwiseAbs().maxCoeff(), 1.0f / std::sqrt(24.0f) * 1.001f);
+  EXPECT_LE(L.out_proj.cwiseAbs().maxCoeff(), 1.0f / std::sqrt(48.0f) / std::sqrt(3.0f) * 1.001f);
+  EXPECT_LE(L.conv_w.cwiseAbs().maxCoeff(), 0.5f * 1.001f);
+  for (int h = 0; h < c.nheads(); ++h) {
+    EXPECT_GE(std::exp(L.A_log[h]), 1.0f - 1e-5f);
+    EXPECT_LE(std::exp(L.A_log[h]), 16.0f + 1e-4f);
+    const double dt = std::log1p(std::exp(static_cast<double>(L.dt_bias[h])));  // softplus(dt_bias) = the drawn dt
+    EXPECT_GE(dt, 1e-3 * 0.999);
+    EXPECT_LE(dt, 1e-1 * 1.001);
+  }
+  EXPECT_NEAR(std::sqrt(m.embedding.cast<double>().squaredNorm() / static_cast<double>(m.embedding.size())), 0.02, 0.002);
+  // Writing over a non-empty directory is refused, and leaves nothing behind.
+  EXPECT_THROW(save(m, tmp.path() / "ck"), InputError);
+}
+
+TEST(Mamba2Checkpoint, HuggingFaceNamesAndExtraLmHeadLoad) {
+  TempDir tmp;
+  const Config c = small_config();
+  const Model m = init_model(c, 1);
+  const auto d = static_cast<std::uint64_t>(c.d_model), V = static_cast<std::uint64_t>(c.vocab_padded());
+  std::vector<st::TensorToWrite> w{{"backbone.embeddings.weight", st::DType::F32, {V, d}, m.embedding.data()},
+                                   {"lm_head.weight", st::DType::BF16, {V, d}, m.embedding.data()},
+                                   {"backbone.norm_f.weight", st::DType::F32, {d}, m.norm_f.data()}};
+  const auto di = static_cast<std::uint64_t>(c.d_inner()), H = static_cast<std::uint64_t>(c.nheads()),
+             cd = static_cast<std::uint64_t>(c.conv_dim()), dip = static_cast<std::uint64_t>(c.d_in_proj());
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "backbone.layers." + std::to_string(l) + ".";
+    const Layer& L = m.layers[static_cast<std::size_t>(l)];
+    w.push_back({p + "norm.weight", st::DType::F32, {d}, L.norm_w.data()});
+    w.push_back({p + "mixer.in_proj.weight", st::DType::F32, {dip, d}, L.in_proj.data()});
+    w.push_back({p + "mixer.conv1d.weight", st::DType::F32, {cd, 1, 4}, L.conv_w.data()});
+    w.push_back({p + "mixer.conv1d.bias", st::DType::F32, {cd}, L.conv_b.data()});
+    w.push_back({p + "mixer.dt_bias", st::DType::F32, {H}, L.dt_bias.data()});
+    w.push_back({p + "mixer.A_log", st::DType::F32, {H}, L.A_log.data()});
+    w.push_back({p + "mixer.D", st::DType::F32, {H}, L.D.data()});
+    w.push_back({p + "mixer.norm.weight", st::DType::F32, {di}, L.mix_norm_w.data()});
+    w.push_back({p + "mixer.out_proj.weight", st::DType::F32, {d, di}, L.out_proj.data()});
+  }
+  std::filesystem::create_directories(tmp.path() / "hf");
+  st::write_file(tmp.path() / "hf" / "model.safetensors", w);
+  std::ofstream(tmp.path() / "hf" / "config.json")
+      << R"({"hidden_size": 24, "num_heads": 6, "head_dim": 8, "n_groups": 1, "state_size": 8, "conv_kernel": 4, "expand": 2,
+            "layer_norm_epsilon": 1e-05, "num_hidden_layers": 3, "tie_word_embeddings": true, "use_bias": false,
+            "use_conv_bias": true, "time_step_limit": [0.0, Infinity], "vocab_size": 112, "model_type": "mamba2"})";
+  const Model r = load(tmp.path() / "hf");
+  EXPECT_EQ(r.cfg.format, "hf");
+  EXPECT_EQ(r.embedding, m.embedding);
+  EXPECT_EQ(r.layers[2].in_proj, m.layers[2].in_proj);
+}
+
+namespace {
+
+/// Writes a checkpoint, lets `edit` change one tensor list entry, and expects load() to fail
+/// with a one-line message containing `needle`.
+void expect_load_error(const std::function<void(std::vector<st::TensorToWrite>&, std::vector<float>&)>& edit,
+                       const std::string& needle) {
+  TempDir tmp;
+  const Config c = small_config();
+  const Model m = init_model(c, 2);
+  save(m, tmp.path() / "ck");
+  const st::File f(tmp.path() / "ck" / "model.safetensors");
+  std::vector<std::vector<float>> data;
+  std::vector<st::TensorToWrite> w;
+  for (const auto& t : f.header().tensors) data.push_back(f.read_float(t.name));
+  std::size_t i = 0;
+  for (const auto& t : f.header().tensors) w.push_back({t.name, t.dtype, t.shape, data[i++].data()});
+  std::vector<float> extra(4096, 0.5f);
+  edit(w, extra);
+  std::filesystem::remove(tmp.path() / "ck" / "model.safetensors");
+  st::write_file(tmp.path() / "ck" / "model.safetensors", w);
+  try {
+    load(tmp.path() / "ck");
+    ADD_FAILURE() << "loaded a bad checkpoint (" << needle << ")";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+
+TEST(Mamba2Checkpoint, RefusesMissingUnexpectedMisshapenAndNonFiniteTensors) {
+  expect_load_error([](auto& w, auto&) { w.erase(w.begin() + 3); }, "missing tensor");
+  expect_load_error([](auto& w, auto& x) { w.push_back({"backbone.layers.9.mixer.D", st::DType::F32, {4}, x.data()}); },
+                    "unexpected tensor 'backbone.layers.9.mixer.D'");
+  expect_load_error(
+      [](auto& w, auto& x) {
+        for (auto& t : w)
+          if (t.name == "backbone.layers.1.mixer.dt_bias") t = {t.name, t.dtype, {5}, x.data()};
+      },
+      "implies");
+  expect_load_error(
+      [](auto& w, auto& x) {
+        x[2] = std::numeric_limits<float>::quiet_NaN();
+        for (auto& t : w)
+          if (t.name == "backbone.layers.0.mixer.A_log") t.data = x.data();
+      },
+      "non-finite");
+  expect_load_error(
+      [](auto& w, auto& x) {
+        x[0] = std::numeric_limits<float>::infinity();
+        for (auto& t : w)
+          if (t.name == "backbone.norm_f.weight") t.data = x.data();
+      },
+      "non-finite");
+}
+
+TEST(Mamba2Checkpoint, PyTorchBinIsRefusedWithTheConversionRecipe) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.path() / "ck");
+  std::ofstream(tmp.path() / "ck" / "config.json") << small_config().to_json().dump();
+  std::ofstream(tmp.path() / "ck" / "pytorch_model.bin", std::ios::binary) << std::string("PK\x03\x04\x14\x00\x00\x00rest", 12);
+  try {
+    load(tmp.path() / "ck");
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("safetensors"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------- block semantics
+
+TEST(Mamba2Block, GateOffMakesTheZRowsIrrelevant) {
+  const Config c = small_config();
+  const Model m = init_model(c, 3);
+  const MatF X = random_state(2 * 7, c.d_model, 1);
+  Switches sw;
+  sw.gate = false;
+  Engine e(c, sw);
+  MatF a, b;
+  e.mixer(m.layers[0], X, 2, 7, a);
+  Layer L = m.layers[0];
+  L.in_proj.topRows(c.d_inner()).setRandom();
+  e.mixer(L, X, 2, 7, b);
+  EXPECT_EQ(a, b);
+  Engine g(c, Switches{});
+  g.mixer(L, X, 2, 7, b);
+  EXPECT_GT((a - b).norm(), 1e-3 * a.norm());
+}
+
+TEST(Mamba2Block, SiluOffLeavesBAndCAtTheConvOutput) {
+  // q_i = C_i . B_i as the block uses them; with silu_bc off it is the dot product of the
+  // conv outputs (conv + bias), computed here independently.
+  const Config c = small_config();
+  const Model m = init_model(c, 4);
+  const int len = 6, d = c.d_model, di = c.d_inner(), N = c.d_state, K = c.d_conv;
+  const MatF X = random_state(len, d, 2);
+  Switches sw;
+  sw.silu_bc = false;
+  Engine e(c, sw);
+  std::vector<float> q(len);
+  MatF out;
+  MixerTaps taps;
+  taps.q = q.data();
+  const Layer& L = m.layers[1];
+  e.mixer(L, X, 1, len, out, taps);
+  for (int t = 0; t < len; ++t) {
+    double qt = 0.0;
+    for (int n = 0; n < N; ++n) {
+      double bc[2];
+      for (int w = 0; w < 2; ++w) {
+        const int ch = di + w * N + n;  // B then C (ngroups = 1)
+        double acc = L.conv_b[ch];
+        for (int k = 0; k < K; ++k) {
+          const int s = t - (K - 1) + k;
+          if (s < 0) continue;
+          const double ss = X.row(s).cast<double>().squaredNorm() / d;
+          double proj = 0.0;
+          for (int j = 0; j < d; ++j) proj += static_cast<double>(L.in_proj(di + ch, j)) * X(s, j) / std::sqrt(ss + 1e-5) * L.norm_w[j];
+          acc += L.conv_w(ch, k) * proj;
+        }
+        bc[w] = acc;
+      }
+      qt += bc[0] * bc[1];
+    }
+    EXPECT_NEAR(q[static_cast<std::size_t>(t)], qt, 2e-5 * (1.0 + std::abs(qt))) << t;
+  }
+}
+
+TEST(Mamba2Block, ConvOffMakesQDependOnItsOwnTokenOnly) {
+  const Config c = small_config();
+  const Model m = init_model(c, 5);
+  const int len = 8;
+  MatF X = random_state(len, c.d_model, 3);
+  for (bool conv : {false, true}) {
+    Switches sw;
+    sw.conv = conv;
+    Engine e(c, sw);
+    std::vector<float> q0(len), q1(len);
+    MatF out;
+    MixerTaps t0, t1;
+    t0.q = q0.data();
+    t1.q = q1.data();
+    e.mixer(m.layers[0], X, 1, len, out, t0);
+    MatF Y = X;
+    Y.row(4).array() += 0.5f;
+    e.mixer(m.layers[0], Y, 1, len, out, t1);
+    for (int i = 0; i < len; ++i) {
+      if (i == 4) continue;
+      if (!conv || i < 4 || i > 4 + c.d_conv - 1) {
+        EXPECT_EQ(q0[static_cast<std::size_t>(i)], q1[static_cast<std::size_t>(i)]) << "conv " << conv << " token " << i;
+      } else {
+        EXPECT_NE(q0[static_cast<std::size_t>(i)], q1[static_cast<std::size_t>(i)]) << "conv reaches token " << i;
+      }
+    }
+  }
+}
+
+TEST(Mamba2Block, CausalBitwise) {
+  const Config c = small_config(2);
+  const Model m = init_model(c, 6);
+  const int len = 9;
+  const MatF X = random_state(3 * len, c.d_model, 4);
+  Engine e(c, Switches{});
+  MatF a, b;
+  e.mixer(m.layers[2], X, 3, len, a);
+  for (int j = 0; j < len; ++j) {
+    MatF Y = X;
+    Y.row(len + j) *= -2.0f;  // token j of run 1
+    e.mixer(m.layers[2], Y, 3, len, b);
+    EXPECT_EQ(a.topRows(len), b.topRows(len));          // other runs untouched
+    EXPECT_EQ(a.bottomRows(len), b.bottomRows(len));
+    EXPECT_EQ(a.middleRows(len, j), b.middleRows(len, j));  // earlier tokens untouched
+    EXPECT_NE(a.row(len + j), b.row(len + j));
+  }
+}
+
+TEST(Mamba2Block, SameBitsOnOneAndTwoThreads) {
+  const Config c = Config::named("tiny");
+  const Model m = init_model(c, 8);
+  const MatF X = random_state(40 * 30, c.d_model, 5);
+  MatF a, b;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  Engine(c, Switches{}).mixer(m.layers[1], X, 40, 30, a);
+  omp_set_num_threads(2);
+  Engine(c, Switches{}).mixer(m.layers[1], X, 40, 30, b);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(a, b);
+  // and the initialisation itself
+  omp_set_num_threads(1);
+  const Layer l1 = init_layer(Config::named("130m"), 9, 3);
+  omp_set_num_threads(2);
+  const Layer l2 = init_layer(Config::named("130m"), 9, 3);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(l1.in_proj, l2.in_proj);
+  EXPECT_EQ(l1.out_proj, l2.out_proj);
+}
+
+TEST(Mamba2Block, MixingMatrixReproducesTheHeadOutput) {
+  // y[h] = M_h x[h] + D_h x[h]: recompute head 1's output from the written mixing matrix with the
+  // gate and the norm off (so out_proj^+ is not needed: compare the SSD part via a probe out_proj = I).
+  Config c = small_config();
+  Model m = init_model(c, 10);
+  Layer L = m.layers[0];
+  c.d_model = 24;
+  // Probe: out_proj = [I_d | 0] picks the first d inner channels (heads 0..2 with headdim 8).
+  L.out_proj.setZero();
+  for (int j = 0; j < c.d_model; ++j) L.out_proj(j, j) = 1.0f;
+  Switches sw;
+  sw.gate = false;
+  sw.mixer_norm = false;
+  sw.d_skip = false;
+  Engine e(c, sw);
+  const int len = 7;
+  const MatF X = random_state(len, c.d_model, 6);
+  MatF out;
+  MixerTaps taps;
+  taps.heads = {1};
+  std::vector<float> M(static_cast<std::size_t>(len * len));
+  taps.mixing = M.data();
+  e.mixer(L, X, 1, len, out, taps);
+  // x channels of head 1 (post conv + SiLU) recomputed from the block's definition.
+  const int di = c.d_inner(), K = c.d_conv, d = c.d_model;
+  for (int t = 0; t < len; ++t)
+    for (int s = t + 1; s < len; ++s) EXPECT_EQ(M[static_cast<std::size_t>(t * len + s)], 0.0f);
+  Eigen::MatrixXd xh(len, 8);
+  for (int t = 0; t < len; ++t)
+    for (int p = 0; p < 8; ++p) {
+      const int ch = 8 + p;
+      double acc = L.conv_b[ch];
+      for (int k = 0; k < K; ++k) {
+        const int s = t - (K - 1) + k;
+        if (s < 0) continue;
+        const double ss = X.row(s).cast<double>().squaredNorm() / d;
+        double proj = 0.0;
+        for (int j = 0; j < d; ++j) proj += static_cast<double>(L.in_proj(di + ch, j)) * X(s, j) / std::sqrt(ss + 1e-5) * L.norm_w[j];
+        acc += L.conv_w(ch, k) * proj;
+      }
+      xh(t, p) = acc / (1.0 + std::exp(-acc));
+    }
+  Eigen::MatrixXd Md(len, len);
+  for (int t = 0; t < len; ++t)
+    for (int s = 0; s < len; ++s) Md(t, s) = M[static_cast<std::size_t>(t * len + s)];
+  const Eigen::MatrixXd y = Md * xh;
+  for (int t = 0; t < len; ++t)
+    for (int p = 0; p < 8; ++p) EXPECT_NEAR(out(t, 8 + p), y(t, p), 1e-4 * (1.0 + std::abs(y(t, p))));
+}
+
+TEST(Mamba2Block, PaperFormAdapterEqualsTheAbstractSsmModel) {
+  // mamba2.md / spec §3.5: d = d_inner = n, headdim 1 (a head per channel), N = m, W_x = I,
+  // W_B = S_B, W_C = S_C, W_dt = W_Delta, dt_bias = b_Delta, A_log = ln alpha, identity conv,
+  // D = 0, gate off, no mixer norm, out_proj = I, pre-norm weight sqrt(1/n + eps) (so u = z),
+  // sphere update with tau: one step equals (2) of the paper.
+  const int n = 6, m = 5, len = 7;
+  Rng rng(11);
+  SsmParams p;
+  p.alpha = Vec(n);
+  p.b_delta = Vec(n);
+  for (int i = 0; i < n; ++i) p.alpha[i] = rng.uniform(0.1, 2.0), p.b_delta[i] = rng.normal();
+  p.W_delta = Mat(n, n);
+  rng.fill_normal(p.W_delta, 0.3 / std::sqrt(n));
+  p.S_B = Mat(m, n);
+  p.S_C = Mat(m, n);
+  rng.fill_normal(p.S_B, 1.0 / std::sqrt(n));
+  rng.fill_normal(p.S_C, 1.0 / std::sqrt(n));
+  // Round the weights to float so both sides use the same numbers.
+  auto fl = [](auto& M) { M = M.template cast<float>().template cast<double>(); };
+  fl(p.alpha), fl(p.b_delta), fl(p.W_delta), fl(p.S_B), fl(p.S_C);
+  for (int i = 0; i < n; ++i) p.alpha[i] = static_cast<double>(static_cast<float>(std::log(p.alpha[i])));
+  p.alpha = p.alpha.array().exp().matrix();  // alpha = exp(A_log) with A_log a float
+
+  Config c;
+  c.d_model = n, c.n_layer = 1, c.vocab_size = 4, c.expand = 1, c.headdim = 1, c.d_state = m, c.ngroups = 1;
+  Layer L;
+  L.norm_w = VecF::Constant(n, static_cast<float>(std::sqrt(1.0 / n + c.eps)));
+  L.in_proj = MatF::Zero(c.d_in_proj(), n);
+  L.in_proj.block(n, 0, n, n).setIdentity();
+  L.in_proj.block(2 * n, 0, m, n) = p.S_B.cast<float>();
+  L.in_proj.block(2 * n + m, 0, m, n) = p.S_C.cast<float>();
+  L.in_proj.block(2 * n + 2 * m, 0, n, n) = p.W_delta.cast<float>();
+  L.conv_w = MatF::Zero(c.conv_dim(), 4);
+  L.conv_b = VecF::Zero(c.conv_dim());
+  L.dt_bias = p.b_delta.cast<float>();
+  L.A_log = p.alpha.array().log().matrix().cast<float>();
+  L.D = VecF::Zero(n);
+  L.mix_norm_w = VecF::Ones(n);
+  L.out_proj = MatF::Identity(n, n);
+
+  for (bool silu : {false, true}) {
+    Switches sw;
+    sw.gate = false, sw.silu_bc = silu, sw.silu_x = false, sw.conv = false, sw.d_skip = false, sw.mixer_norm = false;
+    SsmOptions o;
+    o.tau = 0.3;
+    o.silu_bc = silu;
+    Batch Z{Rng(12).sphere_tokens(len, n), 1, len};
+    const MatF X0 = Z.Z.cast<float>();
+    SsmLayer(std::make_shared<ConstantSchedule<SsmParams>>(p), o, SsmForm::Recurrence).apply(1, Z);
+    DepthRun opt;
+    opt.update = Update::Sphere;
+    opt.tau = 0.3f;
+    opt.runs = 1, opt.len = len;
+    MatF got;
+    opt.on_state = [&](std::size_t, long k, const MatF& X) {
+      if (k == 1) got = X;
+    };
+    run_depth(c, {{"adapter", sw}}, [&](long) -> const Layer& { return L; }, X0, 1, opt);
+    EXPECT_LT((got.cast<double>() - Z.Z).cwiseAbs().maxCoeff(), 2e-6) << "silu " << silu;
+  }
+}
