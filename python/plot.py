@@ -41,14 +41,38 @@ def save(fig, axes, d, out):
 
 
 STYLE = {"silu": dict(color="C0", label="with SiLU"), "no_silu": dict(color="C3", label="without SiLU"),
-         "gate": dict(color="C2", label="with gate"), "no_gate": dict(color="C1", label="without gate")}
+         "gate": dict(color="C2", label="with gate"), "no_gate": dict(color="C1", label="without gate"),
+         "mamba2_silu": dict(color="C0", label="mamba2 + SiLU"), "mamba2_no_silu": dict(color="C9", label="mamba2, no SiLU"),
+         "random_silu": dict(color="C3", label="random + SiLU"), "random_no_silu": dict(color="C1", label="random, no SiLU")}
 
 
-def metrics_figure(d, out, title, variants=None, paper=None):
+def label_key(rows):
+    """The first column names the variant/configuration ("variant" or "config")."""
+    return next(iter(rows[0].keys())) if rows else "variant"
+
+
+def manifest(d):
+    import json
+    try:
+        with open(os.path.join(d, "manifest.json")) as f:
+            return json.load(f)
+    except OSError:
+        return {}
+
+
+def synthetic_note(fig, man):
+    """Say on the figure when no checkpoint was given (a freshly initialised model ran)."""
+    if man.get("notes", {}).get("synthetic_model"):
+        fig.text(0.5, 0.005, "no checkpoint given: a freshly initialised Mamba-2 (tokdyn make-checkpoint) ran, "
+                 "not trained weights", ha="center", va="bottom", fontsize=7, color="C3")
+
+
+def metrics_figure(d, out, title, variants=None, paper=None, note=None):
     """Two panels as the paper's Figs. 1-3: lambda_bar_1 (top) and r (bottom) against depth,
     mean over runs with a +-1 std band. `paper` = {variant: (lambda1, r)}: the paper's reported
     end values, drawn as dotted lines for a side-by-side reading."""
-    rows = by(read_csv(os.path.join(d, "metrics.csv")), "variant")
+    raw = read_csv(os.path.join(d, "metrics.csv"))
+    rows = by(raw, label_key(raw))
     fig, ax = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True)
     for v, rs in rows.items():
         if variants and v not in variants:
@@ -74,15 +98,18 @@ def metrics_figure(d, out, title, variants=None, paper=None):
     ax[1].set_ylim(bottom=0.9)
     ax[0].legend()
     ax[0].set_title(title, fontsize=10)
+    if note:
+        note(fig)
     save(fig, ax, d, out)
 
 
-def pe_token_figure(d, out, variant, run, token, title):
+def pe_token_figure(d, out, variant, run, token, title, window=None, note=None):
     """Three panels as the paper's Figs. 4-5: sign of q, window average at T = T*, and the
     worst-case window average W(T) against T with T* marked, for one token of one run."""
     import numpy as np
-    q = [num(r["q"]) for r in read_csv(os.path.join(d, "q.csv"))
-         if r["variant"] == variant and int(r["run"]) == run and int(r["token"]) == token]
+    raw = read_csv(os.path.join(d, "q.csv"))
+    key = label_key(raw)
+    q = [num(r["q"]) for r in raw if r[key] == variant and int(r["run"]) == run and int(r["token"]) == token]
     if not q:
         return
     q = np.array(q)
@@ -91,7 +118,7 @@ def pe_token_figure(d, out, variant, run, token, title):
     W = np.array([min((P[t + T] - P[t]) for t in range(0, K - T + 1)) / T for T in range(1, K + 1)])
     adm = np.nonzero(W > 0)[0]
     tstar = int(adm[0]) + 1 if adm.size else None
-    Tw = tstar if tstar else 8
+    Tw = window if window else (tstar if tstar else 8)
     avg = np.convolve(q, np.ones(Tw) / Tw, mode="valid")
     fig, ax = plt.subplots(3, 1, figsize=(6.4, 6.4))
     s = np.arange(1, K + 1)
@@ -111,16 +138,18 @@ def pe_token_figure(d, out, variant, run, token, title):
     ax[2].set_ylabel(r"worst window average $W(T)$")
     ax[2].set_xlabel("window length T")
     ax[0].set_title(title, fontsize=10)
+    if note:
+        note(fig)
     save(fig, ax, d, out)
 
 
-def pe_envelope_figure(d, out, title, labels=None):
+def pe_envelope_figure(d, out, title, labels=None, note=None, paper=None):
     """One panel as the paper's Fig. 6: worst-case window average against T per configuration
     (envelope over all runs and tokens), with the smallest admissible window marked."""
     import numpy as np
     rows = read_csv(os.path.join(d, "pe_curve.csv"))
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for i, (v, rs) in enumerate(by(rows, "variant").items()):
+    for i, (v, rs) in enumerate(by(rows, label_key(rows)).items()):
         env = {}
         for r in rs:
             T = int(r["T"])
@@ -134,12 +163,18 @@ def pe_envelope_figure(d, out, title, labels=None):
         ax.plot(T, W, color=st.get("color"), label=lab + (r" (envelope $T^\star=%d$)" % ts if ts else " (no admissible T)"))
         if ts:
             ax.plot([ts], [W[adm[0]]], "o", color=st.get("color"))
+        if paper and v in paper and paper[v]:
+            ax.axvline(paper[v], color=st.get("color"), ls=":", lw=1)
+    if paper:
+        ax.plot([], [], color="gray", ls=":", label=r"paper's $T^\star$")
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xlabel("window length T")
     ax.set_ylabel("worst-case window average")
     ax.set_yscale("symlog", linthresh=1e-2)
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
+    if note:
+        note(fig)
     save(fig, [ax], d, out)
 
 
@@ -165,12 +200,57 @@ def plot_ssm_random_silu(d):
                        labels={"silu": "random + SiLU", "no_silu": "random, no SiLU"})
 
 
+def mamba2_sub(man):
+    p = man.get("params", {})
+    n = man.get("notes", {})
+    ck = p.get("checkpoint") or "fresh %s model (seed %s)" % (p.get("size", "?"), p.get("model_seed", "?"))
+    return "%s; %s tokens, %s runs, update=%s" % (os.path.basename(str(ck).rstrip("/")) or ck, p.get("tokens", "?"),
+                                                  p.get("runs", "?"), p.get("update", "?"))
+
+
+def plot_mamba2(kind, d):
+    man = manifest(d)
+    note = lambda fig: synthetic_note(fig, man)  # noqa: E731
+    sub = mamba2_sub(man)
+    if kind == "mamba2-fig1":
+        metrics_figure(d, "fig1_metrics.png", "Fig. 1 — Mamba-2 blocks cycled, SiLU on, gate on vs off\n" + sub,
+                       paper={"no_gate": (0.8, 1.4), "gate": (0.45, 4.0)}, note=note)
+    elif kind == "mamba2-fig2":
+        layer = man.get("params", {}).get("layer", 0)
+        metrics_figure(d, "fig2_metrics.png", "Fig. 2 — one block (layer %s) repeated, gate off\n%s" % (layer, sub),
+                       paper={"no_gate": (0.95, 1.05)}, note=note)
+    elif kind == "mamba2-fig3":
+        metrics_figure(d, "fig3_metrics.png", "Fig. 3 — random blocks redrawn per layer, gate off\n" + sub,
+                       paper={"silu": (0.88, 1.3), "no_silu": (0.23, 14.0)}, note=note)
+    elif kind == "mamba2-fig45":
+        notes = man.get("notes", {})
+        p = man.get("params", {})
+        run, tok, win = int(notes.get("fig_run", 0)), int(notes.get("fig_token", 1)), int(notes.get("window", 8))
+        random = p.get("schedule") == "random"
+        name = "Fig. 5" if random else "Fig. 4"
+        what = "random blocks redrawn per layer" if random else "Mamba-2 blocks cycled"
+        variant = p.get("variants", "silu")
+        variant = "silu" if variant == "both" else variant
+        pe_token_figure(d, "fig5_pe_token.png" if random else "fig4_pe_token.png", variant, run, tok,
+                        "%s — q_%d of run %d, %s, gate off, %s (paper: T* = %d)\n%s" % (
+                            name, tok, run, what, variant, 34 if random else 8, sub), window=win, note=note)
+        metrics_figure(d, "metrics.png", "%s run — Gram metrics\n%s" % (name, sub), note=note)
+    elif kind == "mamba2-fig6":
+        pe_envelope_figure(d, "fig6_pe_windows.png",
+                           "Fig. 6 — worst-case window average (envelope over runs and tokens), gate off\n" + sub,
+                           note=note, paper={"mamba2_silu": 10, "mamba2_no_silu": 11, "random_silu": 35,
+                                             "random_no_silu": None})
+        metrics_figure(d, "metrics.png", "Fig. 6 runs — Gram metrics\n" + sub, note=note)
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: plot.py KIND DIR")
     kind, d = sys.argv[1], sys.argv[2]
     if kind == "ssm-random-silu":
         plot_ssm_random_silu(d)
+    elif kind.startswith("mamba2-"):
+        plot_mamba2(kind, d)
     elif kind in ("ssm-theorem-pe", "ssm-theorem-pd"):
         import plot_theorems
         getattr(plot_theorems, "plot_" + kind.replace("-", "_"))(d)
