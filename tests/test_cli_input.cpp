@@ -27,6 +27,9 @@
 namespace fs = std::filesystem;
 using tokdyn::testing::TempDir;
 using tokdyn::testing::slurp;
+using tokdyn::testing::run_cli;
+using tokdyn::testing::CliResult;
+using tokdyn::testing::entries;
 using namespace tokdyn;
 
 namespace {
@@ -90,16 +93,6 @@ std::string set_error(const Sets& sets) {
 }
 
 // Names in `dir` (not recursive) other than `except`.
-std::vector<std::string> entries(const fs::path& dir, const std::vector<std::string>& except = {}) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (std::find(except.begin(), except.end(), name) == except.end()) out.push_back(name);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -559,40 +552,6 @@ TEST(DrawFigures, MissingInterpreterIsRuntimeError) {
 // The CLI binary: bad input -> exit 2, exactly one line on stderr, nothing left behind.
 
 namespace {
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs the tokdyn binary with `args` in directory `cwd`; captures stdout and stderr.
-CliResult run_cli(const fs::path& cwd, const std::vector<std::string>& args) {
-  TempDir cap;
-  const std::string out_f = (cap.path() / "out").string();
-  const std::string err_f = (cap.path() / "err").string();
-  std::vector<std::string> argv_s = {TOKDYN_BINARY};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (chdir(cwd.c_str()) != 0) _exit(126);
-    const int o = open(out_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int e = open(err_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || e < 0) _exit(126);
-    dup2(o, 1);
-    dup2(e, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  CliResult r;
-  int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  r.out = slurp(out_f);
-  r.err = slurp(err_f);
-  return r;
-}
 
 // Runs `args` in a fresh directory holding `files` and checks the bad-input contract.
 void expect_input_error(const std::vector<std::string>& args, const std::string& needle,

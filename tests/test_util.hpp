@@ -1,6 +1,12 @@
 #pragma once
 // Helpers shared by the tests: a self-removing temporary directory and whole-file reads.
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
 
 #include <filesystem>
 #include <fstream>
@@ -35,5 +41,52 @@ inline std::string slurp(const std::filesystem::path& p) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+/// Names in `dir` (sorted), except those in `except`.
+inline std::vector<std::string> entries(const std::filesystem::path& dir, const std::vector<std::string>& except = {}) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (std::find(except.begin(), except.end(), name) == except.end()) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+#ifdef TOKDYN_BINARY
+/// Runs the tokdyn binary with `args` in directory `cwd`; captures stdout and stderr.
+inline CliResult run_cli(const std::filesystem::path& cwd, const std::vector<std::string>& args) {
+  TempDir cap;
+  const std::string out_f = (cap.path() / "out").string();
+  const std::string err_f = (cap.path() / "err").string();
+  std::vector<std::string> argv_s = {TOKDYN_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    const int o = open(out_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0 || e < 0) _exit(126);
+    dup2(o, 1);
+    dup2(e, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  CliResult r;
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  r.out = slurp(out_f);
+  r.err = slurp(err_f);
+  return r;
+}
+#endif
 
 }  // namespace tokdyn::testing

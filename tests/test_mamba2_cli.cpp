@@ -1,0 +1,144 @@
+// The mamba2 presets and make-checkpoint through the CLI: outputs (token ids, taps, mixing
+// matrices, PE files), synthetic model = make-checkpoint model, thread-count independence, and
+// bad input (exit 2, one line, nothing left behind).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "test_util.hpp"
+#include "tokdyn/io/csv.hpp"
+
+namespace fs = std::filesystem;
+using namespace tokdyn;
+using tokdyn::testing::CliResult;
+using tokdyn::testing::entries;
+using tokdyn::testing::run_cli;
+using tokdyn::testing::slurp;
+using tokdyn::testing::TempDir;
+
+namespace {
+
+std::vector<std::string> small(std::vector<std::string> args) {
+  for (const char* s : {"runs=3", "tokens=6", "depth=9", "size=tiny"}) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  args.push_back("--no-figures");
+  args.push_back("--quiet");
+  return args;
+}
+
+void expect_bad(const fs::path& cwd, const std::vector<std::string>& args, const std::string& needle) {
+  const auto before = entries(cwd);
+  const CliResult r = run_cli(cwd, args);
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(entries(cwd), before) << "something was left behind";
+}
+
+}  // namespace
+
+TEST(Mamba2Cli, SyntheticModelIsTheMakeCheckpointModelAndOutputsAreComplete) {
+  TempDir d;
+  CliResult r = run_cli(d.path(), {"make-checkpoint", "--size", "tiny", "--seed", "3", "--out", "ck"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(entries(d.path() / "ck"), (std::vector<std::string>{"config.json", "model.safetensors"}));
+  // The same run on the written checkpoint and on the in-memory synthetic model: same bytes.
+  r = run_cli(d.path(), small({"run", "mamba2-fig1", "--out", "a", "--set", "checkpoint=ck", "--set", "taps=0,4", "--set",
+                               "mixing=2", "--set", "mixing_heads=0,3"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli(d.path(), small({"run", "mamba2-fig1", "--out", "b", "--set", "model_seed=3"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(d.path() / "a" / "metrics.csv"), slurp(d.path() / "b" / "metrics.csv"));
+  EXPECT_EQ(slurp(d.path() / "a" / "token_ids.npy"), slurp(d.path() / "b" / "token_ids.npy"));
+  // token_ids.npy [runs, tokens]; taps [runs, tokens, d_model] float32 for the first variant and
+  // under taps/<variant>/ for the others; mixing [runs, heads, tokens, tokens].
+  std::vector<std::size_t> shape;
+  const auto ids = read_npy_int(d.path() / "a" / "token_ids.npy", shape);
+  EXPECT_EQ(shape, (std::vector<std::size_t>{3, 6}));
+  for (const auto id : ids) EXPECT_LT(id, 1000);
+  const std::size_t header = 128;  // write_npy pads the header to 128 bytes for these shapes
+  EXPECT_EQ(fs::file_size(d.path() / "a" / "taps" / "layer_4.npy"), header + 3 * 6 * 64 * 4);
+  EXPECT_TRUE(fs::exists(d.path() / "a" / "taps" / "layer_0.npy"));
+  EXPECT_TRUE(fs::exists(d.path() / "a" / "taps" / "no_gate" / "layer_4.npy"));
+  EXPECT_EQ(fs::file_size(d.path() / "a" / "mixing" / "gate" / "layer_2.npy"), header + 3 * 2 * 6 * 6 * 4);
+  const std::string man = slurp(d.path() / "b" / "manifest.json");
+  EXPECT_NE(man.find("\"synthetic_model\": true"), std::string::npos);
+  EXPECT_NE(slurp(d.path() / "a" / "manifest.json").find("\"synthetic_model\": false"), std::string::npos);
+
+  // Given token ids are used as they are (and copied to token_ids.npy).
+  r = run_cli(d.path(), small({"run", "mamba2-fig2", "--out", "c", "--set", "checkpoint=ck", "--set",
+                               "token_ids=a/token_ids.npy"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(d.path() / "a" / "token_ids.npy"), slurp(d.path() / "c" / "token_ids.npy"));
+}
+
+TEST(Mamba2Cli, Fig6WritesFourConfigurationsAndIsThreadIndependent) {
+  TempDir d;
+  CliResult r = run_cli(d.path(), small({"run", "mamba2-fig6", "--out", "one", "--threads", "1"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli(d.path(), small({"run", "mamba2-fig6", "--out", "two", "--threads", "2"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"metrics.csv", "pe.csv", "pe_curve.csv", "pe_summary.csv", "q.csv"})
+    EXPECT_EQ(slurp(d.path() / "one" / f), slurp(d.path() / "two" / f)) << f;
+  const std::string s = slurp(d.path() / "one" / "pe_summary.csv");
+  EXPECT_EQ(s.rfind("config,reading,T_star,run,token\n", 0), 0u) << s;
+  for (const char* c : {"mamba2_silu,text,", "mamba2_no_silu,text,", "random_silu,text,", "random_no_silu,text,",
+                        "random_no_silu,envelope,"})
+    EXPECT_NE(s.find(c), std::string::npos) << c;
+  // 4 configurations x 3 runs x 6 tokens rows in pe.csv, plus the header.
+  const std::string pe = slurp(d.path() / "one" / "pe.csv");
+  EXPECT_EQ(std::count(pe.begin(), pe.end(), '\n'), 1 + 4 * 3 * 6);
+}
+
+TEST(Mamba2Cli, Fig4And5WriteTheTokenWindowFiles) {
+  TempDir d;
+  for (const char* preset : {"mamba2-fig4", "mamba2-fig5"}) {
+    const CliResult r = run_cli(d.path(), small({"run", preset, "--out", preset, "--set", "window=4", "--set", "variants=both"}));
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* f : {"q.csv", "pe_curve.csv", "pe.csv", "pe_summary.csv", "metrics.csv", "token_ids.npy"})
+      EXPECT_TRUE(fs::exists(d.path() / preset / f)) << preset << " " << f;
+    const std::string q = slurp(d.path() / preset / "q.csv");
+    EXPECT_EQ(std::count(q.begin(), q.end(), '\n'), 1 + 2 * 6 * 9);  // 2 variants x 6 tokens x 9 layers of run 0
+  }
+}
+
+TEST(Mamba2Cli, BadInputIsOneLineExitTwoNothingWritten) {
+  TempDir d;
+  ASSERT_EQ(run_cli(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "ck"}).code, 0);
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "checkpoint=nowhere"}), "nowhere");
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "taps=99"}), "taps");
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "mixing_heads=40"}), "mixing_heads");
+  expect_bad(d.path(), small({"run", "mamba2-fig2", "--out", "x", "--set", "layer=7"}), "layer");
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "schedule=list"}), "layers");
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "vocab=5000"}), "vocab");
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "token_ids=ck/config.json"}), "npy");
+  expect_bad(d.path(), small({"run", "mamba2-fig4", "--out", "x", "--set", "fig_run=3"}), "fig_run");
+  expect_bad(d.path(), small({"run", "mamba2-fig6", "--out", "x", "--set", "schedule=random"}), "schedule");
+  expect_bad(d.path(), {"make-checkpoint", "--size", "9b", "--out", "y"}, "--size");
+  expect_bad(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "ck"}, "not empty");
+  {
+    // token ids of the wrong shape
+    std::vector<std::int64_t> ids(5, 1);
+    write_npy(d.path() / "ids.npy", ids.data(), {5});
+    expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "token_ids=ids.npy"}), "shape");
+  }
+  // A truncated checkpoint file.
+  fs::create_directories(d.path() / "bad");
+  fs::copy_file(d.path() / "ck" / "config.json", d.path() / "bad" / "config.json");
+  {
+    const std::string full = slurp(d.path() / "ck" / "model.safetensors");
+    std::ofstream(d.path() / "bad" / "model.safetensors", std::ios::binary) << full.substr(0, full.size() / 2);
+  }
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "checkpoint=bad"}), "model.safetensors");
+  // An inconsistent config beside good weights.
+  {
+    std::string cfg = slurp(d.path() / "ck" / "config.json");
+    cfg.replace(cfg.find("\"n_layer\": 4"), 12, "\"n_layer\": 5");
+    std::ofstream(d.path() / "bad" / "config.json") << cfg;
+    fs::copy_file(d.path() / "ck" / "model.safetensors", d.path() / "bad" / "model.safetensors",
+                  fs::copy_options::overwrite_existing);
+  }
+  expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "checkpoint=bad"}), "backbone.layers.4");
+}
