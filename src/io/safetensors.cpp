@@ -491,7 +491,7 @@ float double_to_float(double d) {
 
 File::File(const std::filesystem::path& path) : path_(path) {
   const std::string what = path.string();
-  const int fd = ::open(what.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(what.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: no hang on a FIFO
   if (fd < 0) {
     const int err = errno;
     fail(what, std::string("cannot open: ") + std::strerror(err), "a readable .safetensors file");

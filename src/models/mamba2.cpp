@@ -475,7 +475,6 @@ void save(const Model& m, const fs::path& dir) {
 
 namespace {
 
-inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
 inline float softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); }
 
 /// Rows processed in parallel only when there is real work (no thread team for tiny calls).
@@ -499,57 +498,58 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   const long RT = static_cast<long>(runs) * len;
   if (X.rows() != RT || X.cols() != d) throw std::invalid_argument("mamba2::Engine::mixer: state has the wrong shape");
   const float eps = static_cast<float>(cfg_.eps);
+  // Row-wise SiLU x / (1 + e^{-x}) with Eigen's vectorised exp.
+  auto silu_inplace = [](auto seg) { seg = seg / (1.0f + (-seg).exp()); };
 
-  // 1. pre-norm: u = x / sqrt(mean(x^2) + eps) * w
+  // 1. pre-norm: u = x / sqrt(mean(x^2) + eps) * w   (sum of squares in double)
   U_.resize(RT, d);
 #pragma omp parallel for schedule(static) if (par(RT, d))
   for (long i = 0; i < RT; ++i) {
-    double ss = 0.0;
-    for (int j = 0; j < d; ++j) ss += static_cast<double>(X(i, j)) * X(i, j);
+    const double ss = X.row(i).cast<double>().squaredNorm();
     const float r = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
-    for (int j = 0; j < d; ++j) U_(i, j) = X(i, j) * r * L.norm_w[j];
+    U_.row(i).array() = X.row(i).array() * r * L.norm_w.transpose().array();
   }
 
   // 2. in_proj (the z rows are skipped when the gate is off: they would go unused)
-  const int zoff = sw_.gate ? 0 : -1;
   const int xoff = sw_.gate ? di : 0;
   if (sw_.gate) gemm_nt(U_, L.in_proj, P_);
   else gemm_nt(U_, L.in_proj.bottomRows(cfg_.d_in_proj() - di), P_);
   const int dtoff = xoff + cd;
-  (void)zoff;
 
-  // 3. causal depthwise conv (left zero padding) + SiLU; 4. dt = softplus(dt_raw + dt_bias)
+  // 3. causal depthwise conv (left zero padding; tap K-1 is the current token) + SiLU;
+  // 4. dt = softplus(dt_raw + dt_bias)
+  convT_ = L.conv_w.transpose();  // K x cd: one contiguous row per tap
   XBC_.resize(RT, cd);
   dt_.resize(RT, H);
 #pragma omp parallel for schedule(static) if (par(RT, cd * K))
   for (long i = 0; i < RT; ++i) {
     const int t = static_cast<int>(i % len);
-    for (int ch = 0; ch < cd; ++ch) {
-      float acc;
-      if (sw_.conv) {
-        acc = L.conv_b[ch];
-        for (int k = 0; k < K; ++k) {
-          const int src = t - (K - 1) + k;
-          if (src >= 0) acc += L.conv_w(ch, k) * P_(i - t + src, xoff + ch);
-        }
-      } else {
-        acc = P_(i, xoff + ch);
+    auto o = XBC_.row(i).array();
+    if (sw_.conv) {
+      o = L.conv_b.transpose().array();
+      for (int k = 0; k < K; ++k) {
+        const int src = t - (K - 1) + k;
+        if (src >= 0) o += convT_.row(k).array() * P_.row(i - t + src).segment(xoff, cd).array();
       }
-      const bool act = ch < di ? sw_.silu_x : sw_.silu_bc;
-      XBC_(i, ch) = act ? silu(acc) : acc;
+    } else {
+      o = P_.row(i).segment(xoff, cd).array();
     }
+    if (sw_.silu_x) silu_inplace(XBC_.row(i).head(di).array());
+    if (sw_.silu_bc) silu_inplace(XBC_.row(i).tail(cd - di).array());
     for (int h = 0; h < H; ++h) dt_(i, h) = softplus(P_(i, dtoff + h) + L.dt_bias[h]);
   }
 
-  // 5. SSD, quadratic form per run and head (exact; the reference's in-chunk computation)
+  // 5. SSD, quadratic form per run and head (exact; the reference's in-chunk computation):
+  //    M_h(t, s) = (C_t . B_s) exp(A_h (cum_t - cum_s)) dt_s for s <= t,  y_h = M_h x_h + D_h x_h.
   Y_.resize(RT, di);
   const int hpg = H / G;
   using Strided = Eigen::Map<const MatF, 0, Eigen::OuterStride<>>;
   using StridedOut = Eigen::Map<MatF, 0, Eigen::OuterStride<>>;
 #pragma omp parallel if (par(RT, static_cast<long>(di) * len))
   {
-    Eigen::MatrixXf CB(len, len), M(len, len);
-    std::vector<double> cum(static_cast<std::size_t>(len));
+    MatF CB(len, len), M(len, len);
+    Eigen::ArrayXd cum(len);
+    Eigen::ArrayXf dts(len);
 #pragma omp for schedule(static)
     for (int r = 0; r < runs; ++r) {
       const long r0 = static_cast<long>(r) * len;
@@ -562,12 +562,16 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
         for (int h = g * hpg; h < (g + 1) * hpg; ++h) {
           const double A = -std::exp(static_cast<double>(L.A_log[h]));
           double acc = 0.0;
-          for (int t = 0; t < len; ++t) cum[static_cast<std::size_t>(t)] = (acc += dt_(r0 + t, h));
           for (int t = 0; t < len; ++t) {
-            for (int s = 0; s <= t; ++s)
-              M(t, s) = CB(t, s) * static_cast<float>(std::exp(A * (cum[static_cast<std::size_t>(t)] - cum[static_cast<std::size_t>(s)]))) *
-                        dt_(r0 + s, h);
-            for (int s = t + 1; s < len; ++s) M(t, s) = 0.0f;
+            dts[t] = dt_(r0 + t, h);
+            cum[t] = (acc += dts[t]);
+          }
+          for (int t = 0; t < len; ++t) {
+            const int n = t + 1;
+            M.row(t).head(n).array() =
+                CB.row(t).head(n).array() * (A * (cum[t] - cum.head(n))).exp().cast<float>().transpose() *
+                dts.head(n).transpose();
+            M.row(t).tail(len - n).setZero();
           }
           const Strided Xh(&XBC_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(cd));
           StridedOut Yh(&Y_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(di));
@@ -578,8 +582,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
             if (it != taps.heads.end()) {
               const long hi = it - taps.heads.begin();
               float* dst = taps.mixing + (static_cast<long>(r) * static_cast<long>(taps.heads.size()) + hi) * len * len;
-              for (int t = 0; t < len; ++t)
-                for (int s = 0; s < len; ++s) dst[static_cast<long>(t) * len + s] = M(t, s);
+              Eigen::Map<MatF>(dst, len, len) = M;
             }
           }
         }
@@ -591,14 +594,16 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   const int gs = di / G;
 #pragma omp parallel for schedule(static) if (par(RT, di))
   for (long i = 0; i < RT; ++i) {
-    if (sw_.gate)
-      for (int j = 0; j < di; ++j) Y_(i, j) *= silu(P_(i, j));
+    if (sw_.gate) {
+      const auto z = P_.row(i).head(di).array();
+      Y_.row(i).array() *= z / (1.0f + (-z).exp());
+    }
     if (sw_.mixer_norm)
       for (int g = 0; g < G; ++g) {
-        double ss = 0.0;
-        for (int j = g * gs; j < (g + 1) * gs; ++j) ss += static_cast<double>(Y_(i, j)) * Y_(i, j);
+        auto seg = Y_.row(i).segment(g * gs, gs);
+        const double ss = seg.cast<double>().squaredNorm();
         const float rs = static_cast<float>(1.0 / std::sqrt(ss / gs + eps));
-        for (int j = g * gs; j < (g + 1) * gs; ++j) Y_(i, j) = Y_(i, j) * rs * L.mix_norm_w[j];
+        seg.array() = seg.array() * rs * L.mix_norm_w.segment(g * gs, gs).transpose().array();
       }
   }
 

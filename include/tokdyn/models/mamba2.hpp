@@ -136,7 +136,7 @@ class Engine {
  private:
   Config cfg_;
   Switches sw_;
-  MatF U_, P_, XBC_, Y_;
+  MatF U_, P_, XBC_, Y_, convT_;
   Eigen::MatrixXf dt_;  // (runs*len) x H, column-major unimportant
 };
 
