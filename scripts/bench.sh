@@ -35,47 +35,13 @@ RUNS=${BENCH_RUNS:-50} DEPTH=${BENCH_DEPTH:-200} LEN=50 N=768 M=128 NVAR=2
 
 work=$(mktemp -d /tmp/tokdyn-bench.XXXXXX)
 [ -n "${BENCH_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
-log() { echo "bench: $*" >&2; }
-
-# Busy and total jiffies of the whole machine (from /proc/stat), to tell how much of the machine
-# other processes used during a measurement.
-cpu_jiffies() {
-  local _c u n s i w x y z _r
-  read -r _c u n s i w x y z _r </proc/stat
-  echo "$((u + n + s + x + y + z)) $((u + n + s + i + w + x + y + z))"
-}
-# Waits (at most BENCH_IDLE_WAIT seconds, default 300) until the machine is nearly idle (< 10 % busy
-# over 3 s): other engineers may be compiling. Records what it saw.
-wait_idle() {
-  local waited=0 limit=${BENCH_IDLE_WAIT:-300} a1 a2 b1 b2 busy
-  while :; do
-    read -r a1 a2 < <(cpu_jiffies); sleep 3; read -r b1 b2 < <(cpu_jiffies)
-    busy=$(( (b1 - a1) * 100 / (b2 - a2 > 0 ? b2 - a2 : 1) ))
-    if [ "$busy" -lt 10 ] || [ "$waited" -ge "$limit" ]; then break; fi
-    waited=$((waited + 3))
-  done
-  echo "$1: machine ${busy}% busy before (waited ${waited}s); $(uptime | sed 's/.*load/load/')" >>"$work/load_log.txt"
-}
-# Runs a command, appending to $work/other_load.txt the share of the machine (in cores) used by
-# other processes meanwhile: (busy jiffies of the machine - the command's own CPU time) / elapsed.
-# Usage: measured LABEL TIMEFILE cmd...   (TIMEFILE: GNU time -v output of the command)
-measured() {
-  local label=$1 tf=$2; shift 2
-  local a1 a2 b1 b2 t0 t1
-  read -r a1 a2 < <(cpu_jiffies); t0=$(date +%s.%N)
-  /usr/bin/time -v -o "$tf" "$@"
-  read -r b1 b2 < <(cpu_jiffies); t1=$(date +%s.%N)
-  echo "$label $a1 $b1 $t0 $t1 $(getconf CLK_TCK)" >>"$work/other_load.txt"
-}
+# log, cpu_jiffies, wait_idle (appends to $work/load_log.txt), measured (appends to
+# $work/other_load.txt), ensure_gnu_time.
+# shellcheck source=scripts/bench_lib.sh
+source "$here/scripts/bench_lib.sh"
 
 # GNU time for the peak RSS (as scripts/setup.sh installs packages).
-if [ ! -x /usr/bin/time ]; then
-  log "installing GNU time"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends time >/dev/null
-fi
+ensure_gnu_time
 [ -x "$py" ] || { echo "bench: $py (Debian's python3 with numpy) is missing: run scripts/setup.sh" >&2; exit 1; }
 
 log "building (Release) in $build"
@@ -132,7 +98,7 @@ done
 if [ "$micro" = 1 ]; then
   log "(d) per-layer micro-benchmarks"
   wait_idle micro
-  "$build/tokdyn_bench" --benchmark_filter='-BM_Dgemm/' --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
+  "$build/tokdyn_bench" --benchmark_filter='-BM_Dgemm/|BM_Sgemm|BM_Mamba2' --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
     --benchmark_out="$work/micro.json" --benchmark_out_format=json >"$work/micro.txt"
 fi
 uptime >"$work/load_after.txt"

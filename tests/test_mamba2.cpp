@@ -129,6 +129,7 @@ TEST(Mamba2Checkpoint, MakeCheckpointWritesTheReferenceLayoutAndLoadsBackExactly
   EXPECT_EQ(f.header().find("backbone.layers.2.mixer.conv1d.weight")->shape,
             (std::vector<std::uint64_t>{static_cast<std::uint64_t>(c.conv_dim()), 1, 4}));
   const Model r = load(tmp.path() / "ck");
+  EXPECT_EQ(r.generated_by, m.generated_by);
   ASSERT_EQ(r.layers.size(), m.layers.size());
   EXPECT_EQ(r.embedding, m.embedding);
   for (std::size_t l = 0; l < m.layers.size(); ++l) {
@@ -187,6 +188,7 @@ TEST(Mamba2Checkpoint, HuggingFaceNamesAndExtraLmHeadLoad) {
             "use_conv_bias": true, "time_step_limit": [0.0, Infinity], "vocab_size": 112, "model_type": "mamba2"})";
   const Model r = load(tmp.path() / "hf");
   EXPECT_EQ(r.cfg.format, "hf");
+  EXPECT_TRUE(r.generated_by.empty());  // not written by make-checkpoint
   EXPECT_EQ(r.embedding, m.embedding);
   EXPECT_EQ(r.layers[2].in_proj, m.layers[2].in_proj);
 }

@@ -55,6 +55,7 @@ Setup make_setup(const Params& P, RunContext& ctx) {
     S.synthetic = true;
   } else {
     S.model = load(ck);
+    S.synthetic = !S.model.generated_by.empty();  // written by make-checkpoint: not trained weights
   }
   const Config& c = S.model.cfg;
   S.opt.update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;

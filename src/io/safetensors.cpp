@@ -563,7 +563,24 @@ std::span<const std::uint8_t> File::bytes(const TensorInfo& t) const {
   return {map_ + header_.data_start + t.begin, static_cast<std::size_t>(t.end - t.begin)};
 }
 
+namespace {
+/// Drops the mapped file pages of a converted tensor from memory (they are re-read from the file
+/// if touched again), so that loading does not hold the file and its float copy at once.
+void drop_pages(std::span<const std::uint8_t> raw) noexcept {
+  if (raw.empty()) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto b = reinterpret_cast<std::uintptr_t>(raw.data()) & ~(page - 1);
+  const auto e = reinterpret_cast<std::uintptr_t>(raw.data()) + raw.size();
+  ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+}  // namespace
+
 void File::read_float(const TensorInfo& t, float* out) const {
+  convert_float(t, out);
+  drop_pages(bytes(t));
+}
+
+void File::convert_float(const TensorInfo& t, float* out) const {
   const auto raw = bytes(t);
   const std::uint64_t n = t.numel();
   const unsigned bits = dtype_bits(t.dtype_name);

@@ -292,8 +292,9 @@ Model init_model(const Config& cfg, std::uint64_t seed) {
   cfg.validate("model config");
   Model m;
   m.cfg = cfg;
-  m.source = fmt::format("synthetic: tokdyn make-checkpoint --seed {} (reference initialisation, d_model {}, {} layers)", seed,
-                         cfg.d_model, cfg.n_layer);
+  m.generated_by = fmt::format("tokdyn make-checkpoint --seed {} (reference initialisation, d_model {}, {} layers)", seed,
+                               cfg.d_model, cfg.n_layer);
+  m.source = "synthetic: " + m.generated_by;
   m.embedding.resize(cfg.vocab_padded(), cfg.d_model);
   fill_blocks(m.embedding, 0.02, true, true, seed, 0, 0, 0);
   m.layers.reserve(static_cast<std::size_t>(cfg.n_layer));
@@ -391,10 +392,7 @@ Model load(const fs::path& path) {
 
   auto read_mat = [&](const std::string& name, Eigen::Index rows, Eigen::Index cols) {
     MatF M(rows, cols);
-    const st::TensorInfo* t = T.find(name);
-    const std::vector<float> v = T.read_float(name);
-    (void)t;
-    std::copy(v.begin(), v.end(), M.data());
+    T.file_of(name)->read_float(*T.find(name), M.data());  // shapes were checked above
     for (Eigen::Index i = 0; i < M.size(); ++i)
       if (!std::isfinite(M.data()[i]))
         throw InputError(fmt::format("{}: tensor '{}' holds a non-finite value (NaN or Inf) at flat index {}; expected finite weights",
@@ -405,6 +403,7 @@ Model load(const fs::path& path) {
     const MatF M = read_mat(name, n, 1);
     return Eigen::Map<const VecF>(M.data(), n);
   };
+  if (const auto meta = T.metadata(); meta.count("tokdyn")) m.generated_by = meta.at("tokdyn");
   m.embedding = read_mat(emb_name, static_cast<Eigen::Index>(V), c.d_model);
   m.norm_f = read_vec("backbone.norm_f.weight", c.d_model);
   m.layers.resize(static_cast<std::size_t>(c.n_layer));
@@ -459,7 +458,9 @@ void save(const Model& m, const fs::path& dir) {
       out << c.to_json().dump(1) << "\n";
       if (!out) throw InputError(fmt::format("{}: cannot write config.json", tmp.string()));
     }
-    st::write_file(tmp / "model.safetensors", w, {{"format", "pt"}});
+    std::map<std::string, std::string> meta{{"format", "pt"}};
+    if (!m.generated_by.empty()) meta["tokdyn"] = m.generated_by;
+    st::write_file(tmp / "model.safetensors", w, meta);
     fs::remove(dir, ec);  // an empty directory may stand in the way
     fs::rename(tmp, dir);
   } catch (const fs::filesystem_error& e) {

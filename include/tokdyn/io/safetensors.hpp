@@ -63,7 +63,7 @@ class File {
   /// The raw little-endian bytes of one tensor of this file (possibly unaligned).
   std::span<const std::uint8_t> bytes(const TensorInfo& t) const;
   /// Converts one tensor to float (F16, BF16, F32, F64; other dtypes -> InputError naming tensor and
-  /// dtype). `out` must hold t.numel() floats.
+  /// dtype). `out` must hold t.numel() floats. The tensor's mapped pages are released afterwards.
   void read_float(const TensorInfo& t, float* out) const;
   std::vector<float> read_float(const std::string& name) const;  ///< InputError if absent
 
@@ -73,6 +73,7 @@ class File {
   const std::uint8_t* map_ = nullptr;
   std::size_t map_len_ = 0;
   void release() noexcept;
+  void convert_float(const TensorInfo& t, float* out) const;
 };
 
 /// A checkpoint's tensors: a single .safetensors file, a directory with model.safetensors, or a

@@ -82,6 +82,9 @@ struct Model {
   std::vector<Layer> layers;
   VecF norm_f;     ///< [d]
   std::string source;  ///< checkpoint path, or a description of the synthetic model
+  /// Non-empty for a freshly initialised model (in memory, or a checkpoint written by
+  /// make-checkpoint, which records it in the file's __metadata__ under "tokdyn").
+  std::string generated_by;
 };
 
 /// A fresh layer, initialised as the reference initialises a new MambaLMHeadModel:
