@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/safetensors.hpp"
@@ -191,6 +193,37 @@ TEST(Mamba2Checkpoint, HuggingFaceNamesAndExtraLmHeadLoad) {
   EXPECT_TRUE(r.generated_by.empty());  // not written by make-checkpoint
   EXPECT_EQ(r.embedding, m.embedding);
   EXPECT_EQ(r.layers[2].in_proj, m.layers[2].in_proj);
+}
+
+TEST(Mamba2Checkpoint, ShardedCheckpointLoadsLikeTheSingleFile) {
+  TempDir tmp;
+  const Config c = small_config(2);
+  const Model m = init_model(c, 12);
+  save(m, tmp.path() / "one");
+  const st::File f(tmp.path() / "one" / "model.safetensors");
+  std::vector<std::vector<float>> data;
+  for (const auto& t : f.header().tensors) data.push_back(f.read_float(t.name));
+  // Two shards: the embedding and layer 0 in the first, the rest in the second.
+  std::vector<st::TensorToWrite> a, b;
+  nlohmann::json map = nlohmann::json::object();
+  std::size_t i = 0;
+  for (const auto& t : f.header().tensors) {
+    const bool first = t.name.rfind("backbone.embedding", 0) == 0 || t.name.rfind("backbone.layers.0.", 0) == 0;
+    (first ? a : b).push_back({t.name, t.dtype, t.shape, data[i++].data()});
+    map[t.name] = first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  const auto dir = tmp.path() / "sharded";
+  std::filesystem::create_directories(dir);
+  st::write_file(dir / "model-00001-of-00002.safetensors", a);
+  st::write_file(dir / "model-00002-of-00002.safetensors", b);
+  std::ofstream(dir / "model.safetensors.index.json") << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump();
+  std::filesystem::copy_file(tmp.path() / "one" / "config.json", dir / "config.json");
+  const Model r = load(dir);
+  EXPECT_EQ(r.embedding, m.embedding);
+  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+    EXPECT_EQ(r.layers[l].in_proj, m.layers[l].in_proj);
+    EXPECT_EQ(r.layers[l].D, m.layers[l].D);
+  }
 }
 
 namespace {
