@@ -251,6 +251,9 @@ def main():
         plot_ssm_random_silu(d)
     elif kind.startswith("mamba2-"):
         plot_mamba2(kind, d)
+    elif kind.startswith("rope-"):
+        import plot_rope
+        plot_rope.plot_rope(kind, d)
     elif kind in ("ssm-theorem-pe", "ssm-theorem-pd"):
         import plot_theorems
         getattr(plot_theorems, "plot_" + kind.replace("-", "_"))(d)
