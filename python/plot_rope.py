@@ -181,8 +181,8 @@ def plot_rope_fig3c(d):
     ax.set_xlabel("token count n")
     ax.set_ylabel(r"$\max_i |\dot\theta_i|$")
     ax.legend(fontsize=7)
-    ax.set_title("Fig. 3c — nonresonant drift: direct (o), sharp bound (—), 1/[n|sin(ω/2)|] (···); "
-                 "direct/formula error ≤ %.1e" % err, fontsize=8)
+    ax.set_title("Fig. 3c — nonresonant drift: direct (o), sharp bound (—), 1/[n|sin(ω/2)|] (···)\n"
+                 "direct/formula error ≤ %.1e" % err, fontsize=9)
     save(fig, [ax], d, "fig3c_drift.png")
 
 
