@@ -270,3 +270,30 @@ def plot_rope(kind, d):
     if fn is None:
         raise SystemExit("plot.py: unknown figure kind '%s'" % kind)
     fn(d)
+
+
+def plot_rope_flow(d):
+    """rope-flow: lambda_bar_1 and r (mean over runs) and the minimum pairwise inner product c of
+    every run, against floor-scaled time tau = 2 a t."""
+    import json
+    with open(os.path.join(d, "manifest.json")) as f:
+        man = json.load(f)
+    p = man.get("params", {})
+    geo = _rows(d, "geometry.csv")
+    met = _rows(d, "metrics.csv")
+    t_end = float(p.get("t_end", 1.0))
+    nobs = max(1, len(met) - 1)
+    fig, ax = plt.subplots(3, 1, figsize=(6.4, 7.0), sharex=True)
+    t = [int(r["layer"]) * t_end / nobs for r in met]
+    ax[0].plot(t, [num(r["lambda1_mean"]) for r in met], color="C0")
+    ax[0].set_ylabel(r"$\bar\lambda_1$ (mean over runs)")
+    ax[1].plot(t, [num(r["pr_mean"]) for r in met], color="C1")
+    ax[1].set_ylabel("participation ratio r")
+    for i, (run, rs) in enumerate(by(geo, "run").items()):
+        ax[2].plot([num(r["t"]) for r in rs], [num(r["min_inner_c"]) for r in rs], color="C%d" % (i % 10), lw=1)
+    ax[2].set_ylabel(r"$c(t) = \min_{i<j}\langle x_i,x_j\rangle$")
+    ax[2].set_xlabel("t")
+    ax[0].set_title("RoPE attention flow: n=%s, d=%s, β=%s, heads=%s, %s, %s" % (
+        p.get("n"), p.get("d"), p.get("beta"), p.get("heads"), "causal" if p.get("causal") else "bidirectional",
+        p.get("integrator")), fontsize=9)
+    save(fig, list(ax), d, "flow_metrics.png")

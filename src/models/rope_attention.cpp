@@ -1,0 +1,375 @@
+#include "tokdyn/models/rope_attention.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tokdyn/error.hpp"
+#include "tokdyn/linalg.hpp"
+
+namespace tokdyn::rope {
+
+namespace {
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\r', ' ');
+  return s;
+}
+
+[[noreturn]] void bad(const std::string& what, const std::string& msg) {
+  throw InputError(one_line(fmt::format("{}: {}", what, msg)));
+}
+
+bool all_finite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+void check_matrix(const Mat& M, const char* name, int d, const std::string& what) {
+  if (M.size() == 0) return;
+  if (M.rows() != d || M.cols() != d)
+    bad(what, fmt::format("{} is {} x {}; expected {} x {} (or empty for the identity)", name, M.rows(), M.cols(), d, d));
+  if (!M.allFinite()) bad(what, fmt::format("{} has non-finite entries; expected finite numbers", name));
+}
+
+// Work above which the softmax rows of one run are split over OpenMP threads, and above which the
+// runs of a batch are (each run then single-threaded). Counted in n^2 dh per head.
+constexpr double kRowParallelWork = 1 << 16;
+constexpr double kRunParallelWork = 1 << 15;
+// Row-block size of the blocked products (fixed: it must not depend on the thread count).
+constexpr Eigen::Index kGemmRows = 128;
+
+}  // namespace
+
+std::vector<double> standard_frequencies(int d, double base, int offset) {
+  if (d < 2 || d % 2 != 0) bad("standard_frequencies", fmt::format("d = {}; expected an even d >= 2", d));
+  if (!(base > 0.0) || !std::isfinite(base))
+    bad("standard_frequencies", fmt::format("base = {}; expected a finite base > 0", base));
+  std::vector<double> w(static_cast<std::size_t>(d / 2));
+  for (int l = 0; l < d / 2; ++l) w[static_cast<std::size_t>(l)] = std::pow(base, -2.0 * (l + offset) / d);
+  return w;
+}
+
+double softmax_floor(double beta, int n) {
+  if (n < 2) bad("softmax_floor", fmt::format("n = {}; expected n >= 2 tokens", n));
+  if (!(beta >= 0.0) || !std::isfinite(beta))
+    bad("softmax_floor", fmt::format("beta = {}; expected a finite beta >= 0", beta));
+  const double e = std::exp(-2.0 * beta);
+  return e / (static_cast<double>(n - 1) + e);
+}
+
+void AttentionParams::validate(int n, const std::string& what) const {
+  if (d < 1) bad(what, fmt::format("d = {}; expected a token dimension d >= 1", d));
+  if (heads < 1) bad(what, fmt::format("heads = {}; expected heads >= 1", heads));
+  if (d % heads != 0) bad(what, fmt::format("heads = {} does not divide d = {}; expected a divisor of d", heads, d));
+  const int dh = d / heads;
+  if (rope && d % 2 != 0) bad(what, fmt::format("d = {} is odd; expected an even d with RoPE (rope = true)", d));
+  if (rope && dh % 2 != 0)
+    bad(what, fmt::format("head size d/heads = {} is odd; expected an even head size with RoPE", dh));
+  if (n < 2) bad(what, fmt::format("n = {}; expected n >= 2 tokens", n));
+  if (!(beta >= 0.0) || !std::isfinite(beta)) bad(what, fmt::format("beta = {}; expected a finite beta >= 0", beta));
+  if (!positions.empty() && static_cast<int>(positions.size()) != n)
+    bad(what, fmt::format("positions has {} entries; expected n = {} (or none for 0..n-1)", positions.size(), n));
+  if (!all_finite(positions)) bad(what, "positions has non-finite entries; expected finite positions");
+  if (rope && !freqs.empty() && static_cast<int>(freqs.size()) != d / 2 && static_cast<int>(freqs.size()) != dh / 2)
+    bad(what, fmt::format("freqs has {} entries; expected d/2 = {} (every plane) or d/(2 heads) = {} (per head), or none",
+                          freqs.size(), d / 2, dh / 2));
+  if (!all_finite(freqs)) bad(what, "freqs has non-finite entries; expected finite frequencies");
+  check_matrix(Q, "Q", d, what);
+  check_matrix(K, "K", d, what);
+  check_matrix(V, "V", d, what);
+}
+
+std::vector<double> AttentionParams::plane_frequencies() const {
+  if (!rope) return {};
+  const int dh = head_dim();
+  std::vector<double> base = freqs;
+  if (base.empty()) base = standard_frequencies(dh);
+  std::vector<double> w(static_cast<std::size_t>(d / 2));
+  for (int g = 0; g < d / 2; ++g)
+    w[static_cast<std::size_t>(g)] =
+        static_cast<int>(base.size()) == d / 2 ? base[static_cast<std::size_t>(g)] : base[static_cast<std::size_t>(g % (dh / 2))];
+  return w;
+}
+
+namespace detail {
+
+struct Resolved {
+  int n = 0, d = 0, dh = 0, heads = 1;
+  double beta = 0.0;
+  bool rope = true, causal = false, symmetric = true;
+  Mat Q, K, V;  // empty = identity
+  Mat cs, sn;   // n x d/2 rotation tables (empty without RoPE)
+};
+
+}  // namespace detail
+
+using detail::Resolved;
+
+namespace {
+
+Resolved resolve(const AttentionParams& P, int n, const std::string& what) {
+  P.validate(n, what);
+  Resolved R;
+  R.n = n;
+  R.d = P.d;
+  R.heads = P.heads;
+  R.dh = P.d / P.heads;
+  R.beta = P.beta;
+  R.rope = P.rope;
+  R.causal = P.causal;
+  R.Q = P.Q;
+  R.K = P.K;
+  R.V = P.V;
+  // Scores are symmetric by construction when queries and keys use the same map.
+  R.symmetric = (P.Q.size() == 0 && P.K.size() == 0) || (P.Q.size() != 0 && P.K.size() != 0 && P.Q == P.K);
+  if (P.rope) {
+    const std::vector<double> w = P.plane_frequencies();
+    R.cs.resize(n, P.d / 2);
+    R.sn.resize(n, P.d / 2);
+    for (int i = 0; i < n; ++i)
+      for (int g = 0; g < P.d / 2; ++g) {
+        const double ang = w[static_cast<std::size_t>(g)] * P.position(i);
+        R.cs(i, g) = std::cos(ang);
+        R.sn(i, g) = std::sin(ang);
+      }
+  }
+  return R;
+}
+
+/// M_i <- R_{p_i} M_i in place (planes (2g, 2g+1), counter-clockwise).
+void rotate_rows(const Resolved& R, Tokens& M) {
+  if (!R.rope) return;
+  const int planes = R.d / 2;
+  for (int i = 0; i < R.n; ++i)
+    for (int g = 0; g < planes; ++g) {
+      const double c = R.cs(i, g), s = R.sn(i, g);
+      const double a = M(i, 2 * g), b = M(i, 2 * g + 1);
+      M(i, 2 * g) = c * a - s * b;
+      M(i, 2 * g + 1) = s * a + c * b;
+    }
+}
+
+/// S <- its upper triangle mirrored (exact symmetry), in cache-friendly tiles.
+void mirror_upper(Mat& S) {
+  constexpr Eigen::Index B = 64;
+  const Eigen::Index n = S.rows();
+  for (Eigen::Index ib = 0; ib < n; ib += B)
+    for (Eigen::Index jb = 0; jb <= ib; jb += B)
+      for (Eigen::Index i = ib; i < std::min(ib + B, n); ++i)
+        for (Eigen::Index j = jb; j < std::min({jb + B, n, i}); ++j) S(i, j) = S(j, i);
+}
+
+/// C = A B^T in fixed blocks of kGemmRows rows of A, each a single-threaded gemm_nt (OpenBLAS, or
+/// Eigen for small blocks), the blocks spread over OpenMP threads when `par`. A threaded DGEMM
+/// splits the product by the thread count and its bits change with it; here the blocks never
+/// depend on the thread count (nor on the schedule) and every block runs on one thread, so C has
+/// the same bits on any number of threads, and for a run computed alone or inside a batch.
+/// upper: C is square and only its block upper triangle is formed (row block b: columns from the
+/// block's first row on), for symmetric products that are mirrored afterwards (half the work).
+void gemm_nt_blocked(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C, bool par,
+                     bool upper = false) {
+  const Eigen::Index m = A.rows(), nc = B.rows();
+  const Eigen::Index nb = (m + kGemmRows - 1) / kGemmRows;
+  auto block = [&](Eigen::Index b, Mat& T) {
+    const Eigen::Index r0 = b * kGemmRows, rb = std::min(kGemmRows, m - r0), c0 = upper ? r0 : 0;
+    gemm_nt(A.middleRows(r0, rb), B.middleRows(c0, nc - c0), T);
+    C.block(r0, c0, rb, nc - c0) = T;
+  };
+  const double work = static_cast<double>(m) * static_cast<double>(nc) * static_cast<double>(A.cols());
+  if (!par && work < 65536.0) {  // below every library's threading threshold: no team needed
+    if (!upper) {
+      gemm_nt(A, B, C);
+      return;
+    }
+    C.resize(m, nc);
+    Mat T;
+    for (Eigen::Index b = 0; b < nb; ++b) block(b, T);
+    return;
+  }
+  C.resize(m, nc);
+#pragma omp parallel if (par && nb > 1)
+  {
+    omp_set_num_threads(1);  // library calls made by this task run single-threaded
+    Mat T;
+#pragma omp for schedule(dynamic)
+    for (Eigen::Index b = 0; b < nb; ++b) block(b, T);
+  }
+}
+
+struct Work {
+  Tokens q, k, ut, yh;  // rotated queries, keys (n x d); values transposed (d x n); one head's output
+  Mat S;                // one head's scores, then its attention (n x n)
+  RowVec kt0, kt1;      // key coordinates of a 2-dimensional head (direct loops)
+};
+
+/// Attention output Y (n x d) of one run X; optionally A and the scores (heads*n x n).
+/// inner_par: split the rows of each head over OpenMP threads when the work is large.
+void attend(const Resolved& R, const Eigen::Ref<const Tokens>& X, Tokens& Y, Work& w, bool inner_par, Mat* Aout,
+            Mat* Sout) {
+  const int n = R.n, d = R.d, dh = R.dh;
+  Y.resize(n, d);
+  const bool par = inner_par && static_cast<double>(n) * n * std::max(dh, 2) >= kRowParallelWork;
+  // Queries and keys: Q x_i, K x_j (identity when empty), then rotated.
+  if (R.Q.size() != 0) gemm_nt_blocked(X, R.Q, w.q, par);
+  else w.q = X;
+  rotate_rows(R, w.q);
+  const bool shared_keys = R.Q.size() == 0 && R.K.size() == 0;
+  if (!shared_keys) {
+    if (R.K.size() != 0) gemm_nt_blocked(X, R.K, w.k, par);
+    else w.k = X;
+    rotate_rows(R, w.k);
+  }
+  const Tokens& keys = shared_keys ? w.q : w.k;
+  // Values, transposed: (X V^T)^T = V X^T (d x n).
+  if (R.V.size() != 0) gemm_nt_blocked(R.V, X, w.ut, par);
+  else w.ut = X.transpose();
+
+  for (int h = 0; h < R.heads; ++h) {
+    const Eigen::Index c0 = static_cast<Eigen::Index>(h) * dh;
+    Mat& S = w.S;
+    if (dh == 2) {
+      // Direct loops: s_ij = q_i0 k_j0 + q_i1 k_j1 (exactly symmetric when q = k).
+      w.kt0 = keys.col(c0).transpose();
+      w.kt1 = keys.col(c0 + 1).transpose();
+      S.resize(n, n);
+#pragma omp parallel for schedule(static) if (par)
+      for (int i = 0; i < n; ++i)
+        S.row(i).array() = w.q(i, c0) * w.kt0.array() + w.q(i, c0 + 1) * w.kt1.array();
+    } else {
+      gemm_nt_blocked(w.q.middleCols(c0, dh), keys.middleCols(c0, dh), S, par, R.symmetric);
+      if (R.symmetric) mirror_upper(S);
+    }
+    if (Sout) Sout->middleRows(static_cast<Eigen::Index>(h) * n, n) = S;
+    // Row softmax with the row maximum subtracted; masked entries exactly 0. For a head of size
+    // <= 2 the output rows are formed here too (dot products over the unmasked entries).
+#pragma omp parallel for schedule(static) if (par)
+    for (int i = 0; i < n; ++i) {
+      const Eigen::Index len = R.causal ? i + 1 : n;
+      auto row = S.row(i).head(len);
+      const double m = row.maxCoeff();
+      row = (R.beta * (row.array() - m)).exp().matrix();
+      const double z = row.sum();
+      row /= z;
+      if (len < n) S.row(i).tail(n - len).setZero();
+      if (dh <= 2)
+        for (int c = 0; c < dh; ++c) Y(i, c0 + c) = row.dot(w.ut.row(c0 + c).head(len));
+    }
+    if (Aout) Aout->middleRows(static_cast<Eigen::Index>(h) * n, n) = S;
+    if (dh > 2) {
+      gemm_nt_blocked(S, w.ut.middleRows(c0, dh), w.yh, par);  // A U_h: GEMM for large n d
+      Y.middleCols(c0, dh) = w.yh;
+    }
+  }
+}
+
+void check_batch(const Batch& Z, int n, int d, const char* who) {
+  if (Z.len != n || Z.dim() != d || Z.runs < 1 || Z.Z.rows() != static_cast<Eigen::Index>(Z.runs) * Z.len)
+    throw InputError(fmt::format("{}: batch of {} runs x {} tokens x {} coordinates ({} rows); expected {} tokens of "
+                                 "dimension {} per run",
+                                 who, Z.runs, Z.len, Z.dim(), Z.Z.rows(), n, d));
+}
+
+/// Calls body(r, Y) with Y = the attention output of run r, for every run: in parallel over runs
+/// when there are several and the work is large, else run by run with row-parallel heads.
+template <class Body>
+void for_each_run(const Resolved& R, const Batch& Z, Body&& body) {
+  const double work = static_cast<double>(R.n) * R.n * std::max(R.dh, 2) * R.heads;
+  const bool par_runs = Z.runs > 1 && work * Z.runs >= kRunParallelWork;
+  if (par_runs) {
+#pragma omp parallel
+    {
+      Work w;
+      Tokens Y;
+#pragma omp for schedule(static)
+      for (int r = 0; r < Z.runs; ++r) {
+        attend(R, Z.run(r), Y, w, false, nullptr, nullptr);
+        body(r, Y);
+      }
+    }
+  } else {
+    Work w;
+    Tokens Y;
+    for (int r = 0; r < Z.runs; ++r) {
+      attend(R, Z.run(r), Y, w, true, nullptr, nullptr);
+      body(r, Y);
+    }
+  }
+}
+
+}  // namespace
+
+void rotate(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Tokens& Y) {
+  const int n = static_cast<int>(X.rows());
+  const Resolved R = resolve(P, n, "rope::rotate");
+  if (X.cols() != P.d) bad("rope::rotate", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
+  Y = X;
+  rotate_rows(R, Y);
+}
+
+void attention(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Mat& A, Mat* scores) {
+  const int n = static_cast<int>(X.rows());
+  const Resolved R = resolve(P, n, "rope::attention");
+  if (X.cols() != P.d) bad("rope::attention", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
+  A.resize(static_cast<Eigen::Index>(R.heads) * n, n);
+  if (scores) scores->resize(A.rows(), n);
+  Work w;
+  Tokens Y;
+  attend(R, X, Y, w, true, &A, scores);
+}
+
+void attention_output(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Tokens& Y) {
+  const int n = static_cast<int>(X.rows());
+  const Resolved R = resolve(P, n, "rope::attention_output");
+  if (X.cols() != P.d)
+    bad("rope::attention_output", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
+  Work w;
+  attend(R, X, Y, w, true, nullptr, nullptr);
+}
+
+// ---- AttentionField ----
+
+AttentionField::AttentionField(AttentionParams P, int n)
+    : P_(std::move(P)), n_(n), R_(std::make_unique<const Resolved>(resolve(P_, n, "rope::AttentionField"))) {}
+
+AttentionField::~AttentionField() = default;
+
+void AttentionField::eval(double, const Batch& Z, Tokens& dZ) const {
+  check_batch(Z, n_, P_.d, "rope::AttentionField");
+  dZ.resize(Z.Z.rows(), Z.Z.cols());
+  for_each_run(*R_, Z, [&](int r, const Tokens& Y) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
+    for (int i = 0; i < n_; ++i) {
+      const auto x = Z.Z.row(r0 + i);
+      dZ.row(r0 + i) = Y.row(i) - x.dot(Y.row(i)) * x;  // P_perp(x_i) y_i
+    }
+  });
+}
+
+// ---- AttentionStep ----
+
+AttentionStep::AttentionStep(AttentionParams P, int n, double h)
+    : P_(std::move(P)), n_(n), h_(h), R_(std::make_unique<const Resolved>(resolve(P_, n, "rope::AttentionStep"))) {
+  if (!(h > 0.0) || !std::isfinite(h)) bad("rope::AttentionStep", fmt::format("h = {}; expected a finite step h > 0", h));
+}
+
+AttentionStep::~AttentionStep() = default;
+
+void AttentionStep::apply(long, Batch& Z) const {
+  check_batch(Z, n_, P_.d, "rope::AttentionStep");
+  // Every run's output is computed from its input before any of its tokens moves.
+  Tokens Znew(Z.Z.rows(), Z.Z.cols());
+  for_each_run(*R_, Z, [&](int r, const Tokens& Y) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
+    for (int i = 0; i < n_; ++i) {
+      RowVec v = Z.Z.row(r0 + i) + h_ * Y.row(i);
+      const double nrm = v.norm();
+      Znew.row(r0 + i) = nrm > 0.0 ? RowVec(v / nrm) : v;
+    }
+  });
+  Z.Z.swap(Znew);
+}
+
+}  // namespace tokdyn::rope

@@ -1,0 +1,174 @@
+// The rope-* presets through the CLI: every preset runs and writes its named files with the
+// paper's key numbers; bad input (odd d with RoPE, n < 2, negative beta, non-finite
+// frequencies, tolerances <= 0) is one line, exit code 2, nothing written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using tokdyn::testing::CliResult;
+using tokdyn::testing::entries;
+using tokdyn::testing::run_cli;
+using tokdyn::testing::slurp;
+using tokdyn::testing::TempDir;
+
+namespace {
+
+/// summary.csv / table2.csv rows as "first column(s)" -> value column.
+std::map<std::string, double> read_summary(const fs::path& f, int key_cols, int value_col) {
+  std::map<std::string, double> out;
+  std::stringstream ss(slurp(f));
+  std::string line;
+  std::getline(ss, line);  // header
+  while (std::getline(ss, line)) {
+    std::vector<std::string> cells;
+    std::string cell;
+    bool q = false;
+    for (char c : line) {
+      if (c == '"') q = !q;
+      else if (c == ',' && !q) cells.push_back(cell), cell.clear();
+      else cell += c;
+    }
+    cells.push_back(cell);
+    std::string key;
+    for (int k = 0; k < key_cols; ++k) key += (k ? "|" : "") + cells[static_cast<std::size_t>(k)];
+    out[key] = std::stod(cells[static_cast<std::size_t>(value_col)]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(RopePresets, SpectraFiguresReproduceThePapersNumbers) {
+  TempDir d;
+  for (const char* p : {"rope-fig1a", "rope-fig1b", "rope-fig1c", "rope-fig4a", "rope-fig4b", "rope-fig4c"}) {
+    std::vector<std::string> args{"run", p, "--out", p, "--no-figures", "--quiet"};
+    if (std::string(p) == "rope-fig4b") args.insert(args.end(), {"--set", "ns=256,384", "--set", "points=3"});
+    const CliResult r = run_cli(d.path(), args);
+    ASSERT_EQ(r.code, 0) << p << ": " << r.err;
+  }
+  EXPECT_EQ(slurp(d.path() / "rope-fig1a" / "spectrum.csv").rfind("q,lambda,reachable\n", 0), 0u);
+  auto s = read_summary(d.path() / "rope-fig1a" / "summary.csv", 1, 1);
+  EXPECT_EQ(s["unreachable_modes"], 12);
+  EXPECT_LT(s["max_error_bessel_vs_dft"], 1e-14);
+  s = read_summary(d.path() / "rope-fig4a" / "summary.csv", 1, 1);
+  EXPECT_NEAR(s["gamma(0)"], (35 * std::sqrt(2.0) - 32) / 31, 1e-14);
+  EXPECT_NEAR(s["gamma(2/3)"], 0.75, 1e-14);
+  const double u = std::pow(2.0, -0.75);
+  EXPECT_NEAR(s["gamma(1)"], u * (1 + 2 * u) / (1 + u + u * u), 1e-14);
+  s = read_summary(d.path() / "rope-fig4b" / "summary.csv", 1, 1);
+  EXPECT_NEAR(s["n256_gamma_low"], 0.240298, 5e-7);
+  EXPECT_NEAR(s["n256_gamma_high"], 0.134730, 5e-7);
+  EXPECT_NEAR(s["n384_gamma_low"], 0.112756, 5e-7);
+  EXPECT_NEAR(s["n384_gamma_high"], 0.135707, 5e-7);
+  EXPECT_NEAR(s["n384_gamma_equal_mixture"], 0.263105, 5e-7);
+  s = read_summary(d.path() / "rope-fig4c" / "summary.csv", 1, 1);
+  EXPECT_EQ(s["delta1_high_frequency_slower"], 1);
+  EXPECT_EQ(s["delta2_high_frequency_faster"], 1);
+}
+
+TEST(RopePresets, CircleAndSphereFiguresAndTable2) {
+  TempDir d;
+  for (const char* p : {"rope-fig2a", "rope-fig2b", "rope-fig2c", "rope-fig3a", "rope-fig3b", "rope-fig3c", "rope-fig4d", "rope-table2"}) {
+    std::vector<std::string> args{"run", p, "--out", p, "--no-figures", "--quiet"};
+    if (std::string(p) == "rope-fig3a") args.insert(args.end(), {"--set", "points=21"});
+    const CliResult r = run_cli(d.path(), args);
+    ASSERT_EQ(r.code, 0) << p << ": " << r.err;
+  }
+  auto s = read_summary(d.path() / "rope-fig3a" / "summary.csv", 1, 1);
+  EXPECT_NEAR(s["dE+(0,pi/6,pi/3)"], 1.666364304459315, 1e-13);
+  EXPECT_NEAR(s["dE+(0,pi/6,0)"], -0.1296131359239394, 1e-13);
+  s = read_summary(d.path() / "rope-fig2c" / "summary.csv", 1, 1);
+  EXPECT_NEAR(s["D/pi at tau = 0.719"], 0.967213, 1e-6);
+  EXPECT_NEAR(s["bound/pi at tau = 2.158"], 0.864288, 1e-6);
+  EXPECT_EQ(s["bipodal D/pi at the end"], 1.0);
+  s = read_summary(d.path() / "rope-fig2b" / "summary.csv", 1, 1);
+  EXPECT_EQ(s["active unordered pairs at t = 0"], 10);
+  EXPECT_LE(s["max (tanh tau - c(t)) over both orientations and steps"], 1e-12);
+  const std::string spectra = slurp(d.path() / "rope-fig3b" / "spectra.csv");
+  for (const char* m : {"1/2 x2", "0/1 x7", "-1/9 x4", "0/1 x1", "1/9 x3", "1/1 x1"}) EXPECT_NE(spectra.find(m), std::string::npos) << m;
+  s = read_summary(d.path() / "rope-fig4d" / "summary.csv", 1, 1);
+  EXPECT_LT(s["max relative rate error"], 2e-5);
+
+  // Table 2: the paper's counts and the spec's thresholds (§3.2).
+  EXPECT_EQ(slurp(d.path() / "rope-table2" / "table2.csv").rfind("row,quantity,paper,tokdyn,count\n", 0), 0u);
+  const auto v = read_summary(d.path() / "rope-table2" / "table2.csv", 2, 3);
+  const auto c = read_summary(d.path() / "rope-table2" / "table2.csv", 2, 4);
+  const std::string R1 = "Resonant spectrum and local rate|", R2 = "Geometric contraction bounds|", R3 = "Twisted states and drift|",
+                    R4 = "Multi-frequency gap|";
+  EXPECT_EQ(c.at(R1 + "full-spectrum error"), 144);
+  EXPECT_LE(v.at(R1 + "full-spectrum error"), 1e-13);
+  EXPECT_LE(v.at(R1 + "Bessel-Fourier gap error"), 1e-13);
+  EXPECT_EQ(c.at(R1 + "relative rate error"), 12);
+  EXPECT_LE(v.at(R1 + "relative rate error"), 1e-6);
+  EXPECT_GE(v.at(R2 + "minimum inequality residual"), -1e-13);
+  EXPECT_GE(c.at(R2 + "minimum inequality residual"), 7000);
+  EXPECT_LE(v.at(R2 + "maximum trajectory excess"), 2e-8);
+  EXPECT_EQ(c.at(R3 + "drift-formula error (nonresonant)"), 50);
+  EXPECT_LE(v.at(R3 + "drift-formula error (nonresonant)"), 1e-14);
+  EXPECT_EQ(c.at(R3 + "Jacobian error (analytic vs centred FD, h = 2e-7)"), 70);
+  EXPECT_LE(v.at(R3 + "Jacobian error (analytic vs centred FD, h = 2e-7)"), 1e-7);
+  EXPECT_EQ(c.at(R4 + "gap disagreement (three formulations)"), 9);
+  EXPECT_LE(v.at(R4 + "gap disagreement (three formulations)"), 1e-13);
+  EXPECT_EQ(c.at(R4 + "PSD stress: min eigenvalue of S"), 320);
+  EXPECT_GE(v.at(R4 + "PSD stress: min eigenvalue of S"), -1e-13);
+  EXPECT_EQ(c.at(R4 + "relative rate error"), 5);
+  EXPECT_LE(v.at(R4 + "relative rate error"), 2e-5);
+}
+
+TEST(RopePresets, BadInputIsOneLineExitTwoNothingWritten) {
+  TempDir d;
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--set", "d=5"}, "odd"},
+      {{"--set", "n=1"}, "n >= 2"},
+      {{"--set", "beta=-1"}, "beta"},
+      {{"--set", "freqs=1,nan"}, "finite"},
+      {{"--set", "freqs=1,inf"}, "finite"},
+      {{"--set", "freqs=1,x"}, "not a number"},
+      {{"--set", "integrator=fehlberg78", "--set", "rtol=0"}, "rtol"},
+      {{"--set", "integrator=dopri5", "--set", "atol=-1e-9"}, "atol"},
+      {{"--set", "h=0"}, "'h'"},
+      {{"--set", "heads=3"}, "heads"},
+  };
+  for (const auto& [extra, needle] : cases) {
+    std::vector<std::string> args{"run", "rope-flow", "--out", "x", "--no-figures", "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(d.path(), args);
+    EXPECT_EQ(r.code, 2) << needle << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_TRUE(entries(d.path()).empty()) << needle;
+  }
+  // Presets with their own inputs.
+  for (const auto& args : std::vector<std::vector<std::string>>{{"run", "rope-fig1a", "--set", "beta=-2"},
+                                                                 {"run", "rope-fig1a", "--set", "n=1"},
+                                                                 {"run", "rope-fig2b", "--set", "n=4"},
+                                                                 {"run", "rope-fig3b", "--set", "m=9"},
+                                                                 {"run", "rope-fig1c", "--set", "Ls=2,4"}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--out", "y", "--no-figures", "--quiet"});
+    const CliResult r = run_cli(d.path(), a);
+    EXPECT_EQ(r.code, 2) << args[1] << " " << args[3] << ": " << r.err;
+    EXPECT_TRUE(entries(d.path()).empty());
+  }
+}
+
+TEST(RopePresets, FlowRunsWithEveryIntegratorAndTheSameBitsOnOneAndTwoThreads) {
+  TempDir d;
+  for (const char* integ : {"rk4", "fehlberg78", "discrete"}) {
+    for (const char* th : {"1", "2"}) {
+      const CliResult r = run_cli(d.path(), {"run", "rope-flow", "--out", std::string(integ) + th, "--threads", th, "--no-figures", "--quiet",
+                                             "--set", std::string("integrator=") + integ, "--set", "n=12", "--set", "d=16",
+                                             "--set", "t_end=1", "--set", "outputs=20", "--set", "beta=2", "--set", "heads=2", "--set", "causal=true"});
+      ASSERT_EQ(r.code, 0) << r.err;
+    }
+    EXPECT_EQ(slurp(d.path() / (std::string(integ) + "1") / "metrics.csv"), slurp(d.path() / (std::string(integ) + "2") / "metrics.csv"))
+        << integ;
+    EXPECT_EQ(slurp(d.path() / (std::string(integ) + "1") / "geometry.csv"), slurp(d.path() / (std::string(integ) + "2") / "geometry.csv"))
+        << integ;
+  }
+}
