@@ -190,9 +190,9 @@ def plot_rope_fig4a(d):
     rows = _rows(d, "gap_curve.csv")
     a = [num(r["a"]) for r in rows]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot(a, [num(r["one_minus_lambda_minus"]) for r in rows], color="C0", lw=1, label=r"$1-\lambda_-$")
-    ax.plot(a, [num(r["one_minus_lambda_plus"]) for r in rows], color="C1", lw=1, label=r"$1-\lambda_+$")
-    ax.plot(a, [num(r["gamma"]) for r in rows], color="k", lw=2, label=r"$\gamma = \min$")
+    ax.plot(a, [num(r["gamma"]) for r in rows], color="0.5", lw=6, alpha=0.35, label=r"$\gamma = \min$")
+    ax.plot(a, [num(r["one_minus_lambda_minus"]) for r in rows], color="C0", lw=1.2, label=r"$1-\lambda_-$")
+    ax.plot(a, [num(r["one_minus_lambda_plus"]) for r in rows], color="C1", lw=1.2, label=r"$1-\lambda_+$")
     ax.plot([2 / 3], [0.75], "o", color="C3")
     ax.annotate(r"$\gamma(2/3) = 3/4$", (2 / 3, 0.75), xytext=(6, 6), textcoords="offset points")
     ax.set_xlabel(r"$a$ (energy in the $\omega_1=\pi/2$ plane)")
@@ -257,7 +257,9 @@ def plot_rope_table2(d):
     ax.barh(y - 0.2, pv, height=0.4, color="0.6", label="paper")
     ax.barh(y + 0.2, [max(v, 1e-18) for v in tv], height=0.4, color="C0", label="tokdyn")
     ax.set_yticks(y)
-    ax.set_yticklabels([r["quantity"] for r in rows], fontsize=7)
+    short = {"Resonant spectrum and local rate": "resonant", "Geometric contraction bounds": "geometric",
+             "Twisted states and drift": "twisted", "Multi-frequency gap": "multi-freq"}
+    ax.set_yticklabels(["%s: %s (n=%s)" % (short.get(r["row"], r["row"]), r["quantity"], r["count"]) for r in rows], fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("|discrepancy| (log)")
     ax.legend(fontsize=8)
