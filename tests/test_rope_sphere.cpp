@@ -176,7 +176,9 @@ TEST(RopeSphere, TrajectoryBounds) {
     o.w = s.w;
     const TrajectoryReport r = sphere_trajectory_bounds(params(4, 0.5 * k), X, o);
     if (k > 0) {
-      EXPECT_LT(r.final_diameter, 1e-9);
+      // D_S = arccos(c) cannot resolve below sqrt(2 eps) ~ 2.1e-8 (c rounds to 1 - eps or 1,
+      // depending on FMA contraction): converged means at that floor.
+      EXPECT_LT(r.final_diameter, 3e-8);
       EXPECT_FALSE(std::isnan(r.tail.abs));
     }
     worst = std::max(worst, r.max_excess());
