@@ -251,10 +251,10 @@ P("Max |gamma_SciPy - gamma_tokdyn| = %.1e (%s 1e-10); max |gamma_fit_SciPy - ga
       dg, "within" if dg <= 1e-10 else "OUTSIDE", dfit, "within" if dfit <= 1e-6 else "OUTSIDE",
       max(float(t["rel_error"]) for t in tok_fits.values()), sb["max_rel_error"]))
 P("")
-P("Why the difference: tokdyn's `integrate_adaptive` (src/drivers.cpp) steps exactly to each of the 360 output times "
-  "(no dense output), so every fit takes at least 359 steps of the 13-stage Fehlberg 7(8), i.e. >= 4.7k right-hand-side "
-  "evaluations of O(n^2) sin/exp each, where SciPy's DOP853 takes its own steps and interpolates the outputs (its "
-  "evaluation counts below).")
+P("Integrators: tokdyn's rate fits use Boost.Odeint's Bulirsch-Stoer with dense output (the 360 outputs are "
+  "interpolated, as SciPy's DOP853 interpolates them); before that change, Fehlberg 7(8) without dense output had to "
+  "land on every output time and the part took 2.25 s. The remaining cost is per right-hand-side evaluation "
+  "(O(n^2) sin/exp each); SciPy's evaluation counts are below.")
 P("")
 P("SciPy: numpy %s, scipy %s, Python %s, OPENBLAS_NUM_THREADS=%d (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset); "
   "right-hand-side evaluations per fit: %s." % (

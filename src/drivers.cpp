@@ -157,6 +157,43 @@ AdaptiveStats run_adaptive(const VectorField& f, Batch& Z, double t0, double t1,
   return st;
 }
 
+/// Bulirsch-Stoer extrapolation with dense output: the stepper takes its own steps and the
+/// output times are interpolated (no step is shortened to land on them). Only for fields that
+/// are not retracted (phases, or retract = false) and have no switching times: a dense step may
+/// reach past a discontinuity.
+AdaptiveStats run_dense_bs(const VectorField& f, Batch& Z, double t0, double t1, const AdaptiveOptions& opt,
+                           const std::vector<Observer*>& obs, double every, const ProgressFn& progress) {
+  if (opt.retract && f.on_sphere())
+    throw std::invalid_argument("integrate_adaptive: bulirsch_stoer interpolates its outputs and cannot retract; use it off the sphere or with retract = false");
+  if (!f.switching_times(t0, t1).empty())
+    throw std::invalid_argument("integrate_adaptive: bulirsch_stoer cannot stop at switching times; use dopri5, cash_karp54 or fehlberg78");
+  const Eigen::Index rows = Z.Z.rows(), cols = Z.Z.cols();
+  auto sys = [&](const State& x, State& dxdt, double tt) {
+    Batch B{Eigen::Map<const Tokens>(x.data(), rows, cols), Z.runs, Z.len};
+    Tokens d;
+    f.eval(tt, B, d);
+    dxdt.assign(d.data(), d.data() + d.size());
+  };
+  AdaptiveStats st;
+  for (auto* o : obs) o->observe(t0, Z);
+  if (!(t1 > t0)) return st;
+  ode::bulirsch_stoer_dense_out<State> bs(opt.atol, opt.rtol);
+  State x(Z.Z.data(), Z.Z.data() + Z.Z.size()), y(x.size());
+  bs.initialize(x, t0, opt.h0);
+  for (double stop : stop_times(f, t0, t1, every)) {
+    while (bs.current_time() < stop) {
+      if (++st.accepted > opt.max_steps) throw std::runtime_error("integrate_adaptive: too many steps");
+      bs.do_step(sys);
+    }
+    bs.calc_state(stop, y);
+    Z.Z = Eigen::Map<const Tokens>(y.data(), rows, cols);
+    if (stop == t1 || is_output(stop, t0, every))
+      for (auto* o : obs) o->observe(stop, Z);
+    if (progress) progress((stop - t0) / (t1 - t0));
+  }
+  return st;
+}
+
 }  // namespace
 
 AdaptiveStats integrate_adaptive(const VectorField& f, Batch& Z, double t0, double t1, const AdaptiveOptions& opt,
@@ -168,6 +205,7 @@ AdaptiveStats integrate_adaptive(const VectorField& f, Batch& Z, double t0, doub
     return run_adaptive<ode::runge_kutta_cash_karp54<State>>(f, Z, t0, t1, opt, obs, every, progress);
   if (opt.method == "fehlberg78")
     return run_adaptive<ode::runge_kutta_fehlberg78<State>>(f, Z, t0, t1, opt, obs, every, progress);
+  if (opt.method == "bulirsch_stoer") return run_dense_bs(f, Z, t0, t1, opt, obs, every, progress);
   throw std::invalid_argument("integrate_adaptive: unknown method " + opt.method);
 }
 

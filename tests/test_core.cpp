@@ -171,6 +171,34 @@ TEST(Drivers, AdaptiveMethodsMeetTheirTolerance) {
   }
 }
 
+TEST(Drivers, BulirschStoerInterpolatesOutputsWithoutLandingOnThem) {
+  for (double tol : {1e-6, 1e-10}) {
+    Batch Z = one(1.0, 0.0);
+    AdaptiveOptions o;
+    o.method = "bulirsch_stoer";
+    o.rtol = o.atol = tol;
+    o.retract = false;
+    double worst = 0.0;
+    long outputs = 0;
+    CallbackObserver obs([&](double t, const Batch& B) {
+      worst = std::max(worst, std::abs(B.Z(0, 0) - std::exp(std::sin(t))));
+      ++outputs;
+    });
+    const auto st = integrate_adaptive(Growth(), Z, 0.0, 3.0, o, {&obs}, 3.0 / 360.0);
+    EXPECT_EQ(outputs, 361);
+    EXPECT_LT(worst, 200 * tol) << tol;          // dense output at every output time
+    EXPECT_LT(st.accepted, 120) << tol;          // far fewer steps than outputs
+    EXPECT_NEAR(Z.Z(0, 0), std::exp(std::sin(3.0)), 200 * tol);
+  }
+  AdaptiveOptions o;
+  o.method = "bulirsch_stoer";
+  Batch R = one(0.6, 0.8);
+  EXPECT_THROW(integrate_adaptive(Rotation(), R, 0.0, 1.0, o), std::invalid_argument);  // would need retraction
+  o.retract = false;
+  Batch J = one(0.0, 0.0);
+  EXPECT_THROW(integrate_adaptive(Jump(), J, 0.0, 2.0, o), std::invalid_argument);  // switching time inside
+}
+
 TEST(Drivers, AdaptiveStopsAtSwitchingTimesAndRetracts) {
   Batch Z = one(0.0, 0.0);
   integrate_adaptive(Jump(), Z, 0.0, 2.0, AdaptiveOptions{});

@@ -37,7 +37,7 @@ void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract);
 void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last);
 
 struct AdaptiveOptions {
-  std::string method = "dopri5";  ///< dopri5 | cash_karp54 | fehlberg78
+  std::string method = "dopri5";  ///< dopri5 | cash_karp54 | fehlberg78 | bulirsch_stoer (dense output; off the sphere only)
   double rtol = 1e-8;
   double atol = 1e-10;
   double h0 = 1e-3;               ///< first trial step

@@ -255,7 +255,7 @@ void run_table2(const Params& P, RunContext& ctx) {
     T.put(r4, "relative rate error", "2.805e-06", worst, static_cast<long>(fits.size()));
   });
   if (ctx.progress) ctx.progress(1.0);
-  ctx.notes["integrators"] = "phase form: Boost.Odeint Runge-Kutta-Fehlberg 7(8) (rtol 1e-10, atol 1e-12) where the paper uses DOP853; sphere: RK4 retracted at every stage";
+  ctx.notes["integrators"] = "phase form (where the paper uses DOP853, rtol 1e-10, atol 1e-12): Boost.Odeint Bulirsch-Stoer with dense output for the 12 rate fits, Runge-Kutta-Fehlberg 7(8) for the integrated comparisons; sphere: RK4 retracted at every stage";
   ctx.notes["thresholds"] = "spec §3.2: the discrepancies are round-off / FD / integration magnitudes; tokdyn asserts the same order of magnitude in its tests";
 }
 
