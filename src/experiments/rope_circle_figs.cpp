@@ -10,6 +10,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/reports.hpp"
 
 namespace tokdyn {
 namespace {
@@ -17,14 +18,7 @@ namespace {
 using namespace rope;
 constexpr double kPi = std::numbers::pi;
 
-class Summary {
- public:
-  explicit Summary(const std::filesystem::path& dir) : w_(dir / "summary.csv", {"quantity", "value", "paper"}) {}
-  void put(const std::string& q, double v, const std::string& paper = "") { w_.cell(q).cell(v).cell(paper).end_row(); }
-
- private:
-  CsvWriter w_;
-};
+using Summary = SummaryWriter;
 
 void run_fig2a(const Params& P, RunContext& ctx) {
   const auto trajs = fig2a_trajectories(static_cast<int>(P.get_int("samples")));

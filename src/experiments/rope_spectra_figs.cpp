@@ -11,6 +11,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/reports.hpp"
 
 namespace tokdyn {
 namespace {
@@ -18,16 +19,7 @@ namespace {
 using namespace rope;
 constexpr double kPi = std::numbers::pi;
 
-/// summary.csv: quantity, tokdyn's value, the paper's value (empty when the paper prints none).
-class Summary {
- public:
-  explicit Summary(const std::filesystem::path& dir) : w_(dir / "summary.csv", {"quantity", "value", "paper"}) {}
-  void put(const std::string& q, double v, const std::string& paper = "") { w_.cell(q).cell(v).cell(paper).end_row(); }
-  void put(const std::string& q, long v, const std::string& paper = "") { w_.cell(q).cell(v).cell(paper).end_row(); }
-
- private:
-  CsvWriter w_;
-};
+using Summary = SummaryWriter;
 
 void run_fig1a(const Params& P, RunContext& ctx) {
   const int n = static_cast<int>(P.get_int("n")), m = static_cast<int>(P.get_int("m"));

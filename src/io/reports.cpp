@@ -9,6 +9,11 @@
 
 namespace tokdyn {
 
+SummaryWriter::SummaryWriter(const std::filesystem::path& dir)
+    : w_(dir / "summary.csv", {"quantity", "value", "paper"}) {}
+void SummaryWriter::put(const std::string& q, double v, const std::string& paper) { w_.cell(q).cell(v).cell(paper).end_row(); }
+void SummaryWriter::put(const std::string& q, long v, const std::string& paper) { w_.cell(q).cell(v).cell(paper).end_row(); }
+
 void write_metrics_csv(const std::filesystem::path& file, const std::vector<std::pair<std::string, const GramObserver*>>& variants,
                        const std::string& label) {
   CsvWriter csv(file, {label, "layer", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std", "consensus_dist_mean",

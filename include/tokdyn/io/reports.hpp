@@ -3,13 +3,27 @@
 // per depth, and the persistency-of-excitation windows of §VI-B (eq. (23)) under the four
 // readings of T* (spec U11: text, caption, envelope, envelope of the first token).
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tokdyn/io/csv.hpp"
 #include "tokdyn/observers.hpp"
 
 namespace tokdyn {
+
+/// summary.csv: `quantity,value,paper`: tokdyn's value next to the paper's (empty when the
+/// paper prints none).
+class SummaryWriter {
+ public:
+  explicit SummaryWriter(const std::filesystem::path& dir);
+  void put(const std::string& quantity, double value, const std::string& paper = "");
+  void put(const std::string& quantity, long value, const std::string& paper = "");
+
+ private:
+  CsvWriter w_;
+};
 
 /// q record of one variant: q[run][token][layer-1], layers 1..depth.
 using QRecord = std::vector<std::vector<std::vector<double>>>;
