@@ -156,7 +156,8 @@ def plot_rope_fig3b(d):
         mult = [int(r["multiplicity"]) for r in rs]
         ax.bar(range(len(ev)), mult, color="C0")
         ax.set_xticks(range(len(ev)))
-        ax.set_xticklabels(["%.4g" % e for e in ev], fontsize=8)
+        exact = [r.get("exact", "").split(" x")[0].replace("0/1", "0").replace("1/1", "1") for r in rs]
+        ax.set_xticklabels([x if x else "%.4g" % e for x, e in zip(exact, ev)], fontsize=9)
         for k, mm in enumerate(mult):
             ax.annotate("×%d" % mm, (k, mm), ha="center", va="bottom", fontsize=8)
         ax.set_xlabel("eigenvalue of J")
