@@ -1,5 +1,6 @@
 // Experiment registry, parameter validation (defaults <- TOML <- --set), end-to-end runs into a
 // temporary directory that is renamed into place only when complete, and figure drawing.
+#include "tokdyn/build_info.hpp"
 #include "tokdyn/experiment.hpp"
 
 #include <algorithm>

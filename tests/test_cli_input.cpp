@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"

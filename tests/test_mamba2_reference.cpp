@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "test_util.hpp"
+#include "tokdyn/build_info.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/mamba2.hpp"
 

@@ -58,13 +58,19 @@ struct CliResult {
   std::string out, err;
 };
 
-#ifdef TOKDYN_BINARY
+/// The tokdyn binary of this build: it sits next to the test binary.
+inline std::string tokdyn_binary() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / "tokdyn").string();
+}
+
 /// Runs the tokdyn binary with `args` in directory `cwd`; captures stdout and stderr.
 inline CliResult run_cli(const std::filesystem::path& cwd, const std::vector<std::string>& args) {
   TempDir cap;
   const std::string out_f = (cap.path() / "out").string();
   const std::string err_f = (cap.path() / "err").string();
-  std::vector<std::string> argv_s = {TOKDYN_BINARY};
+  std::vector<std::string> argv_s = {tokdyn_binary()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
@@ -87,6 +93,5 @@ inline CliResult run_cli(const std::filesystem::path& cwd, const std::vector<std
   r.err = slurp(err_f);
   return r;
 }
-#endif
 
 }  // namespace tokdyn::testing

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/models/mamba2.hpp"
