@@ -5,5 +5,5 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh" "$here/build" >&2
-"$here/build/tokdyn" run ssm-random-silu --out "$here/results/demo" --set runs=10 "$@"
+"$here/build/tokdyn" run ssm-random-silu --out "$here/results/demo" --overwrite --set runs=10 "$@"
 echo "figures: $here/results/demo/fig3_metrics.png fig5_pe_token.png fig6_pe_windows.png"

@@ -5,9 +5,23 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "tokdyn/error.hpp"
 #include "tokdyn/sphere.hpp"
 
 namespace tokdyn {
+
+void require_finite(const Batch& Z, const char* clock, double t) {
+  if (Z.Z.allFinite()) return;
+  Eigen::Index row = 0;
+  for (; row < Z.Z.rows(); ++row)
+    if (!Z.Z.row(row).allFinite()) break;
+  const long len = std::max(1L, static_cast<long>(Z.len));
+  throw NonFiniteError(fmt::format("the state became non-finite (NaN or Inf) at {} {} (run {}, token {}): the "
+                                   "dynamics overflowed; check the weights and the step size. No result was written",
+                                   clock, t, static_cast<long>(row) / len, static_cast<long>(row) % len + 1));
+}
 
 void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer*>& post,
              const std::vector<Observer*>& pre, const ProgressFn& progress) {
@@ -15,6 +29,7 @@ void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer
   for (long k = 1; k <= depth; ++k) {
     for (auto* o : pre) o->observe(static_cast<double>(k - 1), Z);
     F.apply(k, Z);
+    require_finite(Z, "layer", static_cast<double>(k));
     for (auto* o : post) o->observe(static_cast<double>(k), Z);
     if (progress) progress(static_cast<double>(k) / static_cast<double>(depth));
   }
@@ -86,6 +101,7 @@ long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const R
       ++steps;
     }
     t = stop;
+    require_finite(Z, "t =", t);
     if (stop == t1 || is_output(stop, t0, observe_every))
       for (auto* o : obs) o->observe(t, Z);
     if (progress) progress((t - t0) / (t1 - t0));
@@ -139,6 +155,7 @@ void adaptive_segment(Controlled& ctl, const VectorField& f, Batch& Z, double& t
     }
   }
   Z.Z = Eigen::Map<Tokens>(x.data(), rows, cols);
+  require_finite(Z, "t =", t);
 }
 
 template <class Stepper>
@@ -187,6 +204,7 @@ AdaptiveStats run_dense_bs(const VectorField& f, Batch& Z, double t0, double t1,
     }
     bs.calc_state(stop, y);
     Z.Z = Eigen::Map<const Tokens>(y.data(), rows, cols);
+    require_finite(Z, "t =", stop);
     if (stop == t1 || is_output(stop, t0, every))
       for (auto* o : obs) o->observe(stop, Z);
     if (progress) progress((stop - t0) / (t1 - t0));

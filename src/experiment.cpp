@@ -30,6 +30,8 @@
 #include <toml++/toml.h>
 
 #include "tokdyn/error.hpp"
+#include "tokdyn/io/file.hpp"
+#include "tokdyn/output_folder.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 extern char** environ;
@@ -137,6 +139,9 @@ ExperimentRegistration::ExperimentRegistration(Experiment e) {
     const ParamSpec& s = e.params[i];
     if (s.key.empty() || s.key == "preset" || s.key.find('=') != std::string::npos)
       throw std::logic_error(fmt::format("experiment '{}': invalid parameter key '{}'", e.name, s.key));
+    if ((s.type == ParamType::Int || s.type == ParamType::IntList) && (!s.min || !s.max || *s.max > kMaxSeed))
+      throw std::logic_error(
+          fmt::format("experiment '{}': integer parameter '{}' needs a lower and an upper bound (<= 2^53)", e.name, s.key));
     if (s.def.index() != index_of(s.type))
       throw std::logic_error(fmt::format("experiment '{}': default of '{}' does not match its type", e.name, s.key));
     for (std::size_t j = 0; j < i; ++j)
@@ -367,6 +372,8 @@ ParamValue value_of_string(const ParamSpec& s, const std::string& raw) {
           throw InputError(one_line(fmt::format("parameter '{}' entry {}: expected an integer {}, got {}", s.key, i,
                                                 bounds_text(s, true), v)));
         out.push_back(v);
+        if (out.size() > kMaxListLength)
+          throw InputError(one_line(fmt::format("parameter '{}': expected at most {} entries", s.key, kMaxListLength)));
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
@@ -425,6 +432,8 @@ ParamValue value_of_toml(const Origin& o, const ParamSpec& s, const toml::node& 
       auto a = n.as_array();
       if (!a) bad(o, s.key, fmt::format("expected an array of integers, got {}", describe(n)));
       std::vector<long> out;
+      if (a->size() > kMaxListLength)
+        bad(o, s.key, fmt::format("expected at most {} entries, got {}", kMaxListLength, a->size()));
       for (std::size_t i = 0; i < a->size(); ++i) {
         const toml::node& el = *a->get(i);
         auto v = el.as_integer();
@@ -448,17 +457,10 @@ std::string file_prefix(const fs::path& file, const toml::node* n = nullptr) {
 }
 
 toml::table load_toml(const fs::path& file) {
-  std::error_code ec;
-  const auto st = fs::status(file, ec);
-  if (!fs::exists(st)) throw InputError(fmt::format("config file '{}': cannot open (no such file)", file.string()));
-  if (fs::is_directory(st))
-    throw InputError(fmt::format("config file '{}': cannot open (it is a directory)", file.string()));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("config file '{}': cannot open ({})", file.string(), std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Regular files only (a FIFO or /dev/zero is refused without blocking), at most 1 MiB.
+  const std::string text = read_regular_file(file, 1u << 20, fmt::format("config file '{}'", file.string()));
   try {
-    return toml::parse(text.str(), file.string());
+    return toml::parse(text, file.string());
   } catch (const toml::parse_error& err) {
     const auto& b = err.source().begin;
     throw InputError(one_line(fmt::format("config file '{}' line {}, column {}: {}", file.string(), b.line, b.column,
@@ -583,18 +585,13 @@ class ProgressLine {
   std::mutex mu_;
 };
 
-fs::path with_suffix(const fs::path& p, const std::string& suffix) {
-  fs::path out = p;
-  out += suffix;
-  return out;
-}
-
 void write_manifest(const fs::path& file, const nlohmann::json& j) {
   std::ofstream out(file, std::ios::out | std::ios::trunc | std::ios::binary);
-  if (!out) throw std::runtime_error(fmt::format("cannot open '{}' for writing: {}", file.string(), std::strerror(errno)));
+  if (!out) throw_write_error(file, errno, "create");
   out << j.dump(2) << '\n';
+  errno = 0;
   out.close();
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
+  if (!out) throw_write_error(file, errno);
 }
 
 std::vector<std::string> files_under(const fs::path& dir) {
@@ -607,58 +604,22 @@ std::vector<std::string> files_under(const fs::path& dir) {
 
 }  // namespace
 
-void run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
-                    bool show_progress) {
-  const std::string shown = out.string();
-  if (out.empty()) throw InputError("output directory: empty path");
-  fs::path target = fs::absolute(out).lexically_normal();
-  if (!target.has_filename()) target = target.parent_path();  // "results/x/" -> "results/x"
-  if (!target.has_filename() || target.filename() == "..")
-    throw InputError(fmt::format("output directory '{}': not a usable directory name", shown));
-
-  std::error_code ec;
-  const auto st = fs::symlink_status(target, ec);
-  if (fs::exists(st) && !fs::is_directory(st))
-    throw InputError(fmt::format("output directory '{}': exists and is not a directory", shown));
-
-  // Create missing parents, remembering the topmost one we created so that a failed run leaves
-  // no empty directories behind either.
-  const fs::path parent = target.parent_path();
-  fs::path first_created;
-  for (fs::path a = parent; !a.empty() && !fs::exists(a, ec); a = a.parent_path()) {
-    first_created = a;
-    if (a == a.parent_path()) break;
-  }
-  fs::create_directories(parent, ec);
-  if (ec) throw InputError(fmt::format("output directory '{}': cannot create '{}' ({})", shown, parent.string(), ec.message()));
-
-  const std::string pid = std::to_string(static_cast<long>(getpid()));
-  const fs::path tmp = with_suffix(target, ".tmp-" + pid);
-  const fs::path old = with_suffix(target, ".old-" + pid);
-
-  auto remove_created_parents = [&] {
-    if (first_created.empty()) return;
-    std::error_code ignore;
-    for (fs::path a = parent;; a = a.parent_path()) {
-      if (!fs::remove(a, ignore)) break;  // stops at the first non-empty directory
-      if (a == first_created || a == a.parent_path()) break;
-    }
-  };
-
-  fs::remove_all(tmp, ec);  // a stale directory of a previous process with the same pid
-  if (!fs::create_directory(tmp, ec) || ec) {
-    const std::string why = ec ? ec.message() : "already exists";
-    remove_created_parents();
-    throw InputError(fmt::format("output directory '{}': cannot create '{}' ({})", shown, tmp.string(), why));
-  }
-
+RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
+                          bool show_progress, bool overwrite) {
   threads = std::max(threads, 1);
+  check_resources(e, p, threads, show_progress);
+  OutputFolder folder(out, overwrite);
+  const fs::path& tmp = folder.tmp();
+
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 
   std::unique_ptr<ProgressLine> line;
   if (show_progress && isatty(2)) line = std::make_unique<ProgressLine>(e.name);
 
+  RunOutcome outcome;
+  outcome.dir = folder.target();
+  outcome.replaced = folder.replaces();
   try {
     RunContext ctx;
     ctx.dir = tmp;
@@ -671,7 +632,12 @@ void run_experiment(const Experiment& e, const Params& p, const fs::path& out, i
 
     const std::string started = utc_now_iso8601();
     const auto t0 = std::chrono::steady_clock::now();
+    try {
+      check_write_failures();  // forget failures of an earlier run in this process
+    } catch (const ResourceError&) {
+    }
     e.run(p, ctx);
+    check_write_failures();  // a writer that could only record its failure (disk full at close)
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (line) line->finish();
     line.reset();
@@ -691,113 +657,27 @@ void run_experiment(const Experiment& e, const Params& p, const fs::path& out, i
     m["notes"] = ctx.notes;
     m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)
     write_manifest(tmp / "manifest.json", m);
-    // Figures are drawn from the written results (CSV files and this manifest), then listed.
+    // Figures are drawn from the written results (CSV files and this manifest), then listed. If
+    // drawing fails, the results are still published and the failure reported (exit code 5).
     if (figures && !e.figure_kind.empty()) {
       const auto f0 = std::chrono::steady_clock::now();
-      draw_figures(e.figure_kind, tmp);
+      try {
+        draw_figures(e.figure_kind, tmp);
+      } catch (const std::runtime_error& err) {
+        outcome.figure_error = one_line(err.what());
+        m["figure_error"] = outcome.figure_error;
+      }
       m["figure_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
       m["files"] = files_under(tmp);
       write_manifest(tmp / "manifest.json", m);
     }
-
-    // Swap into place: move an existing result aside, rename, then drop the old one.
-    const bool had_old = fs::exists(fs::symlink_status(target, ec));
-    if (had_old) {
-      fs::remove_all(old, ec);
-      fs::rename(target, old, ec);
-      if (ec)
-        throw InputError(fmt::format("output directory '{}': cannot move the previous results aside ({})", shown,
-                                     ec.message()));
-    }
-    fs::rename(tmp, target, ec);
-    if (ec) {
-      std::error_code ignore;
-      if (had_old) fs::rename(old, target, ignore);
-      throw InputError(fmt::format("output directory '{}': cannot rename '{}' into place ({})", shown, tmp.string(),
-                                   ec.message()));
-    }
-    if (had_old) fs::remove_all(old, ec);
+    outcome.files = m["files"].size() + 1;
+    folder.commit();
   } catch (...) {
     if (line) line->abandon();
-    std::error_code ignore;
-    fs::remove_all(tmp, ignore);
-    remove_created_parents();
     throw;
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Figures
-
-void draw_figures(const std::string& kind, const fs::path& dir) {
-  const char* py_env = std::getenv("TOKDYN_PYTHON");
-  const char* script_env = std::getenv("TOKDYN_PLOT_SCRIPT");
-  const std::string python = (py_env && *py_env) ? py_env : "/usr/bin/python3";
-  const std::string script = (script_env && *script_env) ? script_env : TOKDYN_SOURCE_DIR "/python/plot.py";
-  const std::string dir_s = dir.string();
-  const std::string fail = fmt::format("figure '{}' failed: ", kind);
-
-  char err_path[] = "/tmp/tokdyn-plot-XXXXXX";
-  const int err_fd = mkstemp(err_path);
-  if (err_fd < 0) throw std::runtime_error(fail + "cannot create a file in /tmp: " + std::strerror(errno));
-  struct Cleanup {
-    int fd;
-    const char* path;
-    ~Cleanup() {
-      close(fd);
-      unlink(path);
-    }
-  } cleanup{err_fd, err_path};
-
-  // Environment: the parent's, with MPLBACKEND=Agg.
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "MPLBACKEND=", 11) != 0) env.emplace_back(*e);
-  env.emplace_back("MPLBACKEND=Agg");
-  std::vector<char*> envp;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  std::vector<std::string> args = {python, script, kind, dir_s};
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-  posix_spawn_file_actions_addclose(&fa, err_fd);
-  pid_t pid = 0;
-  const bool search_path = python.find('/') == std::string::npos;
-  const int rc = search_path ? posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), envp.data())
-                             : posix_spawn(&pid, python.c_str(), &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error(fail + fmt::format("cannot run '{}': {}", python, std::strerror(rc)));
-
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(fail + "waitpid: " + std::strerror(errno));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-
-  std::string text;
-  {
-    std::ifstream in(err_path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  const auto nl = text.find_last_of('\n');
-  std::string last = trimmed(nl == std::string::npos ? text : text.substr(nl + 1));
-  std::string why;
-  if (WIFSIGNALED(status))
-    why = fmt::format("killed by signal {}", WTERMSIG(status));
-  else
-    why = fmt::format("exit status {}", WEXITSTATUS(status));
-  throw std::runtime_error(fail + (last.empty() ? why : last));
+  return outcome;
 }
 
 /// The message on one line: newlines become "; " (carriage returns dropped).

@@ -60,10 +60,10 @@ void echo_run(const Params& p, RunContext& ctx) {
 const ExperimentRegistration echo_registration{Experiment{
     "test-echo",
     "test-only: echoes its parameters into a CSV",
-    {p_int("count", 4, "rows to write", 1), p_double("scale", 1.0, "value multiplier", 0.0, {}, true),
+    {p_int("count", 4, "rows to write", 1, 1000000), p_double("scale", 1.0, "value multiplier", 0.0, {}, true),
      p_double("frac", 0.5, "a fraction", 0.0, 1.0), p_bool("flag", false, "a switch"),
-     p_string("mode", "a", "a choice", {"a", "b"}), p_int_list("taps", {1, 2}, "layers to tap", 0),
-     p_int("seed", 7, "random seed", 0), p_string("fail", "none", "throw midway", {"none", "input", "internal"})},
+     p_string("mode", "a", "a choice", {"a", "b"}), p_int_list("taps", {1, 2}, "layers to tap", 0, 1000000),
+     p_int("seed", 7, "random seed", 0, kMaxSeed), p_string("fail", "none", "throw midway", {"none", "input", "internal"})},
     echo_run}};
 
 const Experiment& echo() {
@@ -138,7 +138,7 @@ TEST(Params, IntRejectsOverflow) {
 }
 
 TEST(Params, IntBelowMinimumNamesBound) {
-  EXPECT_EQ(set_error({{"count", "0"}}), "parameter 'count': expected an integer >= 1, got 0");
+  EXPECT_EQ(set_error({{"count", "0"}}), "parameter 'count': expected an integer >= 1 and <= 1000000, got 0");
 }
 
 TEST(Params, DoubleRejectsNan) {
@@ -193,7 +193,7 @@ TEST(Params, IntListEmptyStringIsEmptyList) {
 }
 
 TEST(Params, IntListChecksEveryEntryRange) {
-  EXPECT_EQ(set_error({{"taps", "1,-2"}}), "parameter 'taps' entry 2: expected an integer >= 0, got -2");
+  EXPECT_EQ(set_error({{"taps", "1,-2"}}), "parameter 'taps' entry 2: expected an integer >= 0 and <= 1000000, got -2");
 }
 
 TEST(Params, IntListRejectsNonIntegerEntry) {
@@ -296,7 +296,7 @@ TEST(ParamsToml, OutOfRangeIsRejected) {
   TempDir d;
   write_text(d.path() / "c.toml", "count = 0\n");
   const std::string msg = input_error_of([&] { resolve_params(echo(), {}, d.path() / "c.toml"); });
-  EXPECT_NE(msg.find("parameter 'count': expected an integer >= 1, got 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parameter 'count': expected an integer >= 1 and <= 1000000, got 0"), std::string::npos) << msg;
 }
 
 TEST(ParamsToml, IntListEntriesAreChecked) {
@@ -436,11 +436,29 @@ TEST(RunExperiment, TrailingSlashStillRenamesToTheDirectory) {
 TEST(RunExperiment, ReplacesPreviousResultsWithoutLeftovers) {
   TempDir d;
   const fs::path out = d.path() / "res";
+  run_experiment(echo(), resolve_params(echo(), {{"count", "5"}}), out, 1, false, false);
+  const RunOutcome r = run_experiment(echo(), resolve_params(echo(), {{"count", "1"}}), out, 1, false, false, true);
+  EXPECT_TRUE(r.replaced);
+  EXPECT_EQ(slurp(out / "echo.csv"), "i,value\n0,0\n");
+  EXPECT_EQ(entries(d.path()), std::vector<std::string>{"res"});
+}
+
+TEST(RunExperiment, PreviousResultIsNotReplacedWithoutOverwrite) {
+  TempDir d;
+  const fs::path out = d.path() / "res";
+  run_experiment(echo(), resolve_params(echo(), {{"count", "2"}}), out, 1, false, false);
+  const std::string before = slurp(out / "echo.csv");
+  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {}), out, 1, false, false), InputError);
+  EXPECT_EQ(slurp(out / "echo.csv"), before);
+}
+
+TEST(RunExperiment, FolderHoldingOtherFilesIsNeverReplaced) {
+  TempDir d;
+  const fs::path out = d.path() / "res";
   fs::create_directory(out);
   write_text(out / "stale.txt", "old");
-  run_experiment(echo(), resolve_params(echo(), {}), out, 1, false, false);
-  EXPECT_FALSE(fs::exists(out / "stale.txt"));
-  EXPECT_TRUE(fs::exists(out / "echo.csv"));
+  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {}), out, 1, false, false, true), InputError);
+  EXPECT_EQ(slurp(out / "stale.txt"), "old");
   EXPECT_EQ(entries(d.path()), std::vector<std::string>{"res"});
 }
 
@@ -467,7 +485,7 @@ TEST(RunExperiment, FailureKeepsPreviousResultsIntact) {
   run_experiment(echo(), resolve_params(echo(), {{"count", "2"}}), out, 1, false, false);
   const std::string before = slurp(out / "echo.csv");
   const std::string manifest = slurp(out / "manifest.json");
-  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {{"fail", "internal"}}), out, 1, false, false),
+  EXPECT_THROW(run_experiment(echo(), resolve_params(echo(), {{"fail", "internal"}}), out, 1, false, false, true),
                std::runtime_error);
   EXPECT_EQ(slurp(out / "echo.csv"), before);
   EXPECT_EQ(slurp(out / "manifest.json"), manifest);
@@ -601,7 +619,7 @@ TEST(CliInput, DepthOutOfRange) {
 }
 
 TEST(CliInput, TokensOutOfRange) {
-  expect_input_error(run_with("tokens=0"), "parameter 'tokens': expected an integer >= 1, got 0");
+  expect_input_error(run_with("tokens=0"), "parameter 'tokens': expected an integer >= 1 and <= 100000, got 0");
 }
 
 TEST(CliInput, TauOutOfRange) {

@@ -18,7 +18,9 @@
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/interrupt.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/output_folder.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -59,19 +61,19 @@ void show_preset(const std::string& name) {
     fmt::print("  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.key, wk, r.type, wt, r.def, wd, r.range, wr, r.help);
 }
 
+/// A run target is a config file when it ends in .toml, or when it names no preset but an
+/// existing path (a preset name always wins over a same-named file in the working directory).
 bool is_config_file(const std::string& target) {
   if (target.size() > 5 && target.compare(target.size() - 5, 5, ".toml") == 0) return true;
+  if (find_experiment(target)) return false;
   std::error_code ec;
-  return fs::is_regular_file(target, ec);
+  return fs::exists(fs::symlink_status(target, ec));
 }
 
-std::size_t count_files(const fs::path& dir) {
-  std::size_t n = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
-    if (it->is_regular_file()) ++n;
-  return n;
+/// At most this many worker threads: more than a few per core only adds contention.
+int max_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return 4 * static_cast<int>(hw ? hw : 1);
 }
 
 struct RunArgs {
@@ -79,12 +81,15 @@ struct RunArgs {
   std::string out;
   std::vector<std::string> sets;
   int threads = 1;
+  bool overwrite = false;
   bool no_figures = false;
   bool quiet = false;
 };
 
-void run_command(const RunArgs& a) {
-  if (a.threads < 1) throw InputError(fmt::format("--threads: expected an integer >= 1, got {}", a.threads));
+int run_command(const RunArgs& a) {
+  if (a.threads < 1 || a.threads > max_threads())
+    throw InputError(fmt::format("--threads: expected an integer from 1 to {} (4 per core), got {}", max_threads(),
+                                 a.threads));
   std::vector<std::pair<std::string, std::string>> sets;
   for (const std::string& s : a.sets) sets.push_back(parse_set(s));
 
@@ -100,14 +105,37 @@ void run_command(const RunArgs& a) {
   const fs::path out = a.out.empty() ? fs::path("results") / e->name : fs::path(a.out);
 
   const auto t0 = std::chrono::steady_clock::now();
-  run_experiment(*e, p, out, a.threads, !a.no_figures, !a.quiet);
+  const RunOutcome r = run_experiment(*e, p, out, a.threads, !a.no_figures, !a.quiet, a.overwrite);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("wrote {} ({} files, {:.1f} s)\n", out.string(), count_files(out), secs);
+  fmt::print("wrote {} ({} files, {:.1f} s{})\n", message_line(out.string()), r.files, secs,
+             r.replaced ? ", replaced the previous result" : "");
+  if (!r.figure_error.empty()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "tokdyn: %s (the results are kept; rerun the figures with `%s`)\n",
+                 message_line(r.figure_error).c_str(), "python3 python/plot.py KIND DIR");
+    return exit_code::figures_failed;
+  }
+  return exit_code::ok;
 }
 
 }  // namespace
 
+int report_exception(std::exception_ptr e) {
+  const Failure f = failure_of(e);
+  std::fflush(stdout);
+  std::fprintf(stderr, "tokdyn: %s\n", f.line.c_str());
+  return f.code;
+}
+
+int fail(int code, const char* kind, const std::string& what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "tokdyn: %s%s\n", kind, message_line(what).c_str());
+  return code;
+}
+
 int main(int argc, char** argv) {
+  // First, before any thread exists: interrupts end runs cleanly (interrupt.hpp).
+  interrupt::install();
   CLI::App app{"tokdyn: token dynamics in deep sequence models"};
   app.set_version_flag("--version", std::string(TOKDYN_VERSION));
   app.require_subcommand(0, 1);  // none: reported below, so that `tokdyn bogus` names "bogus"
@@ -126,6 +154,7 @@ int main(int argc, char** argv) {
   run->add_option("--out,-o", ra.out, "Results directory (default: results/<preset>)");
   run->add_option("--set,-s", ra.sets, "Override a parameter: key=value (repeatable)")->allow_extra_args(false);
   run->add_option("--threads,-j", ra.threads, "Worker threads (default: hardware concurrency)")->capture_default_str();
+  run->add_flag("--overwrite", ra.overwrite, "Replace the previous tokdyn result in the output directory");
   run->add_flag("--no-figures", ra.no_figures, "Do not draw figures");
   run->add_flag("--quiet,-q", ra.quiet, "No progress line");
 
@@ -147,8 +176,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "tokdyn: error: %s (see `tokdyn --help`)\n", one_line(e.what()).c_str());
-    return 2;
+    return fail(exit_code::bad_input, "error: ", std::string(e.what()) + " (see `tokdyn --help`)");
   }
 
   try {
@@ -157,27 +185,25 @@ int main(int argc, char** argv) {
     } else if (app.got_subcommand("show")) {
       show_preset(show_name);
     } else if (app.got_subcommand("run")) {
-      run_command(ra);
+      return run_command(ra);
     } else if (app.got_subcommand("make-checkpoint")) {
       if (mc_seed < 0) throw InputError(fmt::format("--seed: expected an integer >= 0, got {}", mc_seed));
       const auto t0 = std::chrono::steady_clock::now();
-      const mamba2::Model m = mamba2::init_model(mamba2::Config::named(mc_size), static_cast<std::uint64_t>(mc_seed));
-      mamba2::save(m, mc_out);
+      const mamba2::Config cfg = mamba2::Config::named(mc_size);
+      OutputFolder folder(mc_out, /*overwrite=*/false, "--out");
+      const mamba2::Model m = mamba2::init_model(cfg, static_cast<std::uint64_t>(mc_seed));
+      mamba2::save(m, folder.tmp());
+      folder.commit();
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      fmt::print("wrote {} (mamba2 {}, seed {}, {} layers, d_model {}; {:.1f} s)\n", mc_out, mc_size, mc_seed, m.cfg.n_layer,
-                 m.cfg.d_model, secs);
+      fmt::print("wrote {} (mamba2 {}, seed {}, {} layers, d_model {}; {:.1f} s)\n", message_line(mc_out), mc_size,
+                 mc_seed, m.cfg.n_layer, m.cfg.d_model, secs);
     } else {
-      std::fprintf(stderr, "tokdyn: error: a command is required: presets, show, run or make-checkpoint (see `tokdyn --help`)\n");
-      return 2;
+      return fail(exit_code::bad_input, "error: ",
+                  "a command is required: presets, show, run or make-checkpoint (see `tokdyn --help`)");
     }
-  } catch (const InputError& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "tokdyn: error: %s\n", one_line(e.what()).c_str());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "tokdyn: internal error: %s\n", one_line(e.what()).c_str());
-    return 1;
+  } catch (...) {
+    if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler reports and exits
+    return report_exception(std::current_exception());
   }
-  return 0;
+  return exit_code::ok;
 }

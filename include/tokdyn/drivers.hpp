@@ -12,6 +12,11 @@
 
 namespace tokdyn {
 
+/// Throws NonFiniteError (exit code 4) naming the time/layer, run and token when the state holds a
+/// NaN or Inf. The drivers call it after every layer and at every stop; models with their own
+/// loops call it too. `clock` is "layer" or "t =".
+void require_finite(const Batch& Z, const char* clock, double t);
+
 /// Progress callback: fraction done in [0, 1].
 using ProgressFn = std::function<void(double)>;
 

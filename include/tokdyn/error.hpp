@@ -51,3 +51,23 @@ class BusyError : public std::runtime_error {
 };
 
 }  // namespace tokdyn
+
+#include <exception>
+#include <string_view>
+
+namespace tokdyn {
+
+/// `s` as one safe terminal line: line breaks become "; ", other control characters (C0, DEL,
+/// C1, and bytes that are not UTF-8) are shown escaped as \xNN, and the text is capped at
+/// `max_chars` bytes (ending in "...").
+std::string message_line(std::string_view s, std::size_t max_chars = 480);
+
+/// How the CLI reports an exception: its exit code and its line ("error: ...", "internal error:
+/// ...", "out of memory ..."), per the table at the top of this header.
+struct Failure {
+  int code = exit_code::internal;
+  std::string line;
+};
+Failure failure_of(std::exception_ptr e);
+
+}  // namespace tokdyn

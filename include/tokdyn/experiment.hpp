@@ -33,7 +33,13 @@ struct ParamSpec {
   std::vector<std::string> choices;     ///< allowed values for String (empty: any)
 };
 
-/// Convenience constructors for schemas.
+/// Upper bound of seed parameters (2^53 - 1: every seed is exact in the schema's double bounds).
+inline constexpr double kMaxSeed = 9007199254740991.0;
+/// Most entries an int-list parameter takes.
+inline constexpr std::size_t kMaxListLength = 100000;
+
+/// Convenience constructors for schemas. Every integer parameter declares its upper bound (the
+/// registry refuses a schema without one), so no value is ever narrowed or overflows.
 ParamSpec p_int(std::string key, long def, std::string help, std::optional<double> min = {},
                 std::optional<double> max = {});
 ParamSpec p_double(std::string key, double def, std::string help, std::optional<double> min = {},
@@ -66,6 +72,13 @@ struct RunContext {
   nlohmann::json notes = nlohmann::json::object();  ///< extra facts for manifest.json
 };
 
+/// What a run will need, estimated from its parameters before anything is allocated.
+struct ResourceEstimate {
+  double bytes = 0;    ///< peak memory (state, weights, buffers)
+  double flops = 0;    ///< arithmetic work (0: unknown / negligible)
+  std::string what;    ///< what dominates, e.g. "runs x tokens x d_model floats per variant"
+};
+
 struct Experiment {
   std::string name;         ///< preset name, e.g. "ssm-random-silu"
   std::string description;  ///< one line for `tokdyn presets`
@@ -76,6 +89,9 @@ struct Experiment {
   /// Figure kind for python/plot.py; drawn by run_experiment after manifest.json is written
   /// (unless figures are off). Empty: the experiment has no figures.
   std::string figure_kind = {};
+  /// Peak memory and work of a run with these parameters (checked against the machine before the
+  /// run starts). Empty: the experiment's size is bounded by its schema alone.
+  std::function<ResourceEstimate(const Params&)> estimate = {};
 };
 
 /// All registered experiments (registered by the experiment translation units).
@@ -105,11 +121,28 @@ std::string range_text(const ParamSpec& s);
 /// as strings for resolve_params. Throws InputError.
 const Experiment& experiment_of_toml(const std::filesystem::path& file);
 
-/// Runs an experiment end to end: validates, creates `<out>.tmp-<pid>`, runs, writes
-/// manifest.json (config, seed, version, wall time, threads), renames to `out` (replacing an
-/// existing results directory). On any error the temporary directory is removed.
-void run_experiment(const Experiment& e, const Params& p, const std::filesystem::path& out,
-                    int threads, bool figures, bool show_progress);
+/// What run_experiment did.
+struct RunOutcome {
+  std::filesystem::path dir;   ///< the published results folder
+  std::size_t files = 0;       ///< files in it (manifest.json included)
+  bool replaced = false;       ///< a previous tokdyn result was replaced (--overwrite)
+  std::string figure_error;    ///< non-empty: figures failed; results were published without them
+};
+
+/// Runs an experiment end to end: checks the resources it needs (threads, memory; prints the
+/// estimated work of long runs), prepares the output folder (output_folder.hpp: never replaces
+/// anything but a previous tokdyn result, and that only with `overwrite`), runs into
+/// `<out>.tmp-<pid>`, writes manifest.json (config, seed, version, wall time, threads), draws the
+/// figures, and publishes the folder atomically. On any error nothing is left behind.
+RunOutcome run_experiment(const Experiment& e, const Params& p, const std::filesystem::path& out, int threads,
+                          bool figures, bool show_progress, bool overwrite = false);
+
+/// Refuses a run that cannot fit this machine (InputError with the estimate) and, when
+/// `announce`, prints the estimated work of a long run on stderr.
+void check_resources(const Experiment& e, const Params& p, int threads, bool announce);
+
+/// Physical memory available to this process (the smaller of RAM and a cgroup limit), bytes.
+double machine_memory_bytes();
 
 /// `s` on one line: newlines become "; " (for one-line error messages).
 std::string one_line(std::string s);

@@ -232,28 +232,28 @@ std::vector<ParamSpec> common_params(const std::string& sched, long layer, const
       p_string("checkpoint", "", "Mamba-2 checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model"),
       p_string("size", "130m", "size of the freshly initialised model when no checkpoint is given",
                {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}),
-      p_int("model_seed", 0, "seed of the freshly initialised model (= tokdyn make-checkpoint --seed)", 0),
-      p_int("runs", 50, "independent draws of the initial tokens", 1),
-      p_int("tokens", 50, "tokens per sequence (ell)", 1),
-      p_int("depth", 200, "number of layer steps", 1),
-      p_int("seed", 0, "seed of the token-id draws", 0),
-      p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the config's vocab_size (50277 for the released models)", 0),
+      p_int("model_seed", 0, "seed of the freshly initialised model (= tokdyn make-checkpoint --seed)", 0, kMaxSeed),
+      p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),
+      p_int("tokens", 50, "tokens per sequence (ell)", 1, 100000),
+      p_int("depth", 200, "number of layer steps", 1, 10000000),
+      p_int("seed", 0, "seed of the token-id draws", 0, kMaxSeed),
+      p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the config's vocab_size (50277 for the released models)", 0, 16777216),
       p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids"),
       p_string("update", "residual", "residual: the true residual stream; sphere: the paper's z <- pi(z + tau mixer(RMSNorm z))",
                {"residual", "sphere"}),
       p_double("tau", 1.0, "step size of the sphere update", 0.0, {}, true),
       p_string("schedule", sched, "which block acts at each depth step", {"cycle", "single", "list", "random"}),
-      p_int("layer", layer, "the block repeated by schedule=single", 0),
-      p_int_list("layers", {}, "the blocks cycled by schedule=list", 0),
-      p_int("random_seed", 1, "seed of the random blocks (schedule=random)", 0),
+      p_int("layer", layer, "the block repeated by schedule=single", 0, 4095),
+      p_int_list("layers", {}, "the blocks cycled by schedule=list", 0, 4095),
+      p_int("random_seed", 1, "seed of the random blocks (schedule=random)", 0, kMaxSeed),
       p_string("variants", variants_def, "which variants to run", variant_choices),
       p_bool("conv", true, "causal depthwise conv (false: identity conv)"),
       p_bool("silu_x", true, "SiLU on the x channels after the conv"),
       p_bool("d_skip", true, "the D x skip term"),
       p_bool("mixer_norm", true, "the gated RMSNorm"),
-      p_int_list("taps", {}, "write the state after these layer steps to taps/layer_K.npy [runs, tokens, d_model]", 0),
-      p_int_list("mixing", {}, "write the mixing matrices at these layer steps to mixing/<variant>/layer_K.npy [runs, heads, tokens, tokens]", 1),
-      p_int_list("mixing_heads", {0}, "heads whose mixing matrices are written", 0),
+      p_int_list("taps", {}, "write the state after these layer steps to taps/layer_K.npy [runs, tokens, d_model]", 0, 10000000),
+      p_int_list("mixing", {}, "write the mixing matrices at these layer steps to mixing/<variant>/layer_K.npy [runs, heads, tokens, tokens]", 1, 10000000),
+      p_int_list("mixing_heads", {0}, "heads whose mixing matrices are written", 0, 4095),
   };
 }
 
@@ -321,9 +321,41 @@ std::vector<ParamSpec> with(std::vector<ParamSpec> a, std::vector<ParamSpec> b) 
 }
 
 std::vector<ParamSpec> pe_params(long window) {
-  return {p_int("fig_run", 0, "run shown in q.csv and the figure", 0),
-          p_int("fig_token", 1, "token (1-based) shown in the figure", 1),
-          p_int("window", window, "window length T of the middle panel", 1)};
+  return {p_int("fig_run", 0, "run shown in q.csv and the figure", 0, 1000000),
+          p_int("fig_token", 1, "token (1-based) shown in the figure", 1, 100000),
+          p_int("window", window, "window length T of the middle panel", 1, 10000000)};
+}
+
+/// Memory and work of a Mamba-2 depth run, from the model's config (the checkpoint's, or the named
+/// size) and the batch: weights in fp32 (plus the mapped file while converting), the activations of
+/// runs x tokens per block, the per-head L x L SSD matrices.
+ResourceEstimate mamba2_estimate(const Params& P, double configs) {
+  Config c;
+  const std::string ck = P.get_string("checkpoint");
+  if (ck.empty()) {
+    c = Config::named(P.get_string("size"));
+  } else {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::is_directory(ck, ec) ? std::filesystem::path(ck)
+                                                                             : std::filesystem::path(ck).parent_path();
+    if (!std::filesystem::exists(dir / "config.json", ec)) return {};  // the loader reports what is missing
+    c = parse_config(dir / "config.json");
+  }
+  const double d = c.d_model, di = c.d_inner(), dip = c.d_in_proj(), H = c.nheads(), V = c.vocab_padded();
+  const double per_layer = dip * d + di * d + (di + 2.0 * c.ngroups * c.d_state) * (c.d_conv + 1) + 3.0 * H + di + d;
+  const double weights = 4.0 * (c.n_layer * per_layer + V * d + d);
+  const double R = static_cast<double>(P.get_int("runs")), L = static_cast<double>(P.get_int("tokens"));
+  const double depth = static_cast<double>(P.get_int("depth"));
+  const double act = 4.0 * R * L * (2.0 * dip + 3.0 * di + 6.0 * d) + 4.0 * 4.0 * L * L * 8.0;
+  const double bytes = weights * (ck.empty() ? 1.0 : 2.0) + act + 64e6;
+  const double flops = configs * depth * (2.0 * R * L * (d * dip + di * d) + 2.0 * R * H * L * L * (2.0 * c.d_state + c.headdim));
+  return ResourceEstimate{bytes, flops, fmt::format("a {}-layer d_model {} model, runs x tokens x d_in_proj activations",
+                                                     c.n_layer, c.d_model)};
+}
+
+double variant_count(const Params& P) {
+  const std::string v = P.get_string("variants");
+  return v == "both" || v == "all" ? 2.0 : 1.0;
 }
 
 const ExperimentRegistration reg1{Experiment{
@@ -333,7 +365,8 @@ const ExperimentRegistration reg1{Experiment{
     [](const Params& P, RunContext& ctx) {
       run_single_schedule(P, ctx, {{"gate", sw_gate(true, true)}, {"no_gate", sw_gate(false, true)}}, false);
     },
-    "mamba2-fig1"}};
+    "mamba2-fig1",
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
 
 const ExperimentRegistration reg2{Experiment{
     "mamba2-fig2",
@@ -342,7 +375,8 @@ const ExperimentRegistration reg2{Experiment{
     [](const Params& P, RunContext& ctx) {
       run_single_schedule(P, ctx, {{"no_gate", sw_gate(false, true)}, {"gate", sw_gate(true, true)}}, false);
     },
-    "mamba2-fig2"}};
+    "mamba2-fig2",
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
 
 const ExperimentRegistration reg3{Experiment{
     "mamba2-fig3",
@@ -351,7 +385,8 @@ const ExperimentRegistration reg3{Experiment{
     [](const Params& P, RunContext& ctx) {
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, false);
     },
-    "mamba2-fig3"}};
+    "mamba2-fig3",
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
 
 const ExperimentRegistration reg4{Experiment{
     "mamba2-fig4",
@@ -360,7 +395,8 @@ const ExperimentRegistration reg4{Experiment{
     [](const Params& P, RunContext& ctx) {
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
     },
-    "mamba2-fig45"}};
+    "mamba2-fig45",
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
 
 const ExperimentRegistration reg5{Experiment{
     "mamba2-fig5",
@@ -369,7 +405,8 @@ const ExperimentRegistration reg5{Experiment{
     [](const Params& P, RunContext& ctx) {
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
     },
-    "mamba2-fig45"}};
+    "mamba2-fig45",
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
 
 // Fig. 6: four configurations (trained / random blocks) x (SiLU on B/C on / off), gate off.
 void run_fig6(const Params& P, RunContext& ctx) {
@@ -404,7 +441,7 @@ void run_fig6(const Params& P, RunContext& ctx) {
 
 std::vector<ParamSpec> fig6_params() {
   auto v = common_params("cycle", 0, "all", {"all"});
-  v.push_back(p_int("fig_run", 0, "run written to q.csv", 0));
+  v.push_back(p_int("fig_run", 0, "run written to q.csv", 0, 1000000));
   return v;
 }
 
@@ -417,7 +454,8 @@ const ExperimentRegistration reg6{Experiment{
         throw InputError(fmt::format("parameter 'fig_run': expected a run index < runs ({}), got {}", P.get_int("runs"), P.get_int("fig_run")));
       run_fig6(P, ctx);
     },
-    "mamba2-fig6"}};
+    "mamba2-fig6",
+    [](const Params& P) { return mamba2_estimate(P, 2.0 * variant_count(P)); }}};
 
 }  // namespace
 }  // namespace tokdyn

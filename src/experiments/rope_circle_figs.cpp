@@ -132,12 +132,16 @@ const ExperimentRegistration r3a{Experiment{
     {p_int("points", 181, "grid points per axis on [-pi, pi]", 3, 5000)}, run_fig3a, "rope-fig3a"}};
 const ExperimentRegistration r3b{Experiment{
     "rope-fig3b", "RoPE paper Fig. 3b / Props. 7.1-7.2: twisted-state Jacobian spectra, generic and odd antipodal",
-    {p_int("n", 9, "tokens (odd, for the antipodal case)", 3, 4096), p_int("m", 2, "resonant mode of the generic case"),
+    {p_int("n", 9, "tokens (odd, for the antipodal case)", 3, 4096), p_int("m", 2, "resonant mode of the generic case", 0, 65536),
      p_double("beta", 2.0, "inverse temperature (the spectra do not depend on it)", 0.0)},
-    run_fig3b, "rope-fig3b"}};
+    run_fig3b, "rope-fig3b",
+    [](const Params& P) {
+      const double n = static_cast<double>(P.get_int("n"));
+      return ResourceEstimate{8.0 * 8.0 * n * n + 64e6, 20.0 * n * n * n, "n x n twisted-state Jacobians and their spectra"};
+    }}};
 const ExperimentRegistration r3c{Experiment{
     "rope-fig3c", "RoPE paper Fig. 3c / Prop. 4.2: nonresonant drift against its sharp and coarse bounds",
-    {p_int("fd_max_n", 40, "largest n whose finite-difference Jacobian is also checked", 0)}, run_fig3c, "rope-fig3c"}};
+    {p_int("fd_max_n", 40, "largest n whose finite-difference Jacobian is also checked", 0, 1 << 20)}, run_fig3c, "rope-fig3c"}};
 
 }  // namespace
 }  // namespace tokdyn

@@ -125,19 +125,30 @@ const ExperimentRegistration reg{Experiment{
      p_string("positions", "", "token positions, comma-separated (empty: 0..n-1)"),
      p_bool("rope", true, "rotate queries and keys"),
      p_bool("causal", false, "causal mask"),
-     p_int("heads", 1, "attention heads (consecutive coordinate blocks)", 1),
+     p_int("heads", 1, "attention heads (consecutive coordinate blocks)", 1, 4096),
      p_string("init", "sphere", "initial tokens: uniform on the sphere, or in the hemisphere x_1 >= 0", {"sphere", "hemisphere"}),
-     p_int("runs", 4, "independent initial states", 1),
-     p_int("seed", 0, "seed of the initial states", 0),
+     p_int("runs", 4, "independent initial states", 1, 1000000),
+     p_int("seed", 0, "seed of the initial states", 0, kMaxSeed),
      p_double("t_end", 20.0, "final time", 0.0, {}, true),
      p_string("integrator", "rk4", "retracted RK4, adaptive (Boost.Odeint) or the discrete step (3)",
               {"rk4", "dopri5", "cash_karp54", "fehlberg78", "discrete"}),
      p_double("h", 1e-2, "RK4 step, or the residual step h of (3)", 0.0, {}, true),
-     p_double("rtol", 1e-8, "relative tolerance (adaptive)", 0.0, {}, true),
+     p_double("rtol", 1e-8, "relative tolerance (adaptive; >= 1e-14, below which steps stall in double precision)", 1e-14),
      p_double("atol", 1e-10, "absolute tolerance (adaptive)", 0.0, {}, true),
-     p_int("outputs", 200, "output times", 1, 10000000)},
+     p_int("outputs", 200, "output times", 1, 1000000)},
     run_rope_flow,
-    "rope-flow"}};
+    "rope-flow",
+    [](const Params& P) {
+      const double n = static_cast<double>(P.get_int("n")), d = static_cast<double>(P.get_int("d"));
+      const double R = static_cast<double>(P.get_int("runs")), outs = static_cast<double>(P.get_int("outputs"));
+      const std::string integ = P.get_string("integrator");
+      // Field evaluations: 4 per RK4 step, 1 per discrete step; adaptive: about 13 per step of ~h.
+      const double steps = P.get_double("t_end") / P.get_double("h");
+      const double evals = integ == "rk4" ? 4.0 * steps : integ == "discrete" ? steps : 13.0 * steps;
+      const double per_eval = R * (4.0 * n * n * d + 30.0 * n * n);
+      const double bytes = 8.0 * R * (20.0 * n * d + 3.0 * n * n) + outs * R * 200.0 + 64e6;
+      return ResourceEstimate{bytes, evals * per_eval, "runs x n x n attention weights per field evaluation"};
+    }}};
 
 }  // namespace
 }  // namespace tokdyn

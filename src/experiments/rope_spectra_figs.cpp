@@ -163,9 +163,13 @@ void run_fig4c(const Params& P, RunContext& ctx) {
 
 const ExperimentRegistration r1a{Experiment{
     "rope-fig1a", "RoPE paper Fig. 1a: Bessel-aliasing spectrum of a resonant ring with its gcd mask",
-    {p_int("n", 16, "tokens (ring size)", 2, 1 << 16), p_int("m", 4, "resonant mode: omega = 2 pi m / n"),
+    {p_int("n", 16, "tokens (ring size)", 2, 1 << 16), p_int("m", 4, "resonant mode: omega = 2 pi m / n", 0, 65536),
      p_double("beta", 2.0, "inverse temperature", 0.0)},
-    run_fig1a, "rope-fig1a"}};
+    run_fig1a, "rope-fig1a",
+    [](const Params& P) {
+      const double n = static_cast<double>(P.get_int("n"));
+      return ResourceEstimate{8.0 * 6.0 * n * n + 64e6, 10.0 * n * n * n, "the n x n consensus Jacobian and its spectrum"};
+    }}};
 const ExperimentRegistration r1b{Experiment{
     "rope-fig1b", "RoPE paper Fig. 1b: cancellation-free finite-ring gaps against beta, with the continuum reference",
     {p_int_list("Ls", {2, 4, 8, 16, 32}, "effective periods L", 1, 1 << 20),

@@ -270,7 +270,7 @@ const ExperimentRegistration r4d{Experiment{
     {p_double("h", 1e-2, "retracted RK4 step", 0.0, {}, true)}, run_fig4d, "rope-fig4d"}};
 const ExperimentRegistration rt2{Experiment{
     "rope-table2", "RoPE paper Table 2: all four rows of independent cross-checks, with the paper's configuration counts",
-    {p_int("fd_max_n", 1 << 20, "largest nonresonant n whose FD Jacobian is also checked", 0)}, run_table2, "rope-table2"}};
+    {p_int("fd_max_n", 1 << 20, "largest nonresonant n whose FD Jacobian is also checked", 0, 1 << 20)}, run_table2, "rope-table2"}};
 
 }  // namespace
 }  // namespace tokdyn

@@ -115,22 +115,34 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
 const ExperimentRegistration reg{Experiment{
     "ssm-random-silu",
     "Attention Within Fig. 3/5/6: paper SSM model, random weights redrawn per layer, SiLU on vs off",
-    {p_int("runs", 50, "independent draws of the initial tokens", 1),
-     p_int("depth", 200, "number of layers", 1),
-     p_int("tokens", 50, "tokens per sequence (ell)", 1),
-     p_int("n", 768, "token dimension (mamba2-130m d_model)", 1),
-     p_int("m", 128, "hidden-state size per channel (mamba2-130m d_state)", 1),
+    {p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),
+     p_int("depth", 200, "number of layers", 1, 10000000),
+     p_int("tokens", 50, "tokens per sequence (ell)", 1, 100000),
+     p_int("n", 768, "token dimension (mamba2-130m d_model)", 1, 65536),
+     p_int("m", 128, "hidden-state size per channel (mamba2-130m d_state)", 1, 65536),
      p_double("tau", 1.0, "step size of the normalised residual update (2)", 0.0, {}, true),
-     p_int("seed", 0, "base seed (weights and initial tokens)", 0),
+     p_int("seed", 0, "base seed (weights and initial tokens)", 0, kMaxSeed),
      p_string("form", "io", "which exact form computes the layer", {"io", "recurrence"}),
      p_string("variants", "both", "which variants to run", {"both", "silu", "no_silu"}),
      p_string("weights", "mamba2", "random weight distribution", {"mamba2", "gaussian"}),
      p_double("sigma", 1.0, "standard deviation for weights=gaussian", 0.0, {}, true),
      p_bool("diagnostics", true, "write assumptions.csv: Assumption III.1 diagnostics per layer"),
-     p_int("fig_run", 0, "run shown in the Fig. 5 panel and q.csv", 0),
-     p_int("fig_token", 1, "token (1-based) shown in the Fig. 5 panel", 1)},
+     p_int("fig_run", 0, "run shown in the Fig. 5 panel and q.csv", 0, 1000000),
+     p_int("fig_token", 1, "token (1-based) shown in the Fig. 5 panel", 1, 100000)},
     run_ssm_random_silu,
-    "ssm-random-silu"}};
+    "ssm-random-silu",
+    [](const Params& P) {
+      const double R = static_cast<double>(P.get_int("runs")), L = static_cast<double>(P.get_int("tokens"));
+      const double n = static_cast<double>(P.get_int("n")), m = static_cast<double>(P.get_int("m"));
+      const double depth = static_cast<double>(P.get_int("depth"));
+      const double variants = P.get_string("variants") == "both" ? 2.0 : 1.0;
+      const double rec = P.get_string("form") == "recurrence" ? 2.0 * R * n * m : 0.0;
+      const double bytes = 8.0 * (12.0 * R * L * n + 6.0 * n * n + 4.0 * n * m + rec + 2.0 * R * L * L) + 64e6;
+      const double flops = variants * depth *
+                           (2.0 * R * L * n * (n + m) + (P.get_bool("diagnostics") ? 2.0 * n * n * n : 0.0) +
+                            2.0 * R * L * L * n + (rec > 0 ? 4.0 * R * L * n * m : 0.0));
+      return ResourceEstimate{bytes, flops, "runs x tokens x n states, n x n weights per layer"};
+    }}};
 
 }  // namespace
 }  // namespace tokdyn

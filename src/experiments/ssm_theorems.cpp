@@ -420,14 +420,22 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   ctx.notes["classification"] = "converged: max_i V_i(t_end) < 1e-8 with signs of the final state; trapped: some token with max |z_i^mu~| over [0.8 t_end, t_end] <= c_eff";
 }
 
+/// Runs x tokens x (n = 4) states, 4 RK4 stages per step, O(l^2 m n) per field evaluation.
+ResourceEstimate theorem_estimate(const Params& P, double runs, double tokens) {
+  const double m = static_cast<double>(P.get_int("m"));
+  const double steps = P.get_double("t_end") / P.get_double("h");
+  const double bytes = 8.0 * 40.0 * runs * tokens * (4.0 + m) + 64e6;
+  return ResourceEstimate{bytes, 4.0 * steps * runs * tokens * tokens * 8.0 * m * 4.0, "runs x tokens states of dimension 4"};
+}
+
 ParamSpec c_spec(double def, const char* help) { return p_double("c", def, help, 0.0, 1.0, true); }
 
 const ExperimentRegistration reg_pe{Experiment{
     "ssm-theorem-pe",
     "Attention Within Thm IV.1 / Lemma IV.2 / Cor IV.1: constructed PE weights (G1 + S-PE/S-PEF/S-CAP), runs from the caps",
-    {p_int("runs", 16, "runs (initial configurations near consensus)", 1),
-     p_int("tokens", 5, "tokens per sequence (l)", 1),
-     p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0),
+    {p_int("runs", 16, "runs (initial configurations near consensus)", 1, 1000000),
+     p_int("tokens", 5, "tokens per sequence (l)", 1, 100000),
+     p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0, kMaxSeed),
      p_double("t_end", 20.0, "integration horizon", 0.0, {}, true),
      p_double("h", 0.01, "RK4 step", 0.0, {}, true),
      c_spec(0.5, "cap level c of Assumption IV.1 for pe/pef (0 < c < 1)"),
@@ -435,30 +443,40 @@ const ExperimentRegistration reg_pe{Experiment{
      p_double("T", 1.0, "PE window for pe/pef (the period of g)", 0.0, {}, true),
      p_double("v0", 0.03, "initial V_i = 1 - b_i uniform in [0, v0] (0.03: inside Lemma IV.2's cap 1 - c_1 = 0.0376 for S-PE)", 0.0, 1.0, true),
      p_double("every", 0.1, "observation interval", 0.0, {}, true),
-     p_int("m", 6, "hidden size of the factorisation (>= n = 4)", 4),
+     p_int("m", 6, "hidden size of the factorisation (>= n = 4)", 4, 65536),
      p_double("rotation", 1.0, "scale of the skew K0 of Q(t) = exp(t K0) (0: Q = I)", 0.0),
      p_string("variants", "all", "which designs to run", {"all", "pe", "pef", "cap"})},
     run_theorem_pe,
-    "ssm-theorem-pe"}};
+    "ssm-theorem-pe",
+    [](const Params& P) {
+      return theorem_estimate(P, 3.0 * static_cast<double>(P.get_int("runs")), static_cast<double>(P.get_int("tokens")));
+    }}};
 
 const ExperimentRegistration reg_pd{Experiment{
     "ssm-theorem-pd",
     "Attention Within Thm V.1 / Lemma V.1: isotropic (c_star = 0) vs anisotropic kernels, domain of attraction vs c_eff",
-    {p_int("runs", 40, "random starts for s-iso (and rows of convergence.csv per variant)", 1),
-     p_int("tokens", 5, "tokens for s-iso (the anisotropic designs use l = 2)", 1),
-     p_int("doa_runs", 200, "random starts per anisotropic design", 1),
-     p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0),
+    {p_int("runs", 40, "random starts for s-iso (and rows of convergence.csv per variant)", 1, 1000000),
+     p_int("tokens", 5, "tokens for s-iso (the anisotropic designs use l = 2)", 1, 100000),
+     p_int("doa_runs", 200, "random starts per anisotropic design", 1, 1000000),
+     p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0, kMaxSeed),
      p_double("t_end", 40.0, "integration horizon", 0.0, {}, true),
      p_double("h", 0.02, "RK4 step", 0.0, {}, true),
      c_spec(0.5, "cap level c for Prop V.1's beta_i, kappa_i (0 < c < 1)"),
      p_double("every", 0.25, "observation interval", 0.0, {}, true),
-     p_int("m", 4, "hidden size of the factorisation (>= n)", 2),
+     p_int("m", 4, "hidden size of the factorisation (>= n)", 2, 65536),
      p_double("rotation", 1.0, "scale of the skew K0 of Q(t) = exp(t K0) (0: Q = I)", 0.0),
-     p_int_list("ani2_d", {25, 50, 100, 400}, "anisotropic designs: S_BC(2,2) = d", 1),
-     p_int_list("ani2_k", {11, 18, 30, 80}, "anisotropic designs: S_BC(1,2) = -S_BC(2,1) = k", 0),
+     p_int_list("ani2_d", {25, 50, 100, 400}, "anisotropic designs: S_BC(2,2) = d", 1, 1000000),
+     p_int_list("ani2_k", {11, 18, 30, 80}, "anisotropic designs: S_BC(1,2) = -S_BC(2,1) = k", 0, 1000000),
      p_bool("pin_first", true, "anisotropic designs: token 1 starts at the equilibrium +e^1, token 2 uniform (spec T22)")},
     run_theorem_pd,
-    "ssm-theorem-pd"}};
+    "ssm-theorem-pd",
+    [](const Params& P) {
+      const double runs = static_cast<double>(P.get_int("runs")), doa = static_cast<double>(P.get_int("doa_runs"));
+      const double designs = static_cast<double>(P.get_int_list("ani2_d").size());
+      const double tokens = static_cast<double>(P.get_int("tokens"));
+      ResourceEstimate a = theorem_estimate(P, runs, tokens), b = theorem_estimate(P, doa * designs, 2.0);
+      return ResourceEstimate{std::max(a.bytes, b.bytes), a.flops + b.flops, a.what};
+    }}};
 
 }  // namespace
 }  // namespace tokdyn

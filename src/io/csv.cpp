@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include "tokdyn/error.hpp"
+#include "tokdyn/io/file.hpp"
 
 namespace tokdyn {
 
@@ -37,9 +38,7 @@ void append_field(std::string& row, const std::string& s) {
 
 CsvWriter::CsvWriter(const std::filesystem::path& file, std::vector<std::string> columns)
     : out_(file, std::ios::out | std::ios::trunc | std::ios::binary), ncol_(columns.size()), file_(file) {
-  if (!out_) {
-    throw std::runtime_error(fmt::format("cannot open '{}' for writing: {}", file.string(), std::strerror(errno)));
-  }
+  if (!out_) throw_write_error(file, errno, "create");
   if (columns.empty()) throw std::logic_error(fmt::format("CSV '{}': no columns", file.string()));
   std::string header;
   for (std::size_t i = 0; i < columns.size(); ++i) {
@@ -48,7 +47,7 @@ CsvWriter::CsvWriter(const std::filesystem::path& file, std::vector<std::string>
   }
   header += '\n';
   out_ << header;
-  if (!out_) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
+  if (!out_) throw_write_error(file, errno);
 }
 
 void CsvWriter::begin_cell() {
@@ -94,10 +93,16 @@ void CsvWriter::end_row() {
   out_ << row_;
   row_.clear();
   cur_ = 0;
-  if (!out_) throw std::runtime_error(fmt::format("cannot write '{}'", file_.string()));
+  if (!out_) throw_write_error(file_, errno);
 }
 
-CsvWriter::~CsvWriter() = default;  // an unfinished row is discarded; the stream flushes on close
+CsvWriter::~CsvWriter() {
+  // An unfinished row is discarded. The last buffer is flushed here, where nothing can be thrown:
+  // a failure (disk full) is recorded and reported by the run before it publishes anything.
+  errno = 0;
+  out_.close();
+  if (!out_) note_write_failure(file_, errno);
+}
 
 namespace {
 
@@ -124,9 +129,7 @@ void write_npy_impl(const std::filesystem::path& file, const T* data, const std:
   if (header.size() > 65535) throw std::logic_error(fmt::format("npy '{}': shape too long for format 1.0", file.string()));
 
   std::ofstream out(file, std::ios::out | std::ios::trunc | std::ios::binary);
-  if (!out) {
-    throw std::runtime_error(fmt::format("cannot open '{}' for writing: {}", file.string(), std::strerror(errno)));
-  }
+  if (!out) throw_write_error(file, errno, "create");
   const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
   out.write(reinterpret_cast<const char*>(magic), sizeof magic);
   const auto hlen = static_cast<std::uint16_t>(header.size());
@@ -135,7 +138,7 @@ void write_npy_impl(const std::filesystem::path& file, const T* data, const std:
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   if (count) out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(T)));
   out.close();
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
+  if (!out) throw_write_error(file, errno);
 }
 
 }  // namespace

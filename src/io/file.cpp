@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,10 +15,56 @@
 
 namespace tokdyn {
 
+std::string errno_text(int err) {
+  switch (err) {
+    case ENOSPC: return "no space left on device (ENOSPC)";
+    case EDQUOT: return "disk quota exceeded (EDQUOT)";
+    case EACCES: return "permission denied (EACCES)";
+    case EPERM: return "operation not permitted (EPERM)";
+    case EROFS: return "read-only file system (EROFS)";
+    case EIO: return "input/output error (EIO)";
+    case EFBIG: return "file too large (EFBIG)";
+    case EMFILE: return "too many open files (EMFILE)";
+    case ENOENT: return "no such file or directory (ENOENT)";
+    case 0: return "unknown cause";
+    default: return std::strerror(err);
+  }
+}
+
+void throw_write_error(const std::filesystem::path& file, int err, const char* verb) {
+  throw ResourceError(fmt::format("cannot {} '{}': {}", verb, file.string(), errno_text(err)));
+}
+
+namespace {
+std::mutex& failure_mu() {
+  static std::mutex m;
+  return m;
+}
+std::string& failure_text() {
+  static std::string s;
+  return s;
+}
+}  // namespace
+
+void note_write_failure(const std::filesystem::path& file, int err) {
+  std::lock_guard<std::mutex> lock(failure_mu());
+  if (failure_text().empty()) failure_text() = fmt::format("cannot write '{}': {}", file.string(), errno_text(err));
+}
+
+void check_write_failures() {
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lock(failure_mu());
+    msg.swap(failure_text());
+  }
+  if (!msg.empty()) throw ResourceError(msg);
+}
+
 std::string open_failure_text(int err) {
   switch (err) {
     case ENOENT: return "no such file";
     case EACCES: return "permission denied";
+    case ENOSPC: return "no space left on device (ENOSPC)";
     case ELOOP: return "symlink loop";
     case ENOTDIR: return "a component of the path is not a directory";
     case ENAMETOOLONG: return "path too long";

@@ -673,6 +673,15 @@ void run_depth(const Config& cfg, const std::vector<Variant>& variants, const st
           for (int j = 0; j < cfg.d_model; ++j) S(i, j) *= inv;
         }
       }
+      if (!S.allFinite()) {
+        Eigen::Index row = 0;
+        while (row < S.rows() && S.row(row).allFinite()) ++row;
+        throw NonFiniteError(fmt::format("the state became non-finite (NaN or Inf) at layer step {} (variant {}, run {}, "
+                                         "token {}): the block overflowed; check the checkpoint's weights (e.g. A_log, "
+                                         "dt_bias). No result was written",
+                                         k, variants[v].name, static_cast<long>(row) / opt.len,
+                                         static_cast<long>(row) % opt.len + 1));
+      }
       if (opt.on_state) opt.on_state(v, k, S);
     }
     if (progress) progress(static_cast<double>(k) / static_cast<double>(depth));

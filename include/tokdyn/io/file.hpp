@@ -21,6 +21,21 @@ OpenedFile open_regular_file(const std::filesystem::path& path, std::uint64_t ma
 /// The whole content of a regular file of at most `max_bytes`. Throws InputError.
 std::string read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes, const std::string& what);
 
+/// A failed write as an error: ResourceError "cannot write 'FILE' (no space left on device,
+/// ENOSPC)" (exit code 3). `err` is the errno of the failure (0: unknown).
+class ResourceError;
+[[noreturn]] void throw_write_error(const std::filesystem::path& file, int err, const char* verb = "write");
+
+/// The cause of a failed system call in words with its symbolic name: "no space left on device
+/// (ENOSPC)", "permission denied (EACCES)", ...
+std::string errno_text(int err);
+
+/// Write failures that could not be thrown where they happened (a writer's destructor flushing its
+/// last buffer): recorded here, checked by the run before publishing its results.
+void note_write_failure(const std::filesystem::path& file, int err);
+/// Throws the first recorded write failure (and clears the record).
+void check_write_failures();
+
 /// Why a path cannot be opened, in words: "no such file", "permission denied", "symlink loop", ...
 std::string open_failure_text(int err);
 

@@ -1,0 +1,73 @@
+// Resource checks before a run: memory against the machine, and the announced work of long runs.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+
+namespace tokdyn {
+
+namespace {
+
+std::string bytes_text(double b) {
+  const char* unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 6) b /= 1024.0, ++u;
+  return u == 0 ? fmt::format("{:.0f} bytes", b) : fmt::format("{:.1f} {}", b, unit[u]);
+}
+
+std::string flops_text(double f) {
+  if (f >= 1e15) return fmt::format("{:.1f} PFLOP", f / 1e15);
+  if (f >= 1e12) return fmt::format("{:.1f} TFLOP", f / 1e12);
+  return fmt::format("{:.1f} GFLOP", f / 1e9);
+}
+
+/// A cgroup v2 (or v1) memory limit, if one is set.
+double cgroup_limit() {
+  for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(f);
+    std::string s;
+    if (in >> s && !s.empty() && s != "max") {
+      try {
+        const double v = std::stod(s);
+        if (v > 0 && v < 1e18) return v;
+      } catch (...) {
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+double machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  double ram = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+  const double cg = cgroup_limit();
+  if (cg > 0 && (ram <= 0 || cg < ram)) ram = cg;
+  return ram;
+}
+
+void check_resources(const Experiment& e, const Params& p, int threads, bool announce) {
+  if (!e.estimate) return;
+  const ResourceEstimate r = e.estimate(p);
+  const double have = machine_memory_bytes();
+  if (!(r.bytes >= 0) || !std::isfinite(r.bytes) || (have > 0 && r.bytes > 0.9 * have))
+    throw InputError(fmt::format("{}: the run needs about {} for {}; this machine has {} (lower the sizes; see `tokdyn show {}`)",
+                                 e.name, std::isfinite(r.bytes) ? bytes_text(r.bytes) : std::string("more than can be counted"),
+                                 r.what, bytes_text(have), e.name));
+  // Long runs say up front what they will do (at ~20 GFLOP/s per thread this is > ~30 s).
+  if (announce && r.flops > 6e11 * threads) {
+    std::fprintf(stderr, "tokdyn: %s: estimated work %s (%s), memory about %s\n", e.name.c_str(),
+                 flops_text(r.flops).c_str(), r.what.c_str(), bytes_text(r.bytes).c_str());
+    std::fflush(stderr);
+  }
+}
+
+}  // namespace tokdyn
