@@ -118,7 +118,7 @@ TEST(Mamba2Cli, BadInputIsOneLineExitTwoNothingWritten) {
   expect_bad(d.path(), small({"run", "mamba2-fig4", "--out", "x", "--set", "fig_run=3"}), "fig_run");
   expect_bad(d.path(), small({"run", "mamba2-fig6", "--out", "x", "--set", "schedule=random"}), "schedule");
   expect_bad(d.path(), {"make-checkpoint", "--size", "9b", "--out", "y"}, "--size");
-  expect_bad(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "ck"}, "not empty");
+  expect_bad(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "ck"}, "only replaces its own results");
   {
     // token ids of the wrong shape
     std::vector<std::int64_t> ids(5, 1);

@@ -550,3 +550,34 @@ TEST(Messages, ExitCodesOfEachFailureKind) {
                 .code,
             3);
 }
+
+TEST(Cli, ExtraArgumentsAreCountedInOrder) {
+  TempDir d;
+  const Result r = run_in(d.path(), {"run", kQuick, "b", "c", "--out", "r"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  expect_one_line(r.err);
+  EXPECT_NE(r.err.find("2 unexpected arguments: 'b', 'c'"), std::string::npos) << r.err;
+  EXPECT_TRUE(entries(d.path()).empty());
+}
+
+TEST(Cli, ThreadsThatAreNotANumberNameTheOption) {
+  TempDir d;
+  const Result r = run_in(d.path(), {"run", kQuick, "--out", "r", "--threads", "x"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--threads: expected an integer from 1 to"), std::string::npos) << r.err;
+}
+
+TEST(MakeCheckpoint, FollowsTheOutputFolderRules) {
+  TempDir d;
+  fs::create_directories(d.path() / "ck");
+  write_file(d.path() / "ck" / "mine.txt", "x");
+  Result r = run_in(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "ck"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(slurp(d.path() / "ck" / "mine.txt"), "x");
+  r = run_in(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "."});
+  EXPECT_EQ(r.code, 2) << r.err;
+  r = run_in(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "new"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(entries(d.path() / "new"), (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(entries(d.path()), (std::vector<std::string>{"ck", "new"}));
+}

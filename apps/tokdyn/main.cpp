@@ -1,6 +1,7 @@
 // tokdyn: the command line. Parses arguments, looks experiments up in the registry, validates
 // parameters and runs; no science here. Bad input -> one line on stderr, exit code 2.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -86,6 +87,17 @@ struct RunArgs {
   bool quiet = false;
 };
 
+/// An integer option: one line naming the option and the expected range.
+long parse_count(const char* option, const std::string& text, long lo, long hi) {
+  long v = 0;
+  const char* b = text.data();
+  const char* e = text.data() + text.size();
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p != e || text.empty() || v < lo || v > hi)
+    throw InputError(fmt::format("{}: expected an integer from {} to {}, got '{}'", option, lo, hi, text));
+  return v;
+}
+
 int run_command(const RunArgs& a) {
   if (a.threads < 1 || a.threads > max_threads())
     throw InputError(fmt::format("--threads: expected an integer from 1 to {} (4 per core), got {}", max_threads(),
@@ -140,7 +152,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(TOKDYN_VERSION));
   app.require_subcommand(0, 1);  // none: reported below, so that `tokdyn bogus` names "bogus"
 
-  app.add_subcommand("presets", "List the registered experiments (presets)");
+  CLI::App* presets = app.add_subcommand("presets", "List the registered experiments (presets)");
 
   std::string show_name;
   CLI::App* show = app.add_subcommand("show", "List a preset's parameters: key, type, default, range, help");
@@ -153,7 +165,9 @@ int main(int argc, char** argv) {
   run->add_option("target", ra.target, "Preset name or config file (.toml)")->required();
   run->add_option("--out,-o", ra.out, "Results directory (default: results/<preset>)");
   run->add_option("--set,-s", ra.sets, "Override a parameter: key=value (repeatable)")->allow_extra_args(false);
-  run->add_option("--threads,-j", ra.threads, "Worker threads (default: hardware concurrency)")->capture_default_str();
+  std::string threads_text = std::to_string(ra.threads);
+  run->add_option("--threads,-j", threads_text, "Worker threads, 1 to 4 per core (default: hardware concurrency)")
+      ->capture_default_str();
   run->add_flag("--overwrite", ra.overwrite, "Replace the previous tokdyn result in the output directory");
   run->add_flag("--no-figures", ra.no_figures, "Do not draw figures");
   run->add_flag("--quiet,-q", ra.quiet, "No progress line");
@@ -164,9 +178,12 @@ int main(int argc, char** argv) {
                                     "Write a freshly initialised Mamba-2 checkpoint (config.json + model.safetensors) "
                                     "in the reference layout");
   mk->add_option("--size", mc_size, "tiny, 130m, 370m, 780m, 1.3b or 2.7b")->capture_default_str();
-  mk->add_option("--seed", mc_seed, "Seed of the initialisation")->capture_default_str();
+  std::string seed_text = "0";
+  mk->add_option("--seed", seed_text, "Seed of the initialisation")->capture_default_str();
   mk->add_option("--out,-o", mc_out, "New directory to write")->required();
 
+  // Extra arguments are reported by us, with their count and in order.
+  for (CLI::App* sub : {presets, show, run, mk}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -180,6 +197,21 @@ int main(int argc, char** argv) {
   }
 
   try {
+    for (CLI::App* sub : {presets, show, run, mk}) {
+      const std::vector<std::string> extra = sub->remaining();
+      if (!sub->parsed() || extra.empty()) continue;
+      std::string list;
+      for (std::size_t i = 0; i < extra.size() && i < 5; ++i) list += fmt::format("{}'{}'", i ? ", " : "", extra[i]);
+      if (extra.size() > 5) list += ", ...";
+      const char* takes = sub == run ? "one target (a preset or a .toml file) and options"
+                          : sub == show ? "one preset name"
+                          : sub == mk  ? "options only"
+                                       : "no arguments";
+      throw InputError(fmt::format("{}: {} unexpected argument{}: {}; it takes {} (see `tokdyn {} --help`)", sub->get_name(),
+                                   extra.size(), extra.size() == 1 ? "" : "s", list, takes, sub->get_name()));
+    }
+    if (run->parsed()) ra.threads = static_cast<int>(parse_count("--threads", threads_text, 1, max_threads()));
+    if (mk->parsed()) mc_seed = parse_count("--seed", seed_text, 0, 9007199254740991L);
     if (app.got_subcommand("presets")) {
       list_presets();
     } else if (app.got_subcommand("show")) {
