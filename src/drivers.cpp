@@ -62,6 +62,11 @@ namespace {
 /// Sorted stop times in (t0, t1]: switching times of the field, output times, and t1.
 std::vector<double> stop_times(const VectorField& f, double t0, double t1, double every) {
   std::vector<double> s = f.switching_times(t0, t1);
+  // Output times are stored: bound their number before making them (every = 1e-300 would fill memory).
+  constexpr double kMaxOutputs = 1e7;
+  if (every > 0.0 && (t1 - t0) / every > kMaxOutputs)
+    throw InputError(fmt::format("observation interval {} over [{}, {}] gives {:.3g} output times; expected at most {:.0f} "
+                                 "(raise the interval)", every, t0, t1, (t1 - t0) / every, kMaxOutputs));
   if (every > 0.0)
     for (long k = 1;; ++k) {
       const double t = t0 + k * every;

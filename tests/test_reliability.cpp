@@ -581,3 +581,14 @@ TEST(MakeCheckpoint, FollowsTheOutputFolderRules) {
   EXPECT_EQ(entries(d.path() / "new"), (std::vector<std::string>{"config.json", "model.safetensors"}));
   EXPECT_EQ(entries(d.path()), (std::vector<std::string>{"ck", "new"}));
 }
+
+TEST(Numbers, OutputIntervalThatWouldFillMemoryIsRefusedEvenInsideParallelLoops) {
+  TempDir d;
+  // ssm-theorem-pd integrates chunks of runs in an OpenMP loop: the error must leave it cleanly.
+  const Result r = run_in(d.path(), {"run", "ssm-theorem-pd", "--out", "r", "--no-figures", "--threads", "2", "--set",
+                                     "every=1e-300", "--set", "runs=8", "--set", "doa_runs=2"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  expect_one_line(r.err);
+  EXPECT_NE(r.err.find("output times"), std::string::npos) << r.err;
+  EXPECT_TRUE(entries(d.path()).empty());
+}

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "tokdyn/parallel.hpp"
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/rng.hpp"
 
@@ -332,8 +333,9 @@ AssumptionDiagnostics assumption_diagnostics(const WeightSchedule<SsmParams>& s,
   AssumptionDiagnostics d;
   d.layers.resize(static_cast<std::size_t>(std::max(0L, depth)));
   // Layers are independent: diagnose them in parallel (each entry depends only on its layer).
+  ParallelErrors errors;
 #pragma omp parallel for schedule(dynamic, 1)
-  for (long k = 1; k <= depth; ++k) {
+  for (long k = 1; k <= depth; ++k) try {
     const auto p = s.at_layer(k);
     const int n = p->n();
     const ChannelBounds cb = channel_bounds(*p, len);
@@ -380,7 +382,10 @@ AssumptionDiagnostics assumption_diagnostics(const WeightSchedule<SsmParams>& s,
       la.gamma_sampled = g;
     }
     d.layers[static_cast<std::size_t>(k - 1)] = la;
+  } catch (...) {
+    errors.capture();
   }
+  errors.rethrow();
   int prev = -1;
   bool all_cert = depth >= 1;
   for (const auto& la : d.layers) {
@@ -900,8 +905,9 @@ SiluBiasEstimate silu_bias_monte_carlo(int m, int n, const Vec& zi, const Vec& z
   const long chunks = (draws + kChunk - 1) / kChunk;
   std::vector<double> s1(static_cast<std::size_t>(chunks)), s2(s1.size()), t1(s1.size()), t2(s1.size());
   const double half = std::sqrt(3.0) * scale;
+  ParallelErrors errors;
 #pragma omp parallel for schedule(dynamic)
-  for (long c = 0; c < chunks; ++c) {
+  for (long c = 0; c < chunks; ++c) try {
     Rng rng(seed, {0x1e41, static_cast<std::uint64_t>(c)});  // one stream per chunk: thread-count independent
     Mat SB(m, n), SC(m, n);
     double a1 = 0, a2 = 0, b1 = 0, b2 = 0;
@@ -927,7 +933,10 @@ SiluBiasEstimate silu_bias_monte_carlo(int m, int n, const Vec& zi, const Vec& z
     s2[static_cast<std::size_t>(c)] = a2;
     t1[static_cast<std::size_t>(c)] = b1;
     t2[static_cast<std::size_t>(c)] = b2;
+  } catch (...) {
+    errors.capture();
   }
+  errors.rethrow();
   double A1 = 0, A2 = 0, B1 = 0, B2 = 0;
   for (long c = 0; c < chunks; ++c) {
     A1 += s1[static_cast<std::size_t>(c)];

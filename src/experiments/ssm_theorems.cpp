@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+
+#include "tokdyn/parallel.hpp"
 #include <limits>
 #include <numbers>
 #include <string>
@@ -70,8 +72,9 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
   std::vector<ChunkOut> out(static_cast<std::size_t>(chunks));
   const SsmFlow flow(s, SsmOptions{});
   int done = 0;
+  ParallelErrors errors;
 #pragma omp parallel for schedule(dynamic)
-  for (int c = 0; c < chunks; ++c) {
+  for (int c = 0; c < chunks; ++c) try {
     const int r0 = c * kChunk, nr = std::min(kChunk, Z0.runs - r0);
     const Eigen::Index row0 = static_cast<Eigen::Index>(r0) * Z0.len, rows = static_cast<Eigen::Index>(nr) * Z0.len;
     Batch B{Z0.Z.middleRows(row0, rows), nr, Z0.len};
@@ -98,7 +101,10 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
       ++done;
       if (progress) progress(static_cast<double>(done) / chunks);
     }
+  } catch (...) {
+    errors.capture();
   }
+  errors.rethrow();
   R.t = out.front().t;
   const std::size_t nobs = R.t.size();
   R.gram.assign(nobs, {});
