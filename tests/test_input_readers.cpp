@@ -220,6 +220,9 @@ TEST(InputFiles, OversizedFilesAreRefusedBeforeReading) {
             std::string::npos);
   sparse(d.path() / "model.safetensors.index.json", (64ull << 20) + 1);
   EXPECT_NE(error_of([&] { st::Tensors t(d.path()); }).find("expected a file of at most 64.0 MiB"), std::string::npos);
+  sparse(d.path() / "huge.safetensors", (1ull << 40) + 1);
+  EXPECT_NE(error_of([&] { st::File f(d.path() / "huge.safetensors"); }).find("expected a file of at most 1024.0 GiB"),
+            std::string::npos);
   // token ids: at most header + 8 bytes per id the run uses.
   std::vector<std::int64_t> ids(12, 1);
   write_npy(d.path() / "ids.npy", ids.data(), {3, 4});
@@ -233,6 +236,53 @@ TEST(InputFiles, OversizedFilesAreRefusedBeforeReading) {
   cfg.resize(mamba2::kMaxConfigBytes, ' ');
   put(d.path() / "edge.json", cfg);
   EXPECT_EQ(mamba2::parse_config(d.path() / "edge.json").d_model, 64);
+}
+
+TEST(InputFiles, ModelTooLargeForMemoryIsRefusedBeforeAllocating) {
+  // A checkpoint whose config and (sparse) safetensors file agree on a 16M-token vocabulary with
+  // d_model 4096: 256 GiB as float32. Refused from the shapes, before any tensor is allocated.
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0 || static_cast<double>(pages) * static_cast<double>(page) > 200e9)
+    GTEST_SKIP() << "this machine has 200 GB of RAM or more";
+  TempDir d;
+  mamba2::Config c;
+  c.d_model = 4096, c.n_layer = 1, c.vocab_size = 1 << 24;
+  put(d.path() / "config.json", c.to_json().dump());
+  const auto D = static_cast<std::uint64_t>(c.d_model), V = static_cast<std::uint64_t>(c.vocab_padded()),
+             dip = static_cast<std::uint64_t>(c.d_in_proj()), cd = static_cast<std::uint64_t>(c.conv_dim()),
+             H = static_cast<std::uint64_t>(c.nheads()), di = static_cast<std::uint64_t>(c.d_inner());
+  const std::vector<std::pair<std::string, std::vector<std::uint64_t>>> tensors = {
+      {"backbone.embedding.weight", {V, D}},           {"backbone.norm_f.weight", {D}},
+      {"backbone.layers.0.norm.weight", {D}},          {"backbone.layers.0.mixer.in_proj.weight", {dip, D}},
+      {"backbone.layers.0.mixer.conv1d.weight", {cd, 1, 4}}, {"backbone.layers.0.mixer.conv1d.bias", {cd}},
+      {"backbone.layers.0.mixer.dt_bias", {H}},        {"backbone.layers.0.mixer.A_log", {H}},
+      {"backbone.layers.0.mixer.D", {H}},              {"backbone.layers.0.mixer.norm.weight", {di}},
+      {"backbone.layers.0.mixer.out_proj.weight", {D, di}}};
+  std::string header = "{";
+  std::uint64_t off = 0;
+  for (const auto& [name, shape] : tensors) {
+    std::uint64_t n = 1;
+    std::string dims;
+    for (auto x : shape) {
+      n *= x;
+      if (!dims.empty()) dims += ',';
+      dims += std::to_string(x);
+    }
+    if (header.size() > 1) header += ',';
+    header += "\"" + name + "\":{\"dtype\":\"F8_E4M3\",\"shape\":[" + dims + "],\"data_offsets\":[" + std::to_string(off) +
+              "," + std::to_string(off + n) + "]}";
+    off += n;
+  }
+  header += "}";
+  std::string start(8, '\0');
+  for (int i = 0; i < 8; ++i) start[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  put(d.path() / "model.safetensors", start + header);
+  ASSERT_EQ(::truncate((d.path() / "model.safetensors").c_str(), static_cast<off_t>(8 + header.size() + off)), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string m = error_of([&] { mamba2::load(d.path()); });
+  EXPECT_NE(m.find(": the model needs 256.4 GiB as float32 in memory, and this machine has"), std::string::npos) << m;
+  EXPECT_NE(m.find("expected a checkpoint that fits in memory"), std::string::npos) << m;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,7 +642,7 @@ TEST(SafetensorsIndexStrict, DuplicateKeysInTheIndexAreRefused) {
   fs::remove(d.path() / "model.safetensors.index.json");
   fs::create_symlink("/dev/zero", d.path() / "b.safetensors");
   put(d.path() / "model.safetensors.index.json", R"({"weight_map": {"x": "a.safetensors", "y": "b.safetensors"}})");
-  expect_refused_quickly([&] { st::Tensors t(d.path()); }, "shard 'b.safetensors' (for tensor 'y') does not exist");
+  expect_refused_quickly([&] { st::Tensors t(d.path()); }, "b.safetensors: expected a regular file, got a character device");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -114,6 +114,8 @@ Setup make_setup(const Params& P, RunContext& ctx) {
   ctx.notes["model"] = S.model.source;
   ctx.notes["synthetic_model"] = S.synthetic;
   ctx.notes["model_config"] = c.to_json();
+  ctx.notes["model_config_layout"] = c.format;  // the config.json it was read from: state-spaces or hf
+  ctx.notes["norm_epsilon"] = c.eps;            // of the three RMSNorms (HF layer_norm_epsilon; else 1e-5)
   ctx.notes["update"] = S.opt.update == Update::Sphere
                             ? fmt::format("sphere: z <- pi(z + {} * mixer(RMSNorm(z))), tokens start on the unit sphere", S.opt.tau)
                             : "residual: x <- x + mixer(RMSNorm(x)) (the reference's residual stream, fp32); metrics on x/|x|";

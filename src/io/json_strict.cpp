@@ -135,7 +135,7 @@ class StrictDom : public nlohmann::json_sax<json> {
     std::string p;
     for (std::size_t i = 1; i < stack_.size(); ++i) {
       const std::string& n = stack_[i].name;
-      if (!p.empty() && n.front() != '[') p += '.';
+      if (!p.empty() && (n.empty() || n.front() != '[')) p += '.';
       p += n;
     }
     return p;

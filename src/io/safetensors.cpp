@@ -590,7 +590,8 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
     if (bad)
       fail(what, "weight_map names shard " + quote(shard) + " for tensor " + quote(name),
            "a shard file name relative to the index's directory");
-    if (!fs::is_regular_file(dir / rel, ec))
+    // Existence only: what the shard is (a FIFO, a device ...) is checked when it is opened.
+    if (!fs::exists(dir / rel, ec))
       fail(what, "shard " + quote(shard) + " (for tensor " + quote(name) + ") does not exist",
            "every shard file next to the index");
     shard_of[name] = shard;
