@@ -1,26 +1,37 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors header parser with libFuzzer (+ ASan + UBSan).
-# Usage: scripts/fuzz.sh [--seconds S] [--build-dir DIR] [--cxx CLANGXX]
-#   --seconds S     fuzzing time (default 10)
-#   --build-dir D   where the binary, seed corpus and crash artifacts go (default <repo>/build-fuzz)
+# Fuzzes tokdyn's input parsers with libFuzzer (+ ASan + UBSan):
+#   safetensors_header  the safetensors header parser (fuzz/fuzz_safetensors_header.cpp)
+#   npy_header          the .npy header parser and integer decoder (fuzz/fuzz_npy_header.cpp)
+#   mamba2_config       the Mamba-2 config.json reader (fuzz/fuzz_mamba2_config.cpp)
+# Usage: scripts/fuzz.sh [--target T] [--seconds S] [--build-dir DIR] [--cxx CLANGXX]
+#   --target T      one of the targets above, or all (default: all, one after the other)
+#   --seconds S     fuzzing time per target (default 10)
+#   --build-dir D   where the binaries, seed corpora and crash artifacts go (default <repo>/build-fuzz)
 #   --cxx C         clang++ to use (default: $TOKDYN_FUZZ_CXX, else clang++ / clang++-14 on PATH)
-# Exits non-zero if the build fails or the fuzzer finds a crash, a sanitizer error or a leak.
+# Exits non-zero if a build fails or a fuzzer finds a crash, a sanitizer error or a leak.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=10
 build_dir=$repo/build-fuzz
 cxx=${TOKDYN_FUZZ_CXX:-}
+target=all
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --target) target=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --cxx) cxx=$2; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-    *) echo "fuzz.sh: unknown argument '$1'; expected --seconds S, --build-dir DIR or --cxx CLANGXX" >&2; exit 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "fuzz.sh: unknown argument '$1'; expected --target T, --seconds S, --build-dir DIR or --cxx CLANGXX" >&2; exit 2 ;;
   esac
 done
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --seconds '$seconds' is not a whole number" >&2; exit 2; }
+case $target in
+  safetensors_header|npy_header|mamba2_config) targets=("$target") ;;
+  all) targets=(safetensors_header npy_header mamba2_config) ;;
+  *) echo "fuzz.sh: --target '$target'; expected safetensors_header, npy_header, mamba2_config or all" >&2; exit 2 ;;
+esac
 mkdir -p "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)   # relative to the caller's cwd, before we cd to the repo
 if [[ -z $cxx ]]; then
@@ -29,48 +40,56 @@ fi
 [[ -n $cxx ]] || { echo "fuzz.sh: clang++ not found; expected clang++ with libFuzzer (apt-get install clang)" >&2; exit 2; }
 cd "$repo"
 
-bin=$build_dir/fuzz_safetensors_header
-sources=(src/io/safetensors.cpp fuzz/fuzz_safetensors_header.cpp)
-headers=(include/tokdyn/io/safetensors.hpp include/tokdyn/error.hpp)
-rebuild=0
-if [[ ! -x $bin ]]; then rebuild=1; fi
-for f in "${sources[@]}" "${headers[@]}" scripts/fuzz.sh; do
-  if [[ $f -nt $bin ]]; then rebuild=1; fi
-done
-if [[ $rebuild == 1 ]]; then
-  echo "fuzz.sh: building $bin with $cxx"
-  "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=all -I include "${sources[@]}" -o "$bin.new"
-  mv "$bin.new" "$bin"
-fi
+sources_of() {  # the translation units of one target
+  case $1 in
+    safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
+    npy_header) echo src/io/npy.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
+    mamba2_config) echo src/models/mamba2_config.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
+  esac
+}
 
-# Seed corpus: a few valid files and a few broken ones, written with printf.
-corpus=$build_dir/corpus
-mkdir -p "$corpus"
-seed() {  # seed NAME HEADER DATA_BYTES
+build() {  # build TARGET: rebuilds when a source, a header or this script is newer than the binary
+  local t=$1 bin=$build_dir/fuzz_$1 rebuild=0 f
+  local -a sources
+  read -r -a sources <<< "$(sources_of "$t")"
+  [[ -x $bin ]] || rebuild=1
+  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp scripts/fuzz.sh; do
+    if [[ $f -nt $bin ]]; then rebuild=1; fi
+  done
+  if [[ $rebuild == 1 ]]; then
+    echo "fuzz.sh: building $bin with $cxx"
+    "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+      -fno-sanitize-recover=all -I include "${sources[@]}" -o "$bin.new.$$"
+    mv "$bin.new.$$" "$bin"
+  fi
+}
+
+u8() { printf "\\x$(printf %02x $(( $1 & 255 )))"; }
+
+# --- safetensors seeds: 8-byte little-endian header length, JSON header, data bytes
+seed_safetensors() {  # NAME HEADER DATA_BYTES
   local name=$1 header=$2 nbytes=$3 n i
   n=${#header}
   {
-    for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $(( (n >> (8 * i)) & 255 )))"; done
+    for i in 0 1 2 3 4 5 6 7; do u8 $(( n >> (8 * i) )); done
     printf '%s' "$header"
     head -c "$nbytes" /dev/zero
   } > "$corpus/$name"
 }
-seed valid-f32 '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' 8
-seed valid-meta '{"__metadata__":{"format":"pt"},"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"b":{"dtype":"BF16","shape":[],"data_offsets":[12,14]}}' 14
-seed valid-padded '{"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}      ' 8
-seed valid-sub-byte '{"q":{"dtype":"F4","shape":[4],"data_offsets":[0,2]},"r":{"dtype":"F8_E4M3","shape":[3,0],"data_offsets":[2,2]}}' 2
-seed valid-empty '{}' 0
-seed bad-hole '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}' 12
-seed bad-dup '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}' 2
-seed bad-size '{"a":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}}' 4
-seed bad-shape '{"a":{"dtype":"I64","shape":[4294967296,4294967296],"data_offsets":[0,8]}}' 8
-seed bad-meta '{"__metadata__":{"k":[1]}}' 0
-printf 'PK\003\004\024\000\000\000\010\000zipzipzip' > "$corpus/bad-zip"
-printf '\200\002\212\012\154\374\234\106\371\040\152\250\120\031.' > "$corpus/bad-pickle"
-
-dict=$build_dir/safetensors.dict
-cat > "$dict" <<'EOF'
+corpus_safetensors_header() {
+  seed_safetensors valid-f32 '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' 8
+  seed_safetensors valid-meta '{"__metadata__":{"format":"pt"},"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"b":{"dtype":"BF16","shape":[],"data_offsets":[12,14]}}' 14
+  seed_safetensors valid-padded '{"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}      ' 8
+  seed_safetensors valid-sub-byte '{"q":{"dtype":"F4","shape":[4],"data_offsets":[0,2]},"r":{"dtype":"F8_E4M3","shape":[3,0],"data_offsets":[2,2]}}' 2
+  seed_safetensors valid-empty '{}' 0
+  seed_safetensors bad-hole '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}' 12
+  seed_safetensors bad-dup '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}' 2
+  seed_safetensors bad-size '{"a":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}}' 4
+  seed_safetensors bad-shape '{"a":{"dtype":"I64","shape":[4294967296,4294967296],"data_offsets":[0,8]}}' 8
+  seed_safetensors bad-meta '{"__metadata__":{"k":[1]}}' 0
+  printf 'PK\003\004\024\000\000\000\010\000zipzipzip' > "$corpus/bad-zip"
+  printf '\200\002\212\012\154\374\234\106\371\040\152\250\120\031.' > "$corpus/bad-pickle"
+  cat > "$dict" <<'DICT'
 "{"
 "}"
 "["
@@ -93,10 +112,107 @@ cat > "$dict" <<'EOF'
 "18446744073709551615"
 "4294967296"
 "\\ud800"
-EOF
+DICT
+}
+
+# --- .npy seeds: magic, version, header length (2 or 4 bytes), header dict, data
+seed_npy() {  # NAME MAJOR HEADER DATA_BYTES [DATA_PRINTF]
+  local name=$1 major=$2 header=$3 nbytes=$4 data=${5:-}
+  local n=${#header}
+  {
+    printf '\223NUMPY'; u8 "$major"; u8 0
+    u8 $n; u8 $(( n >> 8 ))
+    if [[ $major != 1 ]]; then u8 $(( n >> 16 )); u8 $(( n >> 24 )); fi
+    printf '%s' "$header"
+    if [[ -n $data ]]; then printf "$data"; else head -c "$nbytes" /dev/zero; fi
+  } > "$corpus/$name"
+}
+corpus_npy_header() {
+  seed_npy valid-i8 1 "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }          "$'\n' 48
+  seed_npy valid-u1 1 "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }"$'\n' 5 '\001\002\003\377\200'
+  seed_npy valid-be-fortran 2 "{'shape': (2, 2), 'fortran_order': True, 'descr': '>i4'}"$'\n' 16 '\000\000\000\001\377\377\377\376\000\000\000\003\200\000\000\000'
+  seed_npy valid-scalar-v3 3 '{"descr": "<u8", "fortran_order": False, "shape": ()}'$'\n' 8 '\377\377\377\377\377\377\377\177'
+  seed_npy valid-3d-fortran 1 "{'descr': '<i2', 'fortran_order': True, 'shape': (2, 3, 2), }"$'\n' 24 '\001\000\002\000\003\000\004\000\005\000\006\000\007\000\010\000\011\000\012\000\013\000\014\000'
+  seed_npy valid-long 1 "{'descr':'<i4','fortran_order':False,'shape':(3L,)}"$'\n' 12
+  seed_npy valid-zero 1 "{'descr': '<i8', 'fortran_order': False, 'shape': (0, 18446744073709551615), }"$'\n' 0
+  seed_npy bad-lying-shape 1 "{'descr': '<i8', 'fortran_order': False, 'shape': (1048576, 1048576), }"$'\n' 0
+  seed_npy bad-float 1 "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }"$'\n' 16
+  seed_npy bad-dup 1 "{'descr': '<i8', 'descr': '<i8', 'fortran_order': False, 'shape': (1,), }"$'\n' 8
+  seed_npy bad-u8 1 "{'descr': '<u8', 'fortran_order': False, 'shape': (1,), }"$'\n' 8 '\377\377\377\377\377\377\377\377'
+  cat > "$dict" <<'DICT'
+"\x93NUMPY\x01\x00"
+"\x93NUMPY\x02\x00"
+"\x93NUMPY\x03\x00"
+"'descr'"
+"'fortran_order'"
+"'shape'"
+"True"
+"False"
+"'<i8'"
+"'>u2'"
+"'|u1'"
+"'<u8'"
+"'>i4'"
+"'<f4'"
+"(1,)"
+"()"
+"L"
+", "
+": "
+"18446744073709551615"
+DICT
+}
+
+# --- config.json seeds
+corpus_mamba2_config() {
+  printf '%s' '{"d_model": 768, "d_intermediate": 0, "n_layer": 24, "vocab_size": 50277, "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": true, "residual_in_fp32": true, "fused_add_norm": true, "pad_vocab_size_multiple": 16, "tie_embeddings": true}' > "$corpus/ss-130m"
+  printf '%s' '{"hidden_size": 768, "num_heads": 24, "head_dim": 64, "n_groups": 1, "state_size": 128, "conv_kernel": 4, "expand": 2, "chunk_size": 256, "layer_norm_epsilon": 1e-05, "num_hidden_layers": 24, "residual_in_fp32": true, "rms_norm": true, "tie_word_embeddings": true, "use_bias": false, "use_conv_bias": true, "hidden_act": "silu", "time_step_limit": [0.0, Infinity], "time_step_min": 0.001, "vocab_size": 50288, "model_type": "mamba2"}' > "$corpus/hf-130m"
+  printf '%s' '{"d_model": 64, "n_layer": 4, "vocab_size": 1000, "ssm_cfg": {"layer": "Mamba2", "d_state": 16, "headdim": 16, "ngroups": 2, "dt_limit": [0.0, Infinity], "d_ssm": null, "chunk_size": 256}, "pad_vocab_size_multiple": 16}' > "$corpus/ss-tiny"
+  printf '%s' '{"hidden_size": 64, "num_heads": 8, "head_dim": 16, "n_groups": 2, "state_size": 16, "num_hidden_layers": 2, "vocab_size": 1008, "time_step_limit": [0.001, 0.1]}' > "$corpus/hf-clamp"
+  printf '%s' '{"d_model": 64, "n_layer": 4, "vocab_size": 1000, "ssm_cfg": {"layer": "Mamba2", "d_state": 16, "d_state": 32}}' > "$corpus/dup-nested"
+  printf '%s' '{"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10, "n_groups": 1, "layer_norm_epsilon": NaN}' > "$corpus/nan"
+  cat > "$dict" <<'DICT'
+"Infinity"
+"-Infinity"
+"NaN"
+"\"d_model\""
+"\"n_layer\""
+"\"vocab_size\""
+"\"ssm_cfg\""
+"\"layer\""
+"\"Mamba2\""
+"\"d_state\""
+"\"headdim\""
+"\"ngroups\""
+"\"dt_limit\""
+"\"d_ssm\""
+"\"hidden_size\""
+"\"num_hidden_layers\""
+"\"num_heads\""
+"\"head_dim\""
+"\"n_groups\""
+"\"state_size\""
+"\"time_step_limit\""
+"\"layer_norm_epsilon\""
+"\"hidden_act\""
+"\"pad_vocab_size_multiple\""
+"50288"
+"2147483648"
+"true"
+"false"
+"null"
+DICT
+}
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:halt_on_error=1:detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
-echo "fuzz.sh: fuzzing for ${seconds}s (corpus $corpus, artifacts in $build_dir)"
-"$bin" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -dict="$dict" -artifact_prefix="$build_dir/" "$corpus"
+for t in "${targets[@]}"; do
+  build "$t"
+  corpus=$build_dir/corpus-$t
+  dict=$build_dir/$t.dict
+  mkdir -p "$corpus"
+  "corpus_$t"
+  echo "fuzz.sh: fuzzing $t for ${seconds}s (corpus $corpus, artifacts in $build_dir)"
+  "$build_dir/fuzz_$t" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -dict="$dict" -artifact_prefix="$build_dir/$t-" "$corpus"
+done

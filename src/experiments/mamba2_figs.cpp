@@ -87,11 +87,15 @@ Setup make_setup(const Params& P, RunContext& ctx) {
       if (l >= c.n_layer) throw InputError(fmt::format("parameter 'layers': the model has {} layers, got {}", c.n_layer, l));
   }
 
-  // Initial tokens: given ids, or ids iid uniform in [0, vocab) (run r: stream (seed, r)).
+  // Initial tokens: given ids, or ids iid uniform in [0, vocab) (run r: stream (seed, r)). The
+  // default range is the model's real vocabulary (50277 for the released models, in either
+  // config layout; Config::vocab_rule says how it was found), not the padded embedding rows.
   const std::string idfile = P.get_string("token_ids");
+  long vocab = 0;
   if (!idfile.empty()) {
     std::vector<std::size_t> shape;
-    S.ids = read_npy_int(idfile, shape);
+    // At most runs * tokens ids: a larger file is refused from its header, before it is read.
+    S.ids = read_npy_int(idfile, shape, static_cast<std::uint64_t>(S.runs) * static_cast<std::uint64_t>(S.len));
     if (shape.size() != 2 || shape[0] != static_cast<std::size_t>(S.runs) || shape[1] != static_cast<std::size_t>(S.len))
       throw InputError(fmt::format("{}: token ids have shape [{}]; expected [runs, tokens] = [{}, {}]", idfile,
                                    fmt::join(shape, ", "), S.runs, S.len));
@@ -99,26 +103,26 @@ Setup make_setup(const Params& P, RunContext& ctx) {
       if (id < 0 || id >= S.model.embedding.rows())
         throw InputError(fmt::format("{}: token id {} out of range; expected ids in [0, {})", idfile, id, S.model.embedding.rows()));
   } else {
-    long vocab = P.get_int("vocab");
+    vocab = P.get_int("vocab");
     if (vocab == 0) vocab = c.vocab_size;
     if (vocab > S.model.embedding.rows())
       throw InputError(fmt::format("parameter 'vocab': the embedding has {} rows, got {}", S.model.embedding.rows(), vocab));
-    const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
-    S.ids.resize(static_cast<std::size_t>(S.runs) * S.len);
-    for (int r = 0; r < S.runs; ++r) {
-      Rng rng(seed, {static_cast<std::uint64_t>(r)});
-      for (int i = 0; i < S.len; ++i)
-        S.ids[static_cast<std::size_t>(r) * S.len + i] = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(vocab)));
-    }
+    S.ids = draw_token_ids(static_cast<std::uint64_t>(vocab), S.runs, S.len, static_cast<std::uint64_t>(P.get_int("seed")));
   }
   write_npy(ctx.dir / "token_ids.npy", S.ids.data(), {static_cast<std::size_t>(S.runs), static_cast<std::size_t>(S.len)});
 
   ctx.notes["model"] = S.model.source;
   ctx.notes["synthetic_model"] = S.synthetic;
   ctx.notes["model_config"] = c.to_json();
+  ctx.notes["model_config_layout"] = c.format;  // the config.json it was read from: state-spaces or hf
+  ctx.notes["norm_epsilon"] = c.eps;            // of the three RMSNorms (HF layer_norm_epsilon; else 1e-5)
   ctx.notes["update"] = S.opt.update == Update::Sphere
                             ? fmt::format("sphere: z <- pi(z + {} * mixer(RMSNorm(z))), tokens start on the unit sphere", S.opt.tau)
                             : "residual: x <- x + mixer(RMSNorm(x)) (the reference's residual stream, fp32); metrics on x/|x|";
+  ctx.notes["vocab"] = {{"embedding_rows", S.model.embedding.rows()},
+                        {"real_vocab_size", c.vocab_size},
+                        {"rule", c.vocab_rule},
+                        {"ids_drawn_from", idfile.empty() ? fmt::format("[0, {})", vocab) : std::string("given (token_ids)")}};
   ctx.notes["initial_tokens"] = idfile.empty()
                                     ? "embedding rows of token ids iid uniform in [0, vocab); run r uses stream (seed, r); ids in token_ids.npy"
                                     : "embedding rows of the given token ids (token_ids.npy)";
@@ -237,7 +241,7 @@ std::vector<ParamSpec> common_params(const std::string& sched, long layer, const
       p_int("tokens", 50, "tokens per sequence (ell)", 1, 100000),
       p_int("depth", 200, "number of layer steps", 1, 10000000),
       p_int("seed", 0, "seed of the token-id draws", 0, kMaxSeed),
-      p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the config's vocab_size (50277 for the released models)", 0, 16777216),
+      p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the model's real vocabulary (50277 for the released models, in either config layout)", 0, 16777216),
       p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids"),
       p_string("update", "residual", "residual: the true residual stream; sphere: the paper's z <- pi(z + tau mixer(RMSNorm z))",
                {"residual", "sphere"}),

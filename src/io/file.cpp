@@ -1,15 +1,15 @@
-// Safe reading of user-named input files (see io/file.hpp).
+// Safe reading of user-named input files (see io/file.hpp). Standard library and POSIX only, so
+// the libFuzzer targets can link it as it is.
 #include "tokdyn/io/file.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "tokdyn/error.hpp"
 
@@ -73,46 +73,83 @@ std::string open_failure_text(int err) {
   }
 }
 
+std::string bytes_text(std::uint64_t b) {
+  char buf[64];
+  if (b >= kGiB) std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / static_cast<double>(kGiB));
+  else if (b >= kMiB) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(kMiB));
+  else if (b >= kKiB) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / static_cast<double>(kKiB));
+  else std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(b));
+  return buf;
+}
+
 namespace {
 
-std::string bytes_text(std::uint64_t b) {
-  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1ull << 30));
-  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1ull << 20));
-  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1ull << 10));
-  return fmt::format("{} bytes", b);
+// The input's name on one line (a path may hold a newline): control bytes become \xNN.
+std::string printable(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+const char* kind_of(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO (named pipe)"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+[[noreturn]] void refuse(const std::string& what, const std::string& text) {
+  throw InputError(printable(what) + ": " + text);
 }
 
 }  // namespace
 
 OpenedFile open_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes, const std::string& what) {
-  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+  // First look without opening: opening a device can have effects of its own, and opening a
+  // FIFO for reading waits for a writer.
+  struct stat before {};
+  if (::stat(path.c_str(), &before) != 0) {
+    const int err = errno;
+    refuse(what, "cannot open (" + open_failure_text(err) + "); expected a readable regular file");
+  }
+  if (!S_ISREG(before.st_mode)) refuse(what, std::string("expected a regular file, got ") + kind_of(before.st_mode));
+  // O_NONBLOCK: should the path have been swapped for a FIFO since, the open still returns at once.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     const int err = errno;
-    throw InputError(fmt::format("{}: cannot open ({})", what, open_failure_text(err)));
+    refuse(what, "cannot open (" + open_failure_text(err) + "); expected a readable regular file");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    throw InputError(fmt::format("{}: cannot read ({})", what, std::strerror(err)));
+    refuse(what, std::string("cannot read (") + std::strerror(err) + "); expected a readable regular file");
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
-    throw InputError(fmt::format("{}: expected a regular file, got {}", what, kind));
+    refuse(what, std::string("expected a regular file, got ") + kind_of(st.st_mode));
+  }
+  if (st.st_dev != before.st_dev || st.st_ino != before.st_ino) {
+    ::close(fd);
+    refuse(what, "the file was replaced while being opened; expected a file that stays in place");
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (size > max_bytes) {
     ::close(fd);
-    throw InputError(fmt::format("{}: expected a file of at most {}, got {}", what, bytes_text(max_bytes), bytes_text(size)));
+    refuse(what, "expected a file of at most " + bytes_text(max_bytes) + ", got " + bytes_text(size));
   }
-  // Back to blocking reads for a regular file (O_NONBLOCK has no effect on them, but be explicit).
+  // Back to blocking reads (O_NONBLOCK has no effect on a regular file, but be explicit).
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return {fd, size};
@@ -129,17 +166,19 @@ std::string read_regular_file(const std::filesystem::path& path, std::uint64_t m
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(f.fd);
-      throw InputError(fmt::format("{}: cannot read ({})", what, std::strerror(err)));
+      refuse(what, std::string("cannot read (") + std::strerror(err) + "); expected a readable regular file");
     }
     if (r == 0) break;  // the file shrank while we read it
     got += static_cast<std::uint64_t>(r);
   }
-  // A file that grew while we read it is read up to its size at open time plus one probe byte.
+  // A file that grew while we read it: read up to its size at open time plus one probe byte.
   char probe = 0;
-  const ssize_t extra = ::read(f.fd, &probe, 1);
+  ssize_t extra;
+  do extra = ::read(f.fd, &probe, 1);
+  while (extra < 0 && errno == EINTR);
   ::close(f.fd);
-  if (extra > 0) throw InputError(fmt::format("{}: the file changed while being read", what));
-  out.resize(got);
+  if (got != f.size || extra > 0)
+    refuse(what, "the file changed while being read; expected a file that stays unchanged");
   return out;
 }
 

@@ -13,15 +13,15 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "tokdyn/error.hpp"
+#include "tokdyn/io/file.hpp"
+#include "tokdyn/io/json_strict.hpp"
 
 namespace tokdyn::st {
 
@@ -34,6 +34,9 @@ using json = nlohmann::json;
 
 constexpr std::uint64_t kMaxHeader = 100'000'000;  // MAX_HEADER_SIZE of the reference parser
 constexpr std::size_t kMaxDepth = 64;              // a valid header nests 3 levels
+constexpr std::uint64_t kMaxFile = 1ull << 40;     // 1 TiB per .safetensors file (memory-mapped)
+constexpr std::uint64_t kMaxIndex = 64ull << 20;   // 64 MiB for model.safetensors.index.json
+constexpr std::size_t kMaxShards = 10000;          // distinct shard files named by an index
 const char* const kExpectSt =
     "a safetensors file (8-byte little-endian header length N, an N-byte JSON header, then the tensor data)";
 const char* const kExpectEntry =
@@ -72,22 +75,7 @@ std::string known_dtypes() {
   return s;
 }
 
-// Makes any text printable on one line: control bytes (and DEL) become \xNN.
-std::string one_line(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  static const char* hex = "0123456789abcdef";
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string one_line(const std::string& s) { return json_strict::one_line(s); }
 
 // A user-supplied string (tensor name, dtype ...) in quotes, shortened if very long.
 std::string quote(const std::string& s) {
@@ -136,90 +124,6 @@ std::uint64_t read_u64le(const std::uint8_t* p) {
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
 }
-
-// SAX handler building a DOM while rejecting duplicate keys (at any depth) and absurd nesting, and
-// keeping the parser's error message.
-class StrictDom : public nlohmann::json_sax<json> {
- public:
-  json root;
-  std::string error;           // set when parsing stopped
-  bool duplicate = false;
-  bool too_deep = false;
-  std::string duplicate_key;
-  std::size_t duplicate_depth = 0;
-
-  bool null() override { return add(json(nullptr)); }
-  bool boolean(bool v) override { return add(json(v)); }
-  bool number_integer(number_integer_t v) override { return add(json(v)); }
-  bool number_unsigned(number_unsigned_t v) override { return add(json(v)); }
-  bool number_float(number_float_t v, const string_t&) override { return add(json(v)); }
-  bool string(string_t& v) override { return add(json(std::move(v))); }
-  bool binary(binary_t&) override {
-    error = "binary value";
-    return false;
-  }
-  bool start_object(std::size_t) override { return open(json::object()); }
-  bool start_array(std::size_t) override { return open(json::array()); }
-  bool end_object() override { return close(); }
-  bool end_array() override { return close(); }
-  bool key(string_t& k) override {
-    json* top = stack_.back();
-    if (top->contains(k)) {
-      duplicate = true;
-      duplicate_key = k;
-      duplicate_depth = stack_.size();
-      return false;
-    }
-    key_ = std::move(k);
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
-    std::string msg = ex.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 5: <what>": keep <what>, report
-    // the byte position instead, and keep the text ASCII (the "last read" part may hold raw bytes).
-    if (auto p = msg.find(": "); p != std::string::npos && msg.rfind("[json.exception", 0) == 0) msg = msg.substr(p + 2);
-    for (char& c : msg)
-      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
-    if (msg.size() > 200) msg = msg.substr(0, 200) + "...";
-    error = "at header byte " + std::to_string(position) + ": " + msg;
-    return false;
-  }
-
- private:
-  std::vector<json*> stack_;
-  std::string key_;
-
-  json* place(json&& v) {
-    if (stack_.empty()) {
-      root = std::move(v);
-      return &root;
-    }
-    json* top = stack_.back();
-    if (top->is_array()) {
-      top->push_back(std::move(v));
-      return &top->back();
-    }
-    auto [it, inserted] = top->emplace(key_, std::move(v));
-    return &it.value();
-  }
-  bool add(json&& v) {
-    place(std::move(v));
-    return true;
-  }
-  bool open(json&& v) {
-    if (stack_.size() >= kMaxDepth) {
-      too_deep = true;
-      error = "nesting deeper than " + std::to_string(kMaxDepth) + " levels";
-      return false;
-    }
-    stack_.push_back(place(std::move(v)));
-    return true;
-  }
-  bool close() {
-    stack_.pop_back();
-    return true;
-  }
-};
 
 // A non-negative integer JSON value.
 bool as_u64(const json& v, std::uint64_t& out) {
@@ -294,21 +198,21 @@ Header parse_header(const std::uint8_t* bytes, std::size_t nbytes, std::uint64_t
   h.header_len = n;
   h.data_start = 8 + n;
 
-  StrictDom dom;
-  const char* first = reinterpret_cast<const char*>(bytes + 8);
-  const bool ok = json::sax_parse(first, first + n, &dom, nlohmann::json::input_format_t::json, true, false);
-  if (dom.duplicate) {
-    if (dom.duplicate_depth == 1)
-      fail(what, "duplicate key " + quote(dom.duplicate_key) + " in the header", "each tensor name once");
-    fail(what, "duplicate key " + quote(dom.duplicate_key) + " inside a header entry", "each field once");
+  json_strict::Options jopt;
+  jopt.max_depth = kMaxDepth;
+  const json_strict::Result parsed =
+      json_strict::parse(std::string_view(reinterpret_cast<const char*>(bytes + 8), static_cast<std::size_t>(n)), jopt);
+  if (parsed.problem == json_strict::Problem::Duplicate) {
+    if (parsed.depth == 1)
+      fail(what, "duplicate key " + quote(parsed.key) + " in the header", "each tensor name once");
+    fail(what, "duplicate key " + quote(parsed.key) + " inside a header entry", "each field once");
   }
-  if (dom.too_deep)
+  if (parsed.problem == json_strict::Problem::TooDeep)
     fail(what, "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
          "a safetensors header (an object of tensor entries, 3 levels deep)");
-  if (!ok || !dom.error.empty())
-    fail(what, "header is not valid JSON (" + (dom.error.empty() ? std::string("parse failed") : dom.error) + ")",
-         "a UTF-8 JSON object");
-  const json& root = dom.root;
+  if (parsed.problem != json_strict::Problem::None)
+    fail(what, "header is not valid JSON (" + parsed.message + ")", "a UTF-8 JSON object");
+  const json& root = parsed.value;
   if (!root.is_object()) fail(what, "header is not a JSON object", "a JSON object of tensor entries");
 
   const std::uint64_t data_size = file_size - h.data_start;
@@ -491,22 +395,11 @@ float double_to_float(double d) {
 
 File::File(const std::filesystem::path& path) : path_(path) {
   const std::string what = path.string();
-  const int fd = ::open(what.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: no hang on a FIFO
-  if (fd < 0) {
-    const int err = errno;
-    fail(what, std::string("cannot open: ") + std::strerror(err), "a readable .safetensors file");
-  }
-  struct stat sb {};
-  if (::fstat(fd, &sb) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(what, std::string("cannot stat: ") + std::strerror(err), "a readable .safetensors file");
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    ::close(fd);
-    fail(what, S_ISDIR(sb.st_mode) ? "is a directory" : "is not a regular file", "a .safetensors file");
-  }
-  const auto size = static_cast<std::uint64_t>(sb.st_size);
+  // A regular file only (a FIFO or a device is refused without blocking), of at most kMaxFile
+  // bytes: it is mapped, not copied, so the bound only guards the address space.
+  const OpenedFile opened = open_regular_file(path, kMaxFile, what);
+  const int fd = opened.fd;
+  const std::uint64_t size = opened.size;
   if (size > 0) {
     void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -671,18 +564,13 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
 
   // Sharded checkpoint.
   const std::string what = index_path.string();
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) fail(what, std::string("cannot open: ") + std::strerror(errno), kExpectIndex);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  StrictDom dom;
-  const bool ok = json::sax_parse(text.data(), text.data() + text.size(), &dom, nlohmann::json::input_format_t::json,
-                                  true, false);
-  if (dom.duplicate) fail(what, "duplicate key " + quote(dom.duplicate_key), "each key once: " + std::string(kExpectIndex));
-  if (!ok || !dom.error.empty())
-    fail(what, "not valid JSON (" + (dom.error.empty() ? std::string("parse failed") : dom.error) + ")", kExpectIndex);
-  const json& index = dom.root;
+  const std::string text = read_regular_file(index_path, kMaxIndex, what);
+  const json_strict::Result parsed = json_strict::parse(text);
+  if (parsed.problem == json_strict::Problem::Duplicate)
+    fail(what, "duplicate key " + quote(parsed.key) + (parsed.path.empty() ? "" : " in " + quote(parsed.path)),
+         "each key once: " + std::string(kExpectIndex));
+  if (parsed.problem != json_strict::Problem::None) fail(what, "not valid JSON (" + parsed.message + ")", kExpectIndex);
+  const json& index = parsed.value;
   if (!index.is_object()) fail(what, "top level is not a JSON object", kExpectIndex);
   if (!index.contains("weight_map")) fail(what, "no \"weight_map\"", kExpectIndex);
   const json& wm = index["weight_map"];
@@ -702,11 +590,15 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
     if (bad)
       fail(what, "weight_map names shard " + quote(shard) + " for tensor " + quote(name),
            "a shard file name relative to the index's directory");
-    if (!fs::is_regular_file(dir / rel, ec))
+    // Existence only: what the shard is (a FIFO, a device ...) is checked when it is opened.
+    if (!fs::exists(dir / rel, ec))
       fail(what, "shard " + quote(shard) + " (for tensor " + quote(name) + ") does not exist",
            "every shard file next to the index");
     shard_of[name] = shard;
     shard_names.insert(shard);
+    if (shard_names.size() > kMaxShards)
+      fail(what, "the weight_map names more than " + std::to_string(kMaxShards) + " shard files",
+           "at most " + std::to_string(kMaxShards) + " shards");
   }
 
   std::map<std::string, std::size_t> file_index;  // shard name -> files_ index

@@ -13,226 +13,13 @@
 #include <fmt/format.h>
 
 #include "tokdyn/error.hpp"
+#include "tokdyn/io/file.hpp"
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/linalg.hpp"
 
 namespace fs = std::filesystem;
 
 namespace tokdyn::mamba2 {
-
-// ---------------------------------------------------------------- config
-
-int Config::vocab_padded() const {
-  const long m = std::max(1, pad_vocab_multiple);
-  return static_cast<int>((vocab_size + m - 1) / m * m);
-}
-
-void Config::validate(const std::string& what) const {
-  auto need = [&](bool ok, const std::string& msg) {
-    if (!ok) throw InputError(fmt::format("{}: inconsistent config: {}", what, msg));
-  };
-  need(d_model >= 1 && d_model <= 1 << 16, fmt::format("expected 1 <= d_model <= 65536, got {}", d_model));
-  need(n_layer >= 1 && n_layer <= 4096, fmt::format("expected 1 <= n_layer <= 4096, got {}", n_layer));
-  need(vocab_size >= 1 && vocab_size <= 1 << 24, fmt::format("expected 1 <= vocab_size <= 16777216, got {}", vocab_size));
-  need(pad_vocab_multiple >= 1 && pad_vocab_multiple <= 1 << 16,
-       fmt::format("expected pad_vocab_size_multiple >= 1, got {}", pad_vocab_multiple));
-  need(d_state >= 1 && d_state <= 1 << 14, fmt::format("expected 1 <= d_state <= 16384, got {}", d_state));
-  need(d_conv >= 1 && d_conv <= 64, fmt::format("expected 1 <= d_conv <= 64, got {}", d_conv));
-  need(expand >= 1 && expand <= 16, fmt::format("expected 1 <= expand <= 16, got {}", expand));
-  need(headdim >= 1, fmt::format("expected headdim >= 1, got {}", headdim));
-  need(ngroups >= 1, fmt::format("expected ngroups >= 1, got {}", ngroups));
-  need(d_inner() % headdim == 0,
-       fmt::format("d_inner = expand * d_model = {} must be a multiple of headdim = {}", d_inner(), headdim));
-  need(nheads() % ngroups == 0, fmt::format("nheads = {} must be a multiple of ngroups = {}", nheads(), ngroups));
-  need(d_inner() % ngroups == 0, fmt::format("d_inner = {} must be a multiple of ngroups = {}", d_inner(), ngroups));
-  need(std::isfinite(eps) && eps > 0, fmt::format("expected a norm epsilon > 0, got {}", eps));
-}
-
-nlohmann::json Config::to_json() const {
-  nlohmann::json ssm = {{"layer", "Mamba2"}};
-  const Config def;
-  if (d_state != def.d_state) ssm["d_state"] = d_state;
-  if (d_conv != def.d_conv) ssm["d_conv"] = d_conv;
-  if (expand != def.expand) ssm["expand"] = expand;
-  if (headdim != def.headdim) ssm["headdim"] = headdim;
-  if (ngroups != def.ngroups) ssm["ngroups"] = ngroups;
-  return nlohmann::json{{"d_model", d_model},
-                        {"d_intermediate", 0},
-                        {"n_layer", n_layer},
-                        {"vocab_size", vocab_size},
-                        {"ssm_cfg", ssm},
-                        {"attn_layer_idx", nlohmann::json::array()},
-                        {"attn_cfg", nlohmann::json::object()},
-                        {"rms_norm", true},
-                        {"residual_in_fp32", true},
-                        {"fused_add_norm", true},
-                        {"pad_vocab_size_multiple", pad_vocab_multiple},
-                        {"tie_embeddings", tie_embeddings}};
-}
-
-std::vector<std::string> Config::sizes() { return {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}; }
-
-Config Config::named(const std::string& size) {
-  Config c;
-  if (size == "tiny") {
-    c.d_model = 64;
-    c.n_layer = 4;
-    c.vocab_size = 1000;
-    c.d_state = 16;
-    c.headdim = 16;
-  } else if (size == "130m") {
-    c.d_model = 768, c.n_layer = 24;
-  } else if (size == "370m") {
-    c.d_model = 1024, c.n_layer = 48;
-  } else if (size == "780m") {
-    c.d_model = 1536, c.n_layer = 48;
-  } else if (size == "1.3b") {
-    c.d_model = 2048, c.n_layer = 48;
-  } else if (size == "2.7b") {
-    c.d_model = 2560, c.n_layer = 64;
-  } else {
-    throw InputError(fmt::format("--size: expected one of tiny, 130m, 370m, 780m, 1.3b, 2.7b, got '{}'", size));
-  }
-  return c;
-}
-
-namespace {
-
-/// Replaces the non-JSON number tokens Infinity, -Infinity and NaN outside strings (the HF port
-/// writes `"time_step_limit": [0.0, Infinity]`) by JSON values: +-1e308 and null.
-std::string sanitize_json_numbers(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  bool in_str = false, esc = false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_str) {
-      out += c;
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
-      continue;
-    }
-    if (c == '"') {
-      in_str = true;
-      out += c;
-    } else if (s.compare(i, 9, "-Infinity") == 0) {
-      out += "-1e308";
-      i += 8;
-    } else if (s.compare(i, 8, "Infinity") == 0) {
-      out += "1e308";
-      i += 7;
-    } else if (s.compare(i, 3, "NaN") == 0) {
-      out += "null";
-      i += 2;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-int json_int(const nlohmann::json& j, const char* key, int def, const std::string& what, bool required = false) {
-  if (!j.contains(key)) {
-    if (required) throw InputError(fmt::format("{}: missing key '{}'; expected an integer", what, key));
-    return def;
-  }
-  const auto& v = j.at(key);
-  if (!v.is_number_integer()) throw InputError(fmt::format("{}: key '{}': expected an integer, got {}", what, key, v.dump()));
-  const auto x = v.get<long long>();
-  if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
-    throw InputError(fmt::format("{}: key '{}': value {} out of range", what, key, x));
-  return static_cast<int>(x);
-}
-
-bool json_bool(const nlohmann::json& j, const char* key, bool def, const std::string& what) {
-  if (!j.contains(key)) return def;
-  if (!j.at(key).is_boolean()) throw InputError(fmt::format("{}: key '{}': expected true or false", what, key));
-  return j.at(key).get<bool>();
-}
-
-}  // namespace
-
-Config parse_config_text(const std::string& text, const std::string& what) {
-  nlohmann::json j = nlohmann::json::parse(sanitize_json_numbers(text), nullptr, false);
-  if (j.is_discarded()) throw InputError(fmt::format("{}: not valid JSON; expected a Mamba-2 config.json", what));
-  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object (Mamba-2 config.json)", what));
-  Config c;
-  if (j.contains("d_model")) {  // state-spaces/mamba MambaConfig
-    c.format = "state-spaces";
-    c.d_model = json_int(j, "d_model", 0, what, true);
-    c.n_layer = json_int(j, "n_layer", 0, what, true);
-    c.vocab_size = json_int(j, "vocab_size", 0, what, true);
-    c.pad_vocab_multiple = json_int(j, "pad_vocab_size_multiple", 8, what);
-    c.tie_embeddings = json_bool(j, "tie_embeddings", true, what);
-    if (!json_bool(j, "rms_norm", true, what))
-      throw InputError(fmt::format("{}: rms_norm = false is not supported; expected a Mamba-2 model with RMSNorm", what));
-    if (json_int(j, "d_intermediate", 0, what) != 0)
-      throw InputError(fmt::format("{}: d_intermediate != 0 (MLP blocks) is not supported; expected a pure Mamba-2 model", what));
-    if (j.contains("attn_layer_idx") && !(j["attn_layer_idx"].is_array() && j["attn_layer_idx"].empty()))
-      throw InputError(fmt::format("{}: attention layers (attn_layer_idx) are not supported; expected a pure Mamba-2 model", what));
-    if (!j.contains("ssm_cfg") || !j["ssm_cfg"].is_object())
-      throw InputError(fmt::format("{}: missing object 'ssm_cfg'; expected {{\"layer\": \"Mamba2\", ...}}", what));
-    const auto& s = j["ssm_cfg"];
-    if (!s.contains("layer") || s["layer"] != "Mamba2")
-      throw InputError(fmt::format("{}: ssm_cfg.layer: expected \"Mamba2\" (Mamba-1 is not supported)", what));
-    const std::string sw = what + " ssm_cfg";
-    c.d_state = json_int(s, "d_state", c.d_state, sw);
-    c.d_conv = json_int(s, "d_conv", c.d_conv, sw);
-    c.expand = json_int(s, "expand", c.expand, sw);
-    c.headdim = json_int(s, "headdim", c.headdim, sw);
-    c.ngroups = json_int(s, "ngroups", c.ngroups, sw);
-    if (s.contains("rmsnorm") && !json_bool(s, "rmsnorm", true, sw))
-      throw InputError(fmt::format("{}: ssm_cfg.rmsnorm = false is not supported", what));
-    if (s.contains("norm_before_gate") && json_bool(s, "norm_before_gate", false, sw))
-      throw InputError(fmt::format("{}: ssm_cfg.norm_before_gate = true is not supported (the checkpoints use false)", what));
-    if (s.contains("D_has_hdim") && json_bool(s, "D_has_hdim", false, sw))
-      throw InputError(fmt::format("{}: ssm_cfg.D_has_hdim = true is not supported", what));
-    if (s.contains("bias") && json_bool(s, "bias", false, sw))
-      throw InputError(fmt::format("{}: ssm_cfg.bias = true (biased projections) is not supported", what));
-  } else if (j.contains("hidden_size")) {  // Hugging Face Mamba2Config
-    c.format = "hf";
-    if (j.contains("model_type") && j["model_type"] != "mamba2")
-      throw InputError(fmt::format("{}: model_type {}: expected \"mamba2\"", what, j["model_type"].dump()));
-    c.d_model = json_int(j, "hidden_size", 0, what, true);
-    c.n_layer = json_int(j, "num_hidden_layers", 0, what, true);
-    c.vocab_size = json_int(j, "vocab_size", 0, what, true);
-    c.pad_vocab_multiple = 1;  // the HF port stores the padded size
-    c.d_state = json_int(j, "state_size", 128, what);
-    c.d_conv = json_int(j, "conv_kernel", 4, what);
-    c.expand = json_int(j, "expand", 2, what);
-    c.headdim = json_int(j, "head_dim", 64, what);
-    c.ngroups = json_int(j, "n_groups", 1, what, true);
-    c.tie_embeddings = json_bool(j, "tie_word_embeddings", true, what);
-    if (j.contains("layer_norm_epsilon")) {
-      if (!j["layer_norm_epsilon"].is_number())
-        throw InputError(fmt::format("{}: key 'layer_norm_epsilon': expected a number", what));
-      c.eps = j["layer_norm_epsilon"].get<double>();
-    }
-    if (json_bool(j, "use_bias", false, what))
-      throw InputError(fmt::format("{}: use_bias = true is not supported; expected unbiased projections", what));
-    if (!json_bool(j, "use_conv_bias", true, what))
-      throw InputError(fmt::format("{}: use_conv_bias = false is not supported", what));
-    if (!json_bool(j, "rms_norm", true, what))
-      throw InputError(fmt::format("{}: rms_norm = false is not supported", what));
-    c.validate(what);
-    if (j.contains("num_heads") && json_int(j, "num_heads", 0, what) != c.nheads())
-      throw InputError(fmt::format("{}: inconsistent config: num_heads = {} but expand * hidden_size / head_dim = {}", what,
-                                   json_int(j, "num_heads", 0, what), c.nheads()));
-  } else {
-    throw InputError(fmt::format("{}: neither a state-spaces config (d_model) nor a Hugging Face Mamba-2 config (hidden_size)", what));
-  }
-  c.validate(what);
-  return c;
-}
-
-Config parse_config(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read the config file; expected a Mamba-2 config.json", file.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_config_text(ss.str(), file.string());
-}
 
 // ---------------------------------------------------------------- init
 
@@ -388,6 +175,23 @@ Model load(const fs::path& path) {
       continue;  // the output head plays no part in the depth dynamics
     }
     throw InputError(fmt::format("{}: unexpected tensor '{}'; expected only the Mamba-2 tensors for {} layers", what, n, c.n_layer));
+  }
+
+  // Every tensor is widened to float32: refuse a model that cannot fit this machine's memory
+  // before allocating any of it (the shapes come from config.json and were checked above).
+  {
+    std::uint64_t floats = 0;
+    for (const auto& e : expect) {
+      std::uint64_t n = 1;
+      for (auto x : e.shape) n *= x;  // each dimension < 2^32 (config bounds): no overflow per tensor
+      floats += n;
+    }
+    const auto pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const std::uint64_t ram = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+    if (ram > 0 && floats > ram / 4)
+      throw InputError(fmt::format("{}: the model needs {} as float32 in memory, and this machine has {} of RAM; "
+                                   "expected a checkpoint that fits in memory",
+                                   what, bytes_text(floats * 4), bytes_text(ram)));
   }
 
   auto read_mat = [&](const std::string& name, Eigen::Index rows, Eigen::Index cols) {
@@ -613,6 +417,18 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
 }
 
 // ---------------------------------------------------------------- depth
+
+std::vector<std::int64_t> draw_token_ids(std::uint64_t vocab, int runs, int len, std::uint64_t seed) {
+  if (vocab == 0 || runs < 0 || len < 0) throw std::invalid_argument("draw_token_ids: vocab must be positive");
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(runs) * static_cast<std::size_t>(len));
+  for (int r = 0; r < runs; ++r) {
+    Rng rng(seed, {static_cast<std::uint64_t>(r)});
+    for (int i = 0; i < len; ++i)
+      ids[static_cast<std::size_t>(r) * static_cast<std::size_t>(len) + static_cast<std::size_t>(i)] =
+          static_cast<std::int64_t>(rng.below(vocab));
+  }
+  return ids;
+}
 
 MatF embed(const Model& m, const std::vector<std::int64_t>& ids, Update update) {
   MatF X(static_cast<Eigen::Index>(ids.size()), m.cfg.d_model);

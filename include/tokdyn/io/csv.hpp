@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tokdyn/io/npy.hpp"
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
@@ -39,8 +40,6 @@ void write_npy(const std::filesystem::path& file, const double* data, const std:
 void write_npy(const std::filesystem::path& file, const float* data, const std::vector<std::size_t>& shape);
 void write_npy(const std::filesystem::path& file, const std::int64_t* data, const std::vector<std::size_t>& shape);
 
-/// Reads a C-order integer .npy file (<i8, <i4, <u4, <i2, <u2, |i1, |u1) into int64, with its shape.
-/// Throws InputError naming the file for anything else (wrong magic, dtype, Fortran order, size).
-std::vector<std::int64_t> read_npy_int(const std::filesystem::path& file, std::vector<std::size_t>& shape);
+// read_npy_int (integer .npy files): see io/npy.hpp.
 
 }  // namespace tokdyn

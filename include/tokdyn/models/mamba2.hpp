@@ -22,46 +22,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokdyn/models/mamba2_config.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn::mamba2 {
 
 using VecF = Eigen::VectorXf;
-
-/// Model dimensions. Defaults are the `Mamba2` module defaults every released checkpoint uses.
-struct Config {
-  int d_model = 768;
-  int n_layer = 24;
-  int vocab_size = 50277;       ///< unpadded vocabulary (ids sampled from [0, vocab_size))
-  int pad_vocab_multiple = 16;  ///< embedding rows = vocab_size rounded up to this multiple
-  int d_state = 128;
-  int d_conv = 4;
-  int expand = 2;
-  int headdim = 64;
-  int ngroups = 1;
-  double eps = 1e-5;
-  bool tie_embeddings = true;
-  std::string format = "state-spaces";  ///< "state-spaces" or "hf" (the config.json it came from)
-
-  int d_inner() const { return expand * d_model; }
-  int nheads() const { return d_inner() / headdim; }
-  int conv_dim() const { return d_inner() + 2 * ngroups * d_state; }
-  int d_in_proj() const { return 2 * d_inner() + 2 * ngroups * d_state + nheads(); }
-  int vocab_padded() const;
-  /// Throws InputError (naming `what`) unless every dimension is positive and consistent.
-  void validate(const std::string& what) const;
-  /// The state-spaces config.json (ssm_cfg carries the non-default Mamba2 sizes).
-  nlohmann::json to_json() const;
-  /// Named sizes: "tiny" (test model), "130m", "370m", "780m", "1.3b", "2.7b".
-  static Config named(const std::string& size);
-  static std::vector<std::string> sizes();
-};
-
-/// Parses a config.json of either format (state-spaces, or the Hugging Face port's, which may
-/// contain the non-JSON token `Infinity`). Throws InputError naming the file.
-Config parse_config(const std::filesystem::path& file);
-Config parse_config_text(const std::string& text, const std::string& what);
 
 /// One block's weights, widened to float. Shapes as in the checkpoint.
 struct Layer {
@@ -167,6 +134,11 @@ struct DepthRun {
 };
 void run_depth(const Config& cfg, const std::vector<Variant>& variants, const std::function<const Layer&(long k)>& layer,
                const MatF& X0, long depth, const DepthRun& opt, const std::function<void(double)>& progress = {});
+
+/// Default token ids: run r draws `len` ids iid uniform in [0, vocab) from stream (seed, r);
+/// [runs*len], run-major. Use cfg.vocab_size (the real vocabulary, the same for a model in
+/// either config layout) unless the user asks for another range.
+std::vector<std::int64_t> draw_token_ids(std::uint64_t vocab, int runs, int len, std::uint64_t seed);
 
 /// Initial tokens: embedding rows of `ids` ([runs*len]), in the update's space (sphere: unit rows).
 MatF embed(const Model& m, const std::vector<std::int64_t>& ids, Update update);
