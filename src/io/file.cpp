@@ -32,7 +32,7 @@ std::string errno_text(int err) {
 }
 
 void throw_write_error(const std::filesystem::path& file, int err, const char* verb) {
-  throw ResourceError(fmt::format("cannot {} '{}': {}", verb, file.string(), errno_text(err)));
+  throw ResourceError(std::string("cannot ") + verb + " '" + file.string() + "': " + errno_text(err));
 }
 
 namespace {
@@ -48,7 +48,7 @@ std::string& failure_text() {
 
 void note_write_failure(const std::filesystem::path& file, int err) {
   std::lock_guard<std::mutex> lock(failure_mu());
-  if (failure_text().empty()) failure_text() = fmt::format("cannot write '{}': {}", file.string(), errno_text(err));
+  if (failure_text().empty()) failure_text() = "cannot write '" + file.string() + "': " + errno_text(err);
 }
 
 void check_write_failures() {
