@@ -26,22 +26,13 @@
 #include "tokdyn/schedule.hpp"
 #include "tokdyn/sphere.hpp"
 
-// OpenBLAS entry points (declared here: the OpenMP build's cblas.h is not on tokdyn_bench's
-// include path).
-extern "C" {
-void openblas_set_num_threads(int);
-int openblas_get_num_threads(void);
-char* openblas_get_corename(void);
-char* openblas_get_config(void);
-void cblas_dgemm(int order, int transa, int transb, int m, int n, int k, double alpha, const double* a, int lda,
-                 const double* b, int ldb, double beta, double* c, int ldc);
-}
+#include "bench_blas.hpp"
 
 namespace {
 
 using namespace tokdyn;
-
-constexpr int kRowMajor = 101, kNoTrans = 111;
+using tokdyn::bench::kNoTrans;
+using tokdyn::bench::kRowMajor;
 
 // The preset's full size.
 constexpr int kRuns = 50, kLen = 50, kN = 768, kM = 128;
@@ -118,21 +109,36 @@ void BM_Dgemm(benchmark::State& st) {
 BENCHMARK(BM_Dgemm)->ArgNames({"n", "threads"})->Args({2048, 1})->Args({2048, 2})->Args({4096, 2})
     ->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The experiment's Delta product as ssm_branches computes it (tokdyn::gemm_nt, one OpenBLAS
-// DGEMM): (2500 x 768) (768 x 768)^T.
+// The experiment's Delta product as ssm_branches computes it (tokdyn::gemm_nt_blocked: fixed
+// tiles, each a single-threaded DGEMM): (2500 x 768) (768 x 768)^T.
 void BM_DgemmDelta(benchmark::State& st) {
   set_threads(static_cast<int>(st.range(0)));
   const auto& d = data();
   Mat D(kRows, kN);
   for (auto _ : st) {
-    gemm_nt(d.Z.Z, d.p.W_delta, D);
+    gemm_nt_blocked(d.Z.Z, d.p.W_delta, D);
     benchmark::DoNotOptimize(D.data());
   }
   st.counters["FLOPS"] = rate(flop_delta_gemm(), st);
 }
 BENCHMARK(BM_DgemmDelta)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The same product through Eigen's own GEMM (no BLAS; OpenMP-parallel), for comparison.
+// The same product as one threaded OpenBLAS DGEMM (unblocked; its bits depend on the thread
+// count), for comparison.
+void BM_DgemmDeltaUnblocked(benchmark::State& st) {
+  set_threads(static_cast<int>(st.range(0)));
+  const auto& d = data();
+  Mat D(kRows, kN);
+  for (auto _ : st) {
+    tokdyn::bench::threaded_gemm_nt(d.Z.Z, d.p.W_delta, D);
+    benchmark::DoNotOptimize(D.data());
+  }
+  st.counters["FLOPS"] = rate(flop_delta_gemm(), st);
+}
+BENCHMARK(BM_DgemmDeltaUnblocked)->ArgNames({"threads"})->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The same product through Eigen's own GEMM (no BLAS; single-threaded: tokdyn builds with
+// EIGEN_DONT_PARALLELIZE), for comparison.
 void BM_DgemmDeltaEigen(benchmark::State& st) {
   set_threads(static_cast<int>(st.range(0)));
   const auto& d = data();
@@ -143,17 +149,17 @@ void BM_DgemmDeltaEigen(benchmark::State& st) {
   }
   st.counters["FLOPS"] = rate(flop_delta_gemm(), st);
 }
-BENCHMARK(BM_DgemmDeltaEigen)->ArgNames({"threads"})->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DgemmDeltaEigen)->ArgNames({"threads"})->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The two branch products Z S_B^T, Z S_C^T: (2500 x 768) (768 x 128) each (gemm_nt, as
+// The two branch products Z S_B^T, Z S_C^T: (2500 x 768) (768 x 128) each (gemm_nt_blocked, as
 // ssm_branches).
 void BM_DgemmBC(benchmark::State& st) {
   set_threads(static_cast<int>(st.range(0)));
   const auto& d = data();
   Mat Bz(kRows, kM), Cz(kRows, kM);
   for (auto _ : st) {
-    gemm_nt(d.Z.Z, d.p.S_B, Bz);
-    gemm_nt(d.Z.Z, d.p.S_C, Cz);
+    gemm_nt_blocked(d.Z.Z, d.p.S_B, Bz);
+    gemm_nt_blocked(d.Z.Z, d.p.S_C, Cz);
     benchmark::DoNotOptimize(Bz.data());
     benchmark::DoNotOptimize(Cz.data());
   }
@@ -170,7 +176,7 @@ void BM_DgemmBCStacked(benchmark::State& st) {
   S.topRows(kM) = d.p.S_B;
   S.bottomRows(kM) = d.p.S_C;
   for (auto _ : st) {
-    gemm_nt(d.Z.Z, S, BC);
+    gemm_nt_blocked(d.Z.Z, S, BC);
     benchmark::DoNotOptimize(BC.data());
   }
   st.counters["FLOPS"] = rate(flop_bc_gemm(), st);

@@ -113,7 +113,7 @@ done
 if [ "$micro" = 1 ]; then
   log "(e) micro-benchmarks (GEMM shapes, one mixer call)"
   wait_idle micro
-  "$build/tokdyn_bench" --benchmark_filter="^(BM_SgemmShape|BM_Mamba2Mixer)/.*threads:$threads/" \
+  "$build/tokdyn_bench" --benchmark_filter="^(BM_SgemmShape|BM_SgemmShapeUnblocked|BM_Mamba2Mixer)/.*threads:$threads/" \
     --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
     --benchmark_out="$work/micro.json" --benchmark_out_format=json >"$work/micro.txt"
 fi
@@ -329,9 +329,16 @@ Pr("| benchmark | time | GFLOP/s | of SGEMM peak (%d threads) |" % threads)
 Pr("| --- | --- | --- | --- |")
 rows = [(k, v) for k, v in sorted(sg.items())] + [(k, v) for k, v in mb.items() if k.startswith("BM_SgemmShape")]
 rows += [(k, v) for k, v in mb.items() if k.startswith("BM_Mamba2Mixer")]
-labels = {f"BM_SgemmShape/m:2500/n:{cols_gate}/k:{d}": "in_proj, gate",
-          f"BM_SgemmShape/m:2500/n:{cols_gate - di}/k:{d}": "in_proj, no_gate",
-          f"BM_SgemmShape/m:2500/n:{d}/k:{di}": "out_proj",
+labels = {f"BM_SgemmShape/m:2500/n:{cols_gate}/k:{d}": "in_proj, gate; fixed tiles as the mixer",
+          f"BM_SgemmShape/m:2500/n:{cols_gate - di}/k:{d}": "in_proj, no_gate; fixed tiles as the mixer",
+          f"BM_SgemmShape/m:2500/n:{d}/k:{di}": "out_proj; fixed tiles as the mixer",
+          f"BM_SgemmShape/m:50/n:{cols_gate}/k:{d}": "in_proj, gate, 50 rows; fixed tiles",
+          f"BM_SgemmShape/m:50/n:{d}/k:{di}": "out_proj, 50 rows; fixed tiles",
+          f"BM_SgemmShapeUnblocked/m:2500/n:{cols_gate}/k:{d}": "in_proj, gate; one threaded SGEMM",
+          f"BM_SgemmShapeUnblocked/m:2500/n:{cols_gate - di}/k:{d}": "in_proj, no_gate; one threaded SGEMM",
+          f"BM_SgemmShapeUnblocked/m:2500/n:{d}/k:{di}": "out_proj; one threaded SGEMM",
+          f"BM_SgemmShapeUnblocked/m:50/n:{cols_gate}/k:{d}": "in_proj, gate, 50 rows; one threaded SGEMM",
+          f"BM_SgemmShapeUnblocked/m:50/n:{d}/k:{di}": "out_proj, 50 rows; one threaded SGEMM",
           "BM_Mamba2Mixer/gate:1": "one mixer call, gate, runs = tokens = 50",
           "BM_Mamba2Mixer/gate:0": "one mixer call, no_gate, runs = tokens = 50"}
 for k, b in rows:

@@ -52,13 +52,14 @@ cmake --build "$build" -j 2 --target tokdyn tokdyn_bench >/dev/null
 uptime >"$work/load_before.txt"
 log "load before: $(cat "$work/load_before.txt")"
 
-# (a) tokdyn run rope-table2, best of $reps, with peak RSS and the per-part times (timing.csv).
+# (a) tokdyn run rope-table2, best of $reps, with peak RSS and the per-part times (manifest.json,
+# notes.part_times_s).
 for i in $(seq 1 "$reps"); do
   log "(a) tokdyn run rope-table2 --threads $threads (run $i of $reps)"
   wait_idle "tokdyn$i"
   measured "tokdyn$i" "$work/time$i.txt" "$build/tokdyn" run rope-table2 --out "$work/run$i" \
     --threads "$threads" --no-figures --quiet >"$work/run$i.log"
-  for f in manifest.json timing.csv rate_fits.csv; do cp "$work/run$i/$f" "$work/${f%.*}$i.${f##*.}"; done
+  for f in manifest.json rate_fits.csv; do cp "$work/run$i/$f" "$work/${f%.*}$i.${f##*.}"; done
   rm -rf "$work/run$i"
 done
 
@@ -142,7 +143,7 @@ td = []
 for i in range(1, reps + 1):
     secs, rss, cpu = gnu_time(f"{work}/time{i}.txt")
     man = json.load(open(f"{work}/manifest{i}.json"))
-    parts = [(r["part"], float(r["seconds"])) for r in csv.DictReader(open(f"{work}/timing{i}.csv"))]
+    parts = [(r["part"], float(r["seconds"])) for r in man["notes"]["part_times_s"]]
     td.append({"i": i, "elapsed": secs, "rss_kb": rss, "cpu": cpu, "manifest": man, "parts": parts,
                "other": other_cores(f"tokdyn{i}", cpu)})
 tb = min(td, key=lambda r: r["elapsed"])
@@ -209,7 +210,7 @@ P("| other processes' load during the best tokdyn run (all runs) | %.2f cores (%
 P("| peak RSS (GNU time; all runs) | %.0f MiB (%s) |" % (
     tb["rss_kb"] / 1024, ", ".join("%.0f" % (r["rss_kb"] / 1024) for r in td)))
 P("| CPU time (user + sys) of the best run | %.2f s (%.2f cores busy on average) |" % (tb["cpu"], tb["cpu"] / t_tok))
-P("| tokdyn part \"%s\" (timing.csv, best of %d) | **%.3f s** |" % (FITS, reps, t_fits))
+P("| tokdyn part \"%s\" (manifest notes.part_times_s, best of %d) | **%.3f s** |" % (FITS, reps, t_fits))
 P("| SciPy, the same 12 fits (in-script wall time, best of %d; all: %s s) | **%.3f s** |" % (
     sc_reps, ", ".join("%.3f" % j["seconds"] for j in sc), t_sc))
 P("| SciPy process wall time incl. interpreter start and imports (best run) | %.2f s, peak RSS %.0f MiB |" % (
@@ -218,7 +219,7 @@ P("| other processes' load during the best SciPy run | %.2f cores |" % sb["_othe
 P("| **SciPy fits / tokdyn rate-fit part** | **%.2fx** (>1: tokdyn faster) |" % (t_sc / t_fits))
 P("| SciPy fits / whole tokdyn rope-table2 run | %.3fx |" % (t_sc / t_tok))
 P("")
-P("Per-part times of tokdyn (`timing.csv`, steady clock inside the run; best run, and the minimum per part over all runs):")
+P("Per-part times of tokdyn (`manifest.json` notes.part_times_s, steady clock inside the run; best run, and the minimum per part over all runs):")
 P("")
 P("| part | best run (s) | min over runs (s) | share of the best run's wall time |")
 P("| --- | --- | --- | --- |")

@@ -222,22 +222,3 @@ TEST(Drivers, ObserversSeeInitialAndEveryOutputTime) {
   EXPECT_DOUBLE_EQ(seen.back(), 1.0);
 }
 
-#include "tokdyn/linalg.hpp"
-
-// Both paths of gemm_nt (Eigen below the BLAS threshold, DGEMM above) compute A B^T, also on
-// row blocks (strided views).
-TEST(Linalg, GemmNtMatchesEigenOnSmallAndLargeShapes) {
-  Rng rng(11);
-  for (int rows : {3, 300}) {
-    Mat A(rows, 96), B(80, 96), C;
-    rng.fill_normal(A);
-    rng.fill_normal(B);
-    gemm_nt(A, B, C);
-    const Mat ref = A * B.transpose();
-    EXPECT_LT((C - ref).cwiseAbs().maxCoeff(), 1e-11) << rows;
-    gemm_nt(A.middleRows(1, rows - 1), B, C);
-    EXPECT_LT((C - ref.middleRows(1, rows - 1)).cwiseAbs().maxCoeff(), 1e-11) << rows;
-  }
-  Mat A(2, 3), B(4, 5), C;
-  EXPECT_THROW(gemm_nt(A, B, C), std::invalid_argument);
-}

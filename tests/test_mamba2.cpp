@@ -5,10 +5,13 @@
 
 #include <cmath>
 #include <fstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
+#include "thread_util.hpp"
+#include "tokdyn/linalg.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/models/mamba2.hpp"
@@ -17,7 +20,10 @@
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;
+using tokdyn::testing::kThreadCounts;
+using tokdyn::testing::set_threads;
 using tokdyn::testing::TempDir;
+using tokdyn::testing::ThreadCountGuard;
 
 namespace {
 
@@ -404,26 +410,82 @@ TEST(Mamba2Block, CausalBitwise) {
   }
 }
 
-TEST(Mamba2Block, SameBitsOnOneAndTwoThreads) {
+// The block's output, its taps (q, mixing matrices) and a depth run: the same bits on 1, 2, 3
+// and 4 threads, for every switch setting, at sizes where the projections are several tiles of
+// the blocked GEMM spread over threads and the row / run loops go parallel.
+TEST(Mamba2Block, SameBitsOnOneToFourThreads) {
+  ThreadCountGuard guard;
   const Config c = Config::named("tiny");
   const Model m = init_model(c, 8);
-  const MatF X = random_state(40 * 30, c.d_model, 5);
-  MatF a, b;
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  Engine(c, Switches{}).mixer(m.layers[1], X, 40, 30, a);
-  omp_set_num_threads(2);
-  Engine(c, Switches{}).mixer(m.layers[1], X, 40, 30, b);
-  omp_set_num_threads(saved);
-  EXPECT_EQ(a, b);
-  // and the initialisation itself
-  omp_set_num_threads(1);
+  const int runs = 40, len = 30;
+  const long RT = static_cast<long>(runs) * len;
+  const MatF X = random_state(static_cast<int>(RT), c.d_model, 5);
+  for (const auto& [m_, n_, k_] : {std::tuple<long, long, long>{RT, c.d_in_proj(), c.d_model},
+                                   {RT, c.d_in_proj() - c.d_inner(), c.d_model},
+                                   {RT, c.d_model, c.d_inner()}}) {
+    const GemmTiling t = gemm_tiling(m_, n_, k_);
+    EXPECT_TRUE(t.parallel && t.tiles() >= 4) << "the projections must be several tiles spread over threads";
+  }
+  EXPECT_TRUE(rows_in_parallel(RT, c.d_model)) << "the row loops must go parallel";
+  EXPECT_TRUE(rows_in_parallel(RT, static_cast<long>(c.d_inner()) * len)) << "the SSD loop must go parallel";
+
+  struct Out {
+    MatF y;
+    std::vector<float> q, mixing;
+  };
+  auto mixer = [&](const Switches& sw, int threads) {
+    set_threads(threads);
+    Out o;
+    o.q.assign(static_cast<std::size_t>(RT), 0.0f);
+    o.mixing.assign(static_cast<std::size_t>(runs) * 2 * len * len, 0.0f);
+    MixerTaps taps;
+    taps.q = o.q.data();
+    taps.heads = {0, 5};
+    taps.mixing = o.mixing.data();
+    Engine(c, sw).mixer(m.layers[1], X, runs, len, o.y, taps);
+    return o;
+  };
+  Switches no_gate;
+  no_gate.gate = false;
+  Switches bare;
+  bare.silu_bc = bare.silu_x = bare.conv = bare.d_skip = bare.mixer_norm = false;
+  for (const Switches& sw : {Switches{}, no_gate, bare}) {
+    const Out ref = mixer(sw, 1);
+    for (int th : kThreadCounts) {
+      const Out o = mixer(sw, th);
+      EXPECT_EQ(o.y, ref.y) << th << " threads, gate " << sw.gate << " conv " << sw.conv;
+      EXPECT_EQ(o.q, ref.q) << th << " threads";
+      EXPECT_EQ(o.mixing, ref.mixing) << th << " threads";
+    }
+  }
+
+  // A depth run (both updates, two variants sharing each layer): every state after every layer.
+  for (const Update up : {Update::Residual, Update::Sphere}) {
+    auto depth_run = [&](int threads) {
+      set_threads(threads);
+      std::vector<MatF> states;
+      DepthRun opt;
+      opt.update = up;
+      opt.runs = runs;
+      opt.len = len;
+      opt.on_state = [&](std::size_t, long, const MatF& S) { states.push_back(S); };
+      run_depth(c, {{"gate", Switches{}}, {"no_gate", no_gate}}, [&](long k) -> const Layer& { return m.layers[(k - 1) % 4]; },
+                up == Update::Sphere ? MatF(X.rowwise().normalized()) : X, 3, opt);
+      return states;
+    };
+    const auto ref = depth_run(1);
+    for (int th : kThreadCounts) EXPECT_EQ(depth_run(th), ref) << th << " threads, update " << static_cast<int>(up);
+  }
+
+  // And the initialisation itself.
+  set_threads(1);
   const Layer l1 = init_layer(Config::named("130m"), 9, 3);
-  omp_set_num_threads(2);
-  const Layer l2 = init_layer(Config::named("130m"), 9, 3);
-  omp_set_num_threads(saved);
-  EXPECT_EQ(l1.in_proj, l2.in_proj);
-  EXPECT_EQ(l1.out_proj, l2.out_proj);
+  for (int th : kThreadCounts) {
+    set_threads(th);
+    const Layer l2 = init_layer(Config::named("130m"), 9, 3);
+    EXPECT_EQ(l1.in_proj, l2.in_proj);
+    EXPECT_EQ(l1.out_proj, l2.out_proj);
+  }
 }
 
 TEST(Mamba2Block, MixingMatrixReproducesTheHeadOutput) {

@@ -4,14 +4,22 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
+#include "thread_util.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/linalg.hpp"
+#include "tokdyn/models/mamba2.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
 using tokdyn::testing::CliResult;
 using tokdyn::testing::entries;
+using tokdyn::testing::files_under;
+using tokdyn::testing::kThreadCounts;
 using tokdyn::testing::run_cli;
 using tokdyn::testing::slurp;
 using tokdyn::testing::TempDir;
@@ -75,14 +83,69 @@ TEST(Mamba2Cli, SyntheticModelIsTheMakeCheckpointModelAndOutputsAreComplete) {
   EXPECT_EQ(slurp(d.path() / "a" / "token_ids.npy"), slurp(d.path() / "c" / "token_ids.npy"));
 }
 
-TEST(Mamba2Cli, Fig6WritesFourConfigurationsAndIsThreadIndependent) {
+// Every result file of mamba2-fig1 (metrics, taps of both variants, mixing matrices), mamba2-fig3
+// (random blocks redrawn per layer) and mamba2-fig6 (q, PE files) has the same bytes on 1, 2, 3
+// and 4 threads. The sizes (tiny model, runs x tokens = 12 x 48 = 576 rows) put every projection
+// in several tiles of the blocked GEMM spread over threads and every row / run loop in parallel.
+TEST(Mamba2Cli, SameBytesOnOneToFourThreads) {
   TempDir d;
-  CliResult r = run_cli(d.path(), small({"run", "mamba2-fig6", "--out", "one", "--threads", "1"}));
+  const int runs = 12, tokens = 48, d_model = 64, d_inner = 128, d_in_proj = 296;  // size=tiny
+  const long RT = static_cast<long>(runs) * tokens;
+  for (const auto& [m, n, k] : {std::tuple<long, long, long>{RT, d_in_proj, d_model}, {RT, d_in_proj - d_inner, d_model},
+                                {RT, d_model, d_inner}}) {
+    const GemmTiling t = gemm_tiling(m, n, k);
+    EXPECT_TRUE(t.parallel && t.tiles() >= 4) << "the projections must be several tiles spread over threads";
+  }
+  EXPECT_TRUE(mamba2::rows_in_parallel(RT, d_model)) << "the row loops must go parallel";
+  auto sized = [&](std::vector<std::string> args) {
+    for (const std::string& s : {"runs=" + std::to_string(runs), "tokens=" + std::to_string(tokens), std::string("depth=6"),
+                                std::string("size=tiny")}) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    args.push_back("--no-figures");
+    args.push_back("--quiet");
+    return args;
+  };
+  for (const char* preset : {"mamba2-fig1", "mamba2-fig3", "mamba2-fig6"}) {
+    std::vector<std::string> ref_files;
+    for (int th : kThreadCounts) {
+      const std::string out = std::string(preset) + "-t" + std::to_string(th);
+      const CliResult r = run_cli(d.path(), sized({"run", preset, "--out", out, "--threads", std::to_string(th), "--set",
+                                                   "taps=0,3,6", "--set", "mixing=2,6", "--set", "mixing_heads=0,3"}));
+      ASSERT_EQ(r.code, 0) << preset << " " << th << ": " << r.err;
+      const auto files = files_under(d.path() / out);
+      if (th == 1) {
+        ref_files = files;
+        EXPECT_GE(files.size(), 5u) << preset;
+        continue;
+      }
+      EXPECT_EQ(files, ref_files) << preset << " " << th << " threads";
+      const fs::path ref = d.path() / (std::string(preset) + "-t1");
+      for (const std::string& f : files) {
+        if (f == "manifest.json") continue;
+        EXPECT_EQ(slurp(d.path() / out / f), slurp(ref / f)) << preset << " " << f << ", " << th << " threads";
+      }
+      // The manifest differs only in the run's own facts (threads, times, host), not in its notes.
+      const auto ma = nlohmann::json::parse(slurp(d.path() / out / "manifest.json"));
+      const auto mr = nlohmann::json::parse(slurp(ref / "manifest.json"));
+      EXPECT_EQ(ma.at("notes"), mr.at("notes")) << preset;
+      EXPECT_EQ(ma.at("files"), mr.at("files")) << preset;
+      EXPECT_EQ(ma.at("threads"), th);
+    }
+  }
+  // What the comparison covered: taps of both variants, mixing matrices, q and the PE files.
+  for (const char* f : {"mamba2-fig1-t1/metrics.csv", "mamba2-fig1-t1/taps/layer_6.npy", "mamba2-fig1-t1/taps/no_gate/layer_3.npy",
+                        "mamba2-fig1-t1/mixing/gate/layer_2.npy", "mamba2-fig3-t1/metrics.csv",
+                        "mamba2-fig3-t1/mixing/no_silu/layer_6.npy", "mamba2-fig6-t1/q.csv", "mamba2-fig6-t1/pe.csv",
+                        "mamba2-fig6-t1/pe_curve.csv", "mamba2-fig6-t1/pe_summary.csv"})
+    EXPECT_TRUE(fs::exists(d.path() / f)) << f;
+}
+
+TEST(Mamba2Cli, Fig6WritesFourConfigurations) {
+  TempDir d;
+  const CliResult r = run_cli(d.path(), small({"run", "mamba2-fig6", "--out", "one", "--threads", "1"}));
   ASSERT_EQ(r.code, 0) << r.err;
-  r = run_cli(d.path(), small({"run", "mamba2-fig6", "--out", "two", "--threads", "2"}));
-  ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* f : {"metrics.csv", "pe.csv", "pe_curve.csv", "pe_summary.csv", "q.csv"})
-    EXPECT_EQ(slurp(d.path() / "one" / f), slurp(d.path() / "two" / f)) << f;
   const std::string s = slurp(d.path() / "one" / "pe_summary.csv");
   EXPECT_EQ(s.rfind("config,reading,T_star,run,token\n", 0), 0u) << s;
   for (const char* c : {"mamba2_silu,text,", "mamba2_no_silu,text,", "random_silu,text,", "random_no_silu,text,",

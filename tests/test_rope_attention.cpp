@@ -10,17 +10,20 @@
 #include <numbers>
 #include <string>
 
+#include "thread_util.hpp"
 #include "tokdyn/analysis/rope_sphere.hpp"
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
+#include "tokdyn/linalg.hpp"
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/sphere.hpp"
 
-extern "C" void openblas_set_num_threads(int);
-
 using namespace tokdyn;
 using namespace tokdyn::rope;
+using tokdyn::testing::kThreadCounts;
+using tokdyn::testing::set_threads;
+using tokdyn::testing::ThreadCountGuard;
 
 namespace {
 
@@ -56,11 +59,6 @@ Mat rotation_matrix(const std::vector<double>& w, double p, int d) {
     R(2 * g + 1, 2 * g + 1) = c;
   }
   return R;
-}
-
-void set_threads(int t) {
-  omp_set_num_threads(t);
-  openblas_set_num_threads(t);
 }
 
 }  // namespace
@@ -421,35 +419,57 @@ TEST(RopeAttention, BadInputIsOneLineInputError) {
   EXPECT_NO_THROW(P.validate(4, "test"));
 }
 
-// The same bits on 1 and 2 threads: parallel over runs, row-parallel heads, BLAS GEMM path.
-TEST(RopeAttention, SameBitsOnOneAndTwoThreads) {
-  const int saved = omp_get_max_threads();
+// The same bits on 1, 2, 3 and 4 threads: parallel over runs, row-parallel heads, the blocked
+// GEMM with several tiles spread over threads (full and upper-triangle scores, Q/K/V maps).
+TEST(RopeAttention, SameBitsOnOneToFourThreads) {
+  ThreadCountGuard guard;
   Rng rng(5, {0});
-  struct Case { int runs, n, d; };
-  for (const Case& cs : {Case{64, 16, 2}, Case{3, 128, 64}, Case{1, 512, 2}, Case{1, 200, 96}, Case{2, 300, 8}}) {
+  struct Case {
+    int runs, n, d, heads;
+    bool qkv, causal;
+  };
+  for (const Case& cs : {Case{64, 16, 2, 1, false, false}, Case{3, 128, 64, 1, false, false}, Case{1, 512, 2, 1, false, false},
+                         Case{1, 200, 96, 1, false, false}, Case{2, 300, 8, 1, false, false}, Case{1, 400, 64, 2, true, true}}) {
     AttentionParams P;
     P.d = cs.d;
     P.beta = 2.0;
+    P.heads = cs.heads;
+    P.causal = cs.causal;
+    if (cs.qkv) {
+      for (Mat* M : {&P.Q, &P.K, &P.V}) {
+        M->resize(cs.d, cs.d);
+        rng.fill_normal(*M, 1.0 / std::sqrt(static_cast<double>(cs.d)));
+      }
+    }
+    const int dh = cs.d / cs.heads;
+    if (cs.runs == 1 && dh > 2) {
+      // One run: the products are the blocked GEMM's several tiles, spread over threads.
+      const GemmTiling t = gemm_tiling(cs.n, cs.n, dh);
+      EXPECT_TRUE(t.parallel && t.tiles() > 1) << "n " << cs.n << " d " << cs.d;
+    }
     Batch B{Tokens(cs.runs * cs.n, cs.d), cs.runs, cs.n};
     for (int r = 0; r < cs.runs; ++r) B.run(r) = rng.sphere_tokens(cs.n, cs.d);
     AttentionField F(P, cs.n);
     AttentionStep S(P, cs.n, 0.1);
-    Tokens d1, d2;
-    Batch s1 = B, s2 = B;
+    Tokens d1;
+    Batch s1 = B;
     set_threads(1);
     F.eval(0.0, B, d1);
     S.apply(1, s1);
-    set_threads(2);
-    F.eval(0.0, B, d2);
-    S.apply(1, s2);
-    EXPECT_EQ(d1, d2) << "runs " << cs.runs << " n " << cs.n << " d " << cs.d;
-    EXPECT_EQ(s1.Z, s2.Z);
-    // And run-by-run equals the batch.
-    Tokens one;
-    Batch b0{Tokens(B.run(cs.runs - 1)), 1, cs.n};
-    F.eval(0.0, b0, one);
-    EXPECT_EQ(one, d2.bottomRows(cs.n));
-    EXPECT_EQ(omp_get_max_threads(), 2) << "the caller's thread count is left alone";
+    for (int th : kThreadCounts) {
+      Tokens d2;
+      Batch s2 = B;
+      set_threads(th);
+      F.eval(0.0, B, d2);
+      S.apply(1, s2);
+      EXPECT_EQ(d1, d2) << th << " threads, runs " << cs.runs << " n " << cs.n << " d " << cs.d;
+      EXPECT_EQ(s1.Z, s2.Z) << th << " threads";
+      // And run-by-run equals the batch.
+      Tokens one;
+      Batch b0{Tokens(B.run(cs.runs - 1)), 1, cs.n};
+      F.eval(0.0, b0, one);
+      EXPECT_EQ(one, d2.bottomRows(cs.n)) << th << " threads";
+      EXPECT_EQ(omp_get_max_threads(), th) << "the caller's thread count is left alone";
+    }
   }
-  set_threads(saved);
 }

@@ -7,11 +7,17 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.hpp"
+#include "thread_util.hpp"
+#include "tokdyn/linalg.hpp"
 
 namespace fs = std::filesystem;
+using tokdyn::gemm_tiling;
 using tokdyn::testing::CliResult;
 using tokdyn::testing::entries;
+using tokdyn::testing::kThreadCounts;
 using tokdyn::testing::run_cli;
 using tokdyn::testing::slurp;
 using tokdyn::testing::TempDir;
@@ -118,6 +124,22 @@ TEST(RopePresets, CircleAndSphereFiguresAndTable2) {
   EXPECT_GE(v.at(R4 + "PSD stress: min eigenvalue of S"), -1e-13);
   EXPECT_EQ(c.at(R4 + "relative rate error"), 5);
   EXPECT_LE(v.at(R4 + "relative rate error"), 2e-5);
+
+  // Wall times live in the manifest (notes.part_times_s, one entry per row's part), not in a
+  // result file: a second run on another thread count writes the same bytes in every other file.
+  const std::string man = slurp(d.path() / "rope-table2" / "manifest.json");
+  const auto notes = nlohmann::json::parse(man).at("notes");
+  ASSERT_TRUE(notes.contains("part_times_s")) << man;
+  ASSERT_EQ(notes.at("part_times_s").size(), 5u);
+  for (const auto& p : notes.at("part_times_s")) EXPECT_GE(p.at("seconds").get<double>(), 0.0) << p.dump();
+  EXPECT_FALSE(fs::exists(d.path() / "rope-table2" / "timing.csv"));
+  const CliResult r = run_cli(d.path(), {"run", "rope-table2", "--out", "table2-t1", "--threads", "1", "--no-figures", "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(entries(d.path() / "table2-t1"), entries(d.path() / "rope-table2"));
+  for (const std::string& f : entries(d.path() / "table2-t1"))
+    if (f != "manifest.json") {
+      EXPECT_EQ(slurp(d.path() / "table2-t1" / f), slurp(d.path() / "rope-table2" / f)) << f;
+    }
 }
 
 TEST(RopePresets, BadInputIsOneLineExitTwoNothingWritten) {
@@ -157,18 +179,33 @@ TEST(RopePresets, BadInputIsOneLineExitTwoNothingWritten) {
   }
 }
 
-TEST(RopePresets, FlowRunsWithEveryIntegratorAndTheSameBitsOnOneAndTwoThreads) {
+// rope-flow with every integrator: the same bytes on 1, 2, 3 and 4 threads. Four runs of 40 tokens
+// go parallel over runs; one run of 256 tokens (head size 16) goes row-parallel, with its score
+// and output products in several tiles of the blocked GEMM spread over threads.
+TEST(RopePresets, FlowRunsWithEveryIntegratorAndTheSameBytesOnOneToFourThreads) {
   TempDir d;
-  for (const char* integ : {"rk4", "fehlberg78", "discrete"}) {
-    for (const char* th : {"1", "2"}) {
-      const CliResult r = run_cli(d.path(), {"run", "rope-flow", "--out", std::string(integ) + th, "--threads", th, "--no-figures", "--quiet",
-                                             "--set", std::string("integrator=") + integ, "--set", "n=12", "--set", "d=16",
-                                             "--set", "t_end=1", "--set", "outputs=20", "--set", "beta=2", "--set", "heads=2", "--set", "causal=true"});
+  ASSERT_TRUE(gemm_tiling(256, 256, 16).parallel && gemm_tiling(256, 256, 16).tiles() >= 4);
+  struct Case {
+    std::string integrator, n, runs, t_end;
+  };
+  for (const Case& c : {Case{"rk4", "40", "4", "1"}, Case{"fehlberg78", "40", "4", "1"}, Case{"discrete", "40", "4", "1"},
+                        Case{"rk4", "256", "1", "0.1"}}) {
+    const std::string tag = c.integrator + "-n" + c.n;
+    for (int th : kThreadCounts) {
+      const CliResult r = run_cli(d.path(), {"run", "rope-flow", "--out", tag + "-t" + std::to_string(th), "--threads", std::to_string(th),
+                                             "--no-figures", "--quiet", "--set", "integrator=" + c.integrator, "--set", "n=" + c.n,
+                                             "--set", "runs=" + c.runs, "--set", "d=32", "--set", "t_end=" + c.t_end, "--set",
+                                             "outputs=10", "--set", "beta=2", "--set", "heads=2", "--set", "causal=true"});
       ASSERT_EQ(r.code, 0) << r.err;
     }
-    EXPECT_EQ(slurp(d.path() / (std::string(integ) + "1") / "metrics.csv"), slurp(d.path() / (std::string(integ) + "2") / "metrics.csv"))
-        << integ;
-    EXPECT_EQ(slurp(d.path() / (std::string(integ) + "1") / "geometry.csv"), slurp(d.path() / (std::string(integ) + "2") / "geometry.csv"))
-        << integ;
+    const fs::path ref = d.path() / (tag + "-t1");
+    for (int th : kThreadCounts) {
+      const fs::path out = d.path() / (tag + "-t" + std::to_string(th));
+      EXPECT_EQ(entries(out), entries(ref)) << tag;
+      for (const std::string& f : entries(out))
+        if (f != "manifest.json") {
+          EXPECT_EQ(slurp(out / f), slurp(ref / f)) << tag << " " << f << ", " << th << " threads";
+        }
+    }
   }
 }

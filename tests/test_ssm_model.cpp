@@ -6,12 +6,17 @@
 #include <omp.h>
 
 #include "ssm_fixtures.hpp"
+#include "thread_util.hpp"
 #include "tokdyn/drivers.hpp"
+#include "tokdyn/linalg.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/sphere.hpp"
 
 using namespace tokdyn;
+using tokdyn::testing::kThreadCounts;
 using tokdyn::testing::random_ssm;
+using tokdyn::testing::set_threads;
+using tokdyn::testing::ThreadCountGuard;
 
 namespace {
 
@@ -192,16 +197,49 @@ TEST(SsmModel, FirstOrderWithTimeVaryingWeights) {
   for (std::size_t i = 1; i < global.size(); ++i) EXPECT_NEAR(std::log2(global[i - 1] / global[i]), 1.0, 0.15);
 }
 
-// Determinism: bit-identical results on 1 and 2 threads.
-TEST(SsmModel, SameBitsOnOneAndTwoThreads) {
-  const SsmParams p = random_ssm(16);
-  SsmOptions o;
-  o.silu_bc = true;
-  SsmLayer L(constant(p), o);
-  Batch a = random_batch(9, 8, 12, 8), b = a;
-  omp_set_num_threads(1);
-  for (long k = 1; k <= 10; ++k) L.apply(k, a);
-  omp_set_num_threads(2);
-  for (long k = 1; k <= 10; ++k) L.apply(k, b);
-  EXPECT_EQ(a.Z, b.Z);
+// Determinism: bit-identical results on 1, 2, 3 and 4 threads (both readout forms, the gate, the
+// q sink, the interaction terms and the flow), at sizes where the branch products are several
+// tiles of the blocked GEMM spread over threads and the row and run loops go parallel.
+TEST(SsmModel, SameBitsOnOneToFourThreads) {
+  ThreadCountGuard guard;
+  const int n = 64, m = 32, runs = 10, len = 60;
+  const SsmParams p = random_ssm(16, n, m);
+  const Batch Z0 = random_batch(9, runs, len, n);
+  const GemmTiling t = gemm_tiling(runs * len, m, n);
+  ASSERT_TRUE(t.parallel && t.tiles() >= 4) << "the branch products must be several tiles spread over threads";
+  ASSERT_GE(static_cast<double>(runs) * len * (n + 2 * m), 65536.0) << "the branch row loop must go parallel";
+  struct Out {
+    std::vector<Tokens> states;
+    std::vector<Mat> q;
+    Tokens flow;
+  };
+  auto run = [&](SsmForm form, int threads) {
+    set_threads(threads);
+    SsmOptions o;
+    o.silu_bc = true;
+    o.gate = GateKind::Silu;
+    o.tau = 0.2;
+    SsmLayer L(constant(p), o, form);
+    Out out;
+    L.set_interaction_sink([&](long, const Mat& q) { out.q.push_back(q); });
+    Batch b = Z0;
+    for (long k = 1; k <= 6; ++k) {
+      L.apply(k, b);
+      out.states.push_back(b.Z);
+      Mat q;
+      L.interaction_terms(k, b, q);
+      out.q.push_back(q);
+    }
+    SsmFlow(constant(p), o).eval(0.0, b, out.flow);
+    return out;
+  };
+  for (const SsmForm form : {SsmForm::InputOutput, SsmForm::Recurrence}) {
+    const Out ref = run(form, 1);
+    for (int th : kThreadCounts) {
+      const Out o = run(form, th);
+      EXPECT_EQ(o.states, ref.states) << th << " threads, form " << static_cast<int>(form);
+      EXPECT_EQ(o.q, ref.q) << th << " threads";
+      EXPECT_EQ(o.flow, ref.flow) << th << " threads";
+    }
+  }
 }

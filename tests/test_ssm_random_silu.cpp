@@ -8,8 +8,10 @@
 #include <sstream>
 
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/linalg.hpp"
 
 #include "test_util.hpp"
+#include "thread_util.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::slurp;
@@ -51,12 +53,33 @@ std::map<std::string, std::vector<std::pair<double, double>>> metrics(const fs::
 
 }  // namespace
 
-TEST(SsmRandomSilu, SameBitsOnOneAndTwoThreads) {
-  const fs::path a = run_small("t1", 1), b = run_small("t2", 2);
-  for (const char* f : {"metrics.csv", "pe.csv", "pe_curve.csv", "pe_summary.csv", "q.csv"})
-    EXPECT_EQ(slurp(a / f), slurp(b / f)) << f;
-  fs::remove_all(a);
-  fs::remove_all(b);
+// Every result file has the same bytes on 1, 2, 3 and 4 threads. At 8 runs x 50 tokens, n = 128,
+// m = 32 the branch products are several tiles of the blocked GEMM spread over threads, and the
+// branch rows, the per-run readouts, the Gram metrics and the per-layer diagnostics go parallel.
+TEST(SsmRandomSilu, SameBitsOnOneToFourThreads) {
+  const int runs = 8, tokens = 50, n = 128, m = 32;
+  const Eigen::Index N = static_cast<Eigen::Index>(runs) * tokens;
+  for (const Eigen::Index cols : {n, m}) {
+    const GemmTiling t = gemm_tiling(N, cols, n);
+    EXPECT_TRUE(t.parallel && t.tiles() >= 4) << "the branch products must be several tiles spread over threads";
+  }
+  EXPECT_GE(static_cast<double>(N) * (n + 2 * m), 65536.0) << "the branch row loop must go parallel";
+  const std::vector<std::pair<std::string, std::string>> sizes{
+      {"runs", std::to_string(runs)}, {"tokens", std::to_string(tokens)}, {"n", std::to_string(n)}, {"m", std::to_string(m)},
+      {"depth", "20"}};
+  const fs::path ref = run_small("t1", 1, sizes);
+  const auto files = tokdyn::testing::files_under(ref);
+  EXPECT_GE(files.size(), 6u);
+  for (int th : tokdyn::testing::kThreadCounts) {
+    const fs::path b = run_small(std::to_string(th) + "threads", th, sizes);
+    EXPECT_EQ(tokdyn::testing::files_under(b), files);
+    for (const std::string& f : files)
+      if (f != "manifest.json") {
+        EXPECT_EQ(slurp(ref / f), slurp(b / f)) << f << ", " << th << " threads";
+      }
+    fs::remove_all(b);
+  }
+  fs::remove_all(ref);
 }
 
 TEST(SsmRandomSilu, RecurrenceAndInputOutputFormsAgree) {

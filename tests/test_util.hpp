@@ -53,6 +53,15 @@ inline std::vector<std::string> entries(const std::filesystem::path& dir, const 
   return out;
 }
 
+/// Regular files under `dir`, recursively, as sorted paths relative to `dir`.
+inline std::vector<std::string> files_under(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out.push_back(std::filesystem::relative(e.path(), dir).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 struct CliResult {
   int code = -1;
   std::string out, err;

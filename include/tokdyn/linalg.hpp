@@ -1,15 +1,53 @@
 #pragma once
-// Large matrix products through OpenBLAS (OpenMP build, sharing tokdyn's thread pool). Small
-// products stay in Eigen: routing every small Eigen kernel to a threaded BLAS (EIGEN_USE_BLAS)
-// made tiny eigen-solves start a thread team per call.
+// Large matrix products whose bits depend on the data and the shapes only: never on the number
+// of threads, nor on whether the call is made inside a parallel loop.
+//
+// A threaded BLAS call splits a product by the thread count (and by what the CPU reports), so
+// its last bits change with `--threads`. tokdyn's one GEMM instead cuts C = A B^T into tiles
+// fixed by (m, n, k) alone, computes every tile with a single-threaded call (OpenBLAS, or Eigen
+// for small products) over the whole inner dimension, and spreads the tiles over OpenMP threads.
+// Which thread computes a tile, and in which order, does not change the tile's bits.
+//
+// Eigen's own GEMM threading (its blocking depends on the thread count too) is switched off for
+// the whole project (EIGEN_DONT_PARALLELIZE, set in CMakeLists.txt), so every other Eigen product
+// runs on the thread that calls it.
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
 
-/// C = A * B^T (row-major doubles): one DGEMM, or Eigen's product below 2^18 multiply-adds.
-void gemm_nt(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C);
+/// Which part of C = A B^T gemm_nt_blocked forms.
+enum class GemmPart {
+  Full,   ///< all of C
+  Upper,  ///< C square: at least its block upper triangle (row block b: the columns from the block's
+          ///< first row on); entries left of that are unspecified. For symmetric products that are
+          ///< mirrored afterwards (about half the work).
+};
 
-/// The same in float: one SGEMM, or Eigen's product below 2^18 multiply-adds.
-void gemm_nt(const Eigen::Ref<const MatF>& A, const Eigen::Ref<const MatF>& B, MatF& C);
+/// How gemm_nt_blocked cuts C (m x n, inner dimension k) into tiles: a function of (m, n, k)
+/// alone. Tiles are row_blocks x col_blocks, of rows x cols entries (the last row / column of
+/// tiles may be smaller).
+struct GemmTiling {
+  Eigen::Index row_blocks = 1, col_blocks = 1;
+  Eigen::Index rows = 0, cols = 0;
+  bool blas = false;      ///< tiles computed by single-threaded OpenBLAS (else one Eigen product)
+  bool parallel = false;  ///< enough work to spread the tiles over threads (when the caller allows it)
+  Eigen::Index tiles() const { return row_blocks * col_blocks; }
+};
+
+/// The tiling used for C = A B^T with A m x k and B n x k. Below 2^18 multiply-adds: one Eigen
+/// product. Above: row blocks of at most 256 rows (at least 4 blocks when m allows 32-row blocks,
+/// an even number when more than one, so that 2 cores get equal shares); when that leaves one
+/// row block, column blocks of at most 512 columns in the same way (wide products of few rows).
+GemmTiling gemm_tiling(Eigen::Index m, Eigen::Index n, Eigen::Index k);
+
+/// C = A B^T (row-major doubles), tile by tile as gemm_tiling(m, n, k) says. parallel: the tiles
+/// are spread over the OpenMP threads (pass false inside a loop that is already parallel; the
+/// bits are the same either way). C is resized to m x n.
+void gemm_nt_blocked(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C, bool parallel = true,
+                     GemmPart part = GemmPart::Full);
+
+/// The same in float (SGEMM tiles).
+void gemm_nt_blocked(const Eigen::Ref<const MatF>& A, const Eigen::Ref<const MatF>& B, MatF& C, bool parallel = true,
+                     GemmPart part = GemmPart::Full);
 
 }  // namespace tokdyn

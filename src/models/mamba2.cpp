@@ -282,10 +282,12 @@ namespace {
 
 inline float softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); }
 
-/// Rows processed in parallel only when there is real work (no thread team for tiny calls).
-inline bool par(long rows, long cols) { return rows * cols >= (1L << 15); }
+inline bool par(long rows, long cols) { return rows_in_parallel(rows, cols); }
 
 }  // namespace
+
+// Rows processed in parallel only when there is real work (no thread team for tiny calls).
+bool rows_in_parallel(long rows, long cols) { return rows * cols >= (1L << 15); }
 
 Engine::Engine(const Config& cfg, Switches sw) : cfg_(cfg), sw_(sw) { cfg_.validate("model config"); }
 
@@ -315,10 +317,11 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
     U_.row(i).array() = X.row(i).array() * r * L.norm_w.transpose().array();
   }
 
-  // 2. in_proj (the z rows are skipped when the gate is off: they would go unused)
+  // 2. in_proj (the z rows are skipped when the gate is off: they would go unused). Fixed tiles,
+  // each a single-threaded SGEMM (linalg.hpp): the same bits on any thread count.
   const int xoff = sw_.gate ? di : 0;
-  if (sw_.gate) gemm_nt(U_, L.in_proj, P_);
-  else gemm_nt(U_, L.in_proj.bottomRows(cfg_.d_in_proj() - di), P_);
+  if (sw_.gate) gemm_nt_blocked(U_, L.in_proj, P_);
+  else gemm_nt_blocked(U_, L.in_proj.bottomRows(cfg_.d_in_proj() - di), P_);
   const int dtoff = xoff + cd;
 
   // 3. causal depthwise conv (left zero padding; tap K-1 is the current token) + SiLU;
@@ -412,8 +415,8 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
       }
   }
 
-  // 7. out_proj
-  gemm_nt(Y_, L.out_proj, out);
+  // 7. out_proj (fixed tiles, as in_proj)
+  gemm_nt_blocked(Y_, L.out_proj, out);
 }
 
 // ---------------------------------------------------------------- depth

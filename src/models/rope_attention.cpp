@@ -1,7 +1,6 @@
 #include "tokdyn/models/rope_attention.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -38,8 +37,6 @@ void check_matrix(const Mat& M, const char* name, int d, const std::string& what
 // runs of a batch are (each run then single-threaded). Counted in n^2 dh per head.
 constexpr double kRowParallelWork = 1 << 16;
 constexpr double kRunParallelWork = 1 << 15;
-// Row-block size of the blocked products (fixed: it must not depend on the thread count).
-constexpr Eigen::Index kGemmRows = 128;
 
 }  // namespace
 
@@ -162,43 +159,6 @@ void mirror_upper(Mat& S) {
         for (Eigen::Index j = jb; j < std::min({jb + B, n, i}); ++j) S(i, j) = S(j, i);
 }
 
-/// C = A B^T in fixed blocks of kGemmRows rows of A, each a single-threaded gemm_nt (OpenBLAS, or
-/// Eigen for small blocks), the blocks spread over OpenMP threads when `par`. A threaded DGEMM
-/// splits the product by the thread count and its bits change with it; here the blocks never
-/// depend on the thread count (nor on the schedule) and every block runs on one thread, so C has
-/// the same bits on any number of threads, and for a run computed alone or inside a batch.
-/// upper: C is square and only its block upper triangle is formed (row block b: columns from the
-/// block's first row on), for symmetric products that are mirrored afterwards (half the work).
-void gemm_nt_blocked(const Eigen::Ref<const Mat>& A, const Eigen::Ref<const Mat>& B, Mat& C, bool par,
-                     bool upper = false) {
-  const Eigen::Index m = A.rows(), nc = B.rows();
-  const Eigen::Index nb = (m + kGemmRows - 1) / kGemmRows;
-  auto block = [&](Eigen::Index b, Mat& T) {
-    const Eigen::Index r0 = b * kGemmRows, rb = std::min(kGemmRows, m - r0), c0 = upper ? r0 : 0;
-    gemm_nt(A.middleRows(r0, rb), B.middleRows(c0, nc - c0), T);
-    C.block(r0, c0, rb, nc - c0) = T;
-  };
-  const double work = static_cast<double>(m) * static_cast<double>(nc) * static_cast<double>(A.cols());
-  if (!par && work < 65536.0) {  // below every library's threading threshold: no team needed
-    if (!upper) {
-      gemm_nt(A, B, C);
-      return;
-    }
-    C.resize(m, nc);
-    Mat T;
-    for (Eigen::Index b = 0; b < nb; ++b) block(b, T);
-    return;
-  }
-  C.resize(m, nc);
-#pragma omp parallel if (par && nb > 1)
-  {
-    omp_set_num_threads(1);  // library calls made by this task run single-threaded
-    Mat T;
-#pragma omp for schedule(dynamic)
-    for (Eigen::Index b = 0; b < nb; ++b) block(b, T);
-  }
-}
-
 struct Work {
   Tokens q, k, ut, yh;  // rotated queries, keys (n x d); values transposed (d x n); one head's output
   Mat S;                // one head's scores, then its attention (n x n)
@@ -239,7 +199,7 @@ void attend(const Resolved& R, const Eigen::Ref<const Tokens>& X, Tokens& Y, Wor
       for (int i = 0; i < n; ++i)
         S.row(i).array() = w.q(i, c0) * w.kt0.array() + w.q(i, c0 + 1) * w.kt1.array();
     } else {
-      gemm_nt_blocked(w.q.middleCols(c0, dh), keys.middleCols(c0, dh), S, par, R.symmetric);
+      gemm_nt_blocked(w.q.middleCols(c0, dh), keys.middleCols(c0, dh), S, par, R.symmetric ? GemmPart::Upper : GemmPart::Full);
       if (R.symmetric) mirror_upper(S);
     }
     if (Sout) Sout->middleRows(static_cast<Eigen::Index>(h) * n, n) = S;

@@ -26,10 +26,11 @@ void SsmParams::validate(bool need_gate) const {
 }
 
 void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmBranches& out) {
-  gemm_nt(Z, p.W_delta, out.Delta);
-  gemm_nt(Z, p.S_B, out.Bz);
-  gemm_nt(Z, p.S_C, out.Cz);
-  if (o.gate == GateKind::Silu) gemm_nt(Z, p.W_g, out.G);
+  // The branch products in fixed tiles (linalg.hpp): the same bits on any thread count.
+  gemm_nt_blocked(Z, p.W_delta, out.Delta);
+  gemm_nt_blocked(Z, p.S_B, out.Bz);
+  gemm_nt_blocked(Z, p.S_C, out.Cz);
+  if (o.gate == GateKind::Silu) gemm_nt_blocked(Z, p.W_g, out.G);
   out.A.resize(Z.rows(), Z.cols());
   const Eigen::Index N = Z.rows();
   const auto alpha = p.alpha.transpose().array();
@@ -151,7 +152,9 @@ void SsmLayer::apply(long k, Batch& Z) const {
 
 void SsmLayer::interaction_terms(long k, const Batch& Z, Mat& q) const {
   const auto p = sched_->at_layer(k);
-  Mat Bz = Z.Z * p->S_B.transpose(), Cz = Z.Z * p->S_C.transpose();
+  Mat Bz, Cz;
+  gemm_nt_blocked(Z.Z, p->S_B, Bz);
+  gemm_nt_blocked(Z.Z, p->S_C, Cz);
   if (opt_.silu_bc) {
     Bz = Bz.unaryExpr([](double x) { return silu(x); });
     Cz = Cz.unaryExpr([](double x) { return silu(x); });

@@ -93,7 +93,15 @@ struct MixerTaps {
   float* mixing = nullptr;    ///< [runs][heads.size()][len][len]: (C_t.B_s) exp(A sum dt) dt_s, s <= t (0 above)
 };
 
+/// Whether the mixer's loops over `rows` rows of `cols` entries each (norms, conv, gate, the
+/// sphere update; the SSD loop over runs with cols = d_inner * len) run on a thread team. A
+/// function of the shapes only; every row is computed by the same code either way, so the bits
+/// do not depend on it. Exposed so that tests can check that they exercise the threaded loops.
+bool rows_in_parallel(long rows, long cols);
+
 /// The mixer with its working buffers (reused across calls; one engine per concurrent caller).
+/// Its projections are tokdyn::gemm_nt_blocked (fixed tiles), its other loops are over rows or
+/// runs with one result each: the output has the same bits on any thread count.
 class Engine {
  public:
   Engine(const Config& cfg, Switches sw);

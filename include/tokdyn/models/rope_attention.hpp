@@ -18,9 +18,9 @@
 //    rope = true: standard_frequencies(dh) in every head.
 //
 // Numerics and speed: per head, the scores S = (R Q X)(R K X)^T and the output A (X V^T) are
-// matrix products (tokdyn::gemm_nt: OpenBLAS DGEMM for large n d, Eigen below), split into fixed
-// blocks of 128 rows that each run single-threaded (a threaded DGEMM changes its bits with the
-// thread count; fixed blocks do not). Scores that are symmetric by construction (Q and K both
+// matrix products (tokdyn::gemm_nt_blocked: tiles fixed by the shapes, each a single-threaded
+// OpenBLAS DGEMM, or one Eigen product when small; a threaded DGEMM changes its bits with the
+// thread count, fixed tiles do not). Scores that are symmetric by construction (Q and K both
 // identity, or Q == K) are formed on the block upper triangle only (about half the score work)
 // and mirrored, so they are exactly symmetric. A head of size 2 (d = 2) uses direct loops.
 // Each row's softmax subtracts the row maximum, so no beta overflows (beta = 1e6 is fine; the
@@ -28,7 +28,7 @@
 // Threads: OpenMP over runs when there are several and the work is large (each run then on one
 // thread), otherwise over the row blocks of the products and the rows of the softmax; every
 // number is computed by the same code whatever the thread count, so results are bit-identical on
-// 1 or 2 threads. Tiny problems start no thread team (if-clauses).
+// any number of threads. Tiny problems start no thread team (if-clauses).
 #include <memory>
 #include <string>
 #include <vector>
