@@ -314,7 +314,7 @@ TEST(ExperimentOfToml, ReturnsTheNamedPreset) {
 
 TEST(ExperimentOfToml, MissingFileNamesFile) {
   EXPECT_EQ(input_error_of([] { experiment_of_toml("no-such-dir/x.toml"); }),
-            "config file 'no-such-dir/x.toml': cannot open (no such file)");
+            "config file 'no-such-dir/x.toml': cannot open (no such file); expected a readable regular file");
 }
 
 TEST(ExperimentOfToml, ParseErrorNamesFileAndLineOnOneLine) {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Output identity across a code change: runs every preset at a small size and records the SHA-256
+# of each result file (CSV, NPY; manifest.json and figures excluded: they hold times and versions).
+#
+#   scripts/output_identity.sh save  FILE   # before the change: write the hashes to FILE
+#   scripts/output_identity.sh check FILE   # after: recompute and compare; lists every file that differs
+#
+# Options (after the command): --build DIR (default build/), --threads N (default 2).
+# Uses the tokdyn of the build folder; builds nothing itself (run scripts/setup.sh first).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cmd=${1:-}; file=${2:-}
+shift 2 || { echo "usage: $0 save|check FILE [--build DIR] [--threads N]" >&2; exit 2; }
+build=$here/build; threads=2
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+tokdyn=$build/tokdyn
+[ -x "$tokdyn" ] || { echo "no $tokdyn: run scripts/setup.sh first" >&2; exit 2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tokdyn-identity-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+"$tokdyn" make-checkpoint --size tiny --seed 5 --out "$work/ck" >/dev/null
+
+# Small sizes: every preset, every code path it has, in seconds.
+m2="--set checkpoint=$work/ck --set runs=3 --set tokens=6 --set depth=12"
+runs=(
+  "ssm-random-silu --set runs=3 --set depth=6 --set tokens=5 --set n=16 --set m=4"
+  "ssm-random-silu --set runs=2 --set depth=4 --set tokens=4 --set n=8 --set m=3 --set form=recurrence --set weights=gaussian"
+  "ssm-theorem-pe --set runs=2 --set t_end=2"
+  "ssm-theorem-pd --set runs=3 --set doa_runs=4 --set t_end=4"
+  "ssm-lemma-silu-bias --set draws=2000"
+  "mamba2-fig1 $m2 --set taps=0,5 --set mixing=3"
+  "mamba2-fig2 $m2 --set layer=1"
+  "mamba2-fig3 $m2 --set size=tiny --set checkpoint="
+  "mamba2-fig4 $m2 --set window=4"
+  "mamba2-fig5 $m2 --set size=tiny --set checkpoint= --set window=4"
+  "mamba2-fig6 $m2 --set window=4"
+  "rope-flow --set n=8 --set d=4 --set runs=2 --set t_end=2"
+  "rope-flow --set n=8 --set d=4 --set runs=2 --set t_end=2 --set integrator=fehlberg78 --set causal=true"
+  "rope-flow --set n=6 --set d=4 --set runs=2 --set t_end=2 --set integrator=discrete --set heads=2"
+  "rope-fig1a" "rope-fig1b --set points=21" "rope-fig1c --set points=21" "rope-fig2a --set samples=51"
+  "rope-fig2b" "rope-fig2c --set samples=51" "rope-fig3a --set points=31" "rope-fig3b" "rope-fig3c --set fd_max_n=12"
+  "rope-fig4a --set points=31" "rope-fig4b --set ns=32,48 --set points=9" "rope-fig4c" "rope-fig4d"
+)
+out=$work/hashes.txt
+: > "$out"
+i=0
+for r in "${runs[@]}"; do
+  i=$((i + 1))
+  dir=$work/run$i
+  # shellcheck disable=SC2086
+  "$tokdyn" run $r --out "$dir" --no-figures --quiet --threads "$threads" >/dev/null
+  (cd "$dir" && find . -type f \( -name '*.csv' -o -name '*.npy' \) | LC_ALL=C sort | while read -r f; do
+     printf '%s  %s  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$r" "${f#./}"
+   done) >> "$out"
+done
+# rope-table2 at its own (fixed) size: ~1 s
+"$tokdyn" run rope-table2 --out "$work/t2" --no-figures --quiet --threads "$threads" >/dev/null
+(cd "$work/t2" && find . -type f \( -name '*.csv' -o -name '*.npy' \) | LC_ALL=C sort | while read -r f; do
+   printf '%s  %s  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "rope-table2" "${f#./}"
+ done) >> "$out"
+
+case $cmd in
+  save) cp "$out" "$file"; echo "saved $(wc -l < "$file") file hashes to $file" ;;
+  check)
+    if diff <(sort "$file") <(sort "$out") > "$work/diff.txt"; then
+      echo "identical: $(wc -l < "$out") result files"
+    else
+      echo "DIFFERENT result files (< saved, > now):"; cat "$work/diff.txt"; exit 1
+    fi ;;
+  *) echo "usage: $0 save|check FILE" >&2; exit 2 ;;
+esac
