@@ -482,6 +482,7 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
       const ParamSpec* s = find_spec(e, key);
       if (!s) throw InputError(one_line(o.prefix + unknown_key_message(e, key)));
       p.values_[key] = value_of_toml(o, *s, node);
+      p.explicit_.insert(key);
     }
   }
 
@@ -489,6 +490,7 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
     const ParamSpec* s = find_spec(e, key);
     if (!s) throw InputError(one_line(unknown_key_message(e, key)));
     p.values_[key] = value_of_string(*s, value);
+    p.explicit_.insert(key);
   }
   return p;
 }
@@ -659,6 +661,7 @@ void run_experiment(const Experiment& e, const Params& p, const fs::path& out, i
   std::unique_ptr<ProgressLine> line;
   if (show_progress && isatty(2)) line = std::make_unique<ProgressLine>(e.name);
 
+  std::vector<std::string> ctx_warnings;
   try {
     RunContext ctx;
     ctx.dir = tmp;
@@ -675,6 +678,7 @@ void run_experiment(const Experiment& e, const Params& p, const fs::path& out, i
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (line) line->finish();
     line.reset();
+    ctx_warnings = ctx.warnings;
 
     if (fs::exists(tmp / "manifest.json"))
       throw std::logic_error(fmt::format("experiment '{}' wrote its own manifest.json", e.name));
@@ -689,6 +693,7 @@ void run_experiment(const Experiment& e, const Params& p, const fs::path& out, i
     m["started_utc"] = started;
     m["hostname"] = host_name();
     m["notes"] = ctx.notes;
+    if (!ctx.warnings.empty()) m["warnings"] = ctx.warnings;
     m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)
     write_manifest(tmp / "manifest.json", m);
     // Figures are drawn from the written results (CSV files and this manifest), then listed.
@@ -717,6 +722,7 @@ void run_experiment(const Experiment& e, const Params& p, const fs::path& out, i
                                    ec.message()));
     }
     if (had_old) fs::remove_all(old, ec);
+    for (const std::string& w : ctx_warnings) std::fprintf(stderr, "tokdyn: note: %s\n", one_line(w).c_str());
   } catch (...) {
     if (line) line->abandon();
     std::error_code ignore;
