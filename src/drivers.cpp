@@ -24,11 +24,13 @@ void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer
   }
 }
 
-void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract) {
-  rk4_step_until(f, t, h, Z, retract, t + h);
-}
+namespace {
 
-void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last) {
+/// One RK4 step. With `stage_rate`, also the free stiffness estimate of the step (as in Hairer's
+/// DOPRI5): |k3 - k2| / |Y3 - Y2| with Y3 - Y2 = (h/2)(k2 - k1) before retraction, the field's
+/// Jacobian along the direction the stages moved in (0 when they moved by round-off only). It
+/// grows as soon as a stiff component is excited, which the periodic rate checks could miss.
+void rk4_step_impl(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last, double* stage_rate) {
   const bool proj = retract && f.on_sphere();
   Tokens k1, k2, k3, k4;
   Batch S = Z;
@@ -39,11 +41,25 @@ void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool ret
   S.Z = Z.Z + 0.5 * h * k2;
   if (proj) project_rows(S.Z);
   f.eval(t + 0.5 * h, S, k3);
+  if (stage_rate) {
+    const double dy = 0.5 * std::abs(h) * (k2 - k1).norm();
+    *stage_rate = dy > 1e-12 * Z.Z.norm() ? (k3 - k2).norm() / dy : 0.0;
+  }
   S.Z = Z.Z + h * k3;
   if (proj) project_rows(S.Z);
   f.eval(t_last, S, k4);
   Z.Z += (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
   if (proj) project_rows(Z.Z);
+}
+
+}  // namespace
+
+void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract) {
+  rk4_step_impl(f, t, h, Z, retract, t + h, nullptr);
+}
+
+void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last) {
+  rk4_step_impl(f, t, h, Z, retract, t_last, nullptr);
 }
 
 namespace {
@@ -159,6 +175,7 @@ void StepReport::merge(const StepReport& o) {
   h_max = std::max(h_max, o.h_max);
   max_rate = std::max(max_rate, o.max_rate);
   max_h_rate = std::max(max_h_rate, o.max_h_rate);
+  max_stage_h_rate = std::max(max_stage_h_rate, o.max_stage_h_rate);
   limit = std::min(limit, o.limit);
   checks += o.checks;
   steps += o.steps;
@@ -244,6 +261,15 @@ bool StepGuard::before_step(double t, const Batch& Z, double h) {
   return true;
 }
 
+void StepGuard::after_step(double h, double stage_rate) {
+  if (opt_.policy == StepPolicy::Off || !(stage_rate > 0.0)) return;
+  rep_.max_stage_h_rate = std::max(rep_.max_stage_h_rate, h * stage_rate);
+  // Check at the next step when the stages saw a rate that matters (h x rate above a quarter of
+  // the bound) and that exceeds the last measured one by 25%, or the bound itself.
+  const bool relevant = h * stage_rate > 0.25 * opt_.max_h_rate;
+  if (h * stage_rate > opt_.max_h_rate || (relevant && stage_rate > 1.25 * std::max(last_rate_, 0.0))) until_check_ = 0;
+}
+
 long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const Rk4Options& opt,
                    const std::vector<Observer*>& obs, double observe_every, const ProgressFn& progress) {
   if (!(opt.h > 0.0)) throw std::invalid_argument("integrate_rk4: step must be > 0");
@@ -272,7 +298,9 @@ long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const R
         s = -1;
         continue;
       }
-      rk4_step_until(f, ts, h, Z, opt.retract, s + 1 == n ? inside : ts + h);
+      double stage_rate = 0.0;
+      rk4_step_impl(f, ts, h, Z, opt.retract, s + 1 == n ? inside : ts + h, &stage_rate);
+      guard.after_step(h, stage_rate);
       ++steps;
     }
     t = stop;

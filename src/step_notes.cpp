@@ -15,6 +15,7 @@ nlohmann::json step_report_json(const StepReport& r, StepPolicy policy) {
   j["h_used_max"] = r.h_max;
   j["max_local_rate"] = r.max_rate;
   j["max_h_rate"] = r.max_h_rate;
+  j["max_stage_h_rate"] = r.max_stage_h_rate;  // per-step trigger: step x |k3 - k2| / |Y3 - Y2|
   j["bound_h_rate"] = r.limit;
   j["inside"] = r.max_h_rate <= r.limit;
   j["checks"] = r.checks;

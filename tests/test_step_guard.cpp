@@ -211,6 +211,31 @@ TEST(StepGuard, RateGrowingAlongTheRunIsCaught) {
   EXPECT_LE(rep.h_min, 2.0 / 500.0);
 }
 
+// A rate that jumps between two periodic checks (k = 1 before t = 1, 300 after, not reported as
+// a switching time) is caught by the step's own stage differences at the next step.
+TEST(StepGuard, RateJumpBetweenChecksIsCaughtByTheStageEstimate) {
+  class Jumping final : public VectorField {
+   public:
+    void eval(double t, const Batch& Z, Tokens& dZ) const override { dZ = -(t < 1.0 ? 1.0 : 300.0) * Z.Z; }
+    bool on_sphere() const override { return false; }
+  } f;
+  Rk4Options o;
+  o.h = 0.01;
+  Batch Z = ones(1, 1, 1);
+  const std::string msg = message_of([&] { integrate_rk4(f, Z, 0.0, 2.0, o); });
+  const auto at = msg.find("estimated at t = ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  EXPECT_LE(std::stod(msg.substr(at + 17)), 1.0201) << msg;  // within two steps of the jump
+  o.guard.policy = StepPolicy::Refine;
+  StepReport rep;
+  o.report = &rep;
+  Z = ones(1, 1, 1);
+  integrate_rk4(f, Z, 0.0, 2.0, o);
+  EXPECT_TRUE(rep.refined());
+  EXPECT_LT(std::abs(Z.Z(0, 0)), 1e-100);  // decayed, as e^{-1 - 300 (t - 1)}; unguarded it would grow by 1.375 per step
+  EXPECT_GT(rep.max_stage_h_rate, 0.25 * kRk4MaxHRate);  // what triggered the check
+}
+
 // A guarded step inside the region changes nothing: bit-identical states and observations to
 // the unguarded loop, for the SSM flow (S-ANI2, stiff) and the RoPE attention flow.
 TEST(StepGuard, StableStepIsAcceptedBitIdentically) {

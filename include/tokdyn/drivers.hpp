@@ -70,6 +70,7 @@ struct StepReport {
   double h_max = 0.0;        ///< largest step used
   double max_rate = 0.0;     ///< largest local rate estimated at any check
   double max_h_rate = 0.0;   ///< largest (step used) x (local rate) at any check
+  double max_stage_h_rate = 0.0;  ///< largest step x (stage-difference rate), the per-step trigger
   double limit = kRk4MaxHRate;
   long checks = 0;
   long steps = 0;
@@ -94,7 +95,8 @@ struct StepGuardOptions {
 /// Checks a fixed-step method's step before steps: at the first step, then again after an
 /// interval chosen so that the rate, extrapolated from its growth since the last check, cannot
 /// carry h * rate out of the region (kRk4StabilityRadius) before the next check (1..max_interval
-/// steps). Never changes the state, so a step it accepts gives bit-identical results.
+/// steps), and at once when a step's own stage differences show a larger rate (after_step).
+/// Never changes the state, so a step it accepts gives bit-identical results.
 class StepGuard {
  public:
   /// `t_end`: end of the run (refinement refuses to exceed kMaxFixedSteps over what is left).
@@ -103,6 +105,10 @@ class StepGuard {
   /// false when it was refined (Refine: target() shrank by 2^k; plan again with the new target
   /// and call again). Throws InputError when refused.
   bool before_step(double t, const Batch& Z, double h);
+  /// After a step of size h: `stage_rate` is the step's free stiffness estimate (RK4: stage
+  /// differences, 0 when unavailable). When it is large, or grew past the last measured rate,
+  /// the next step is checked.
+  void after_step(double h, double stage_rate);
   /// The step to plan with: the requested step, halved as often as refinement needed.
   double target() const { return rep_.h_requested * shrink_; }
   const StepReport& report() const { return rep_; }

@@ -92,6 +92,23 @@ struct IntegrationLog {
   AdaptiveStats stats;  ///< adaptive: accepted / rejected steps
 };
 
+constexpr const char* kRk4Fix = "--set integrator=dopri5 (error-controlled, the default)";
+
+/// Fixed step only: refuses an unstable h before any work, from the local rates at the initial
+/// states of every variant (so the message gives the step that is safe for all of them); the
+/// guard inside each chunk then keeps watching the rates along the runs.
+void refuse_unstable_start(const Integration& in, double t_end,
+                           const std::vector<std::pair<SsmSchedulePtr, Batch>>& starts) {
+  if (!in.fixed()) return;
+  checked_step_count("h", in.h, 0.0, t_end);
+  double rate = 0.0;
+  for (const auto& [sched, Z0] : starts) {
+    Tokens v;
+    rate = std::max(rate, local_rate(SsmFlow(sched, SsmOptions{}), 0.0, Z0, true, 16, v));
+  }
+  if (!(in.h * rate <= kRk4MaxHRate)) throw InputError(step_refusal("RK4", "h", in.h, rate, 0.0, kRk4MaxHRate, kRk4Fix));
+}
+
 Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, const Integration& in, double every,
                         IntegrationLog& log, const ProgressFn& progress) {
   Recorded R;
@@ -108,15 +125,6 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
   };
   std::vector<ChunkOut> out(static_cast<std::size_t>(chunks));
   const SsmFlow flow(s, SsmOptions{});
-  if (in.fixed()) {
-    // Refuse an unstable step before any work, from the rates at the initial states (every run);
-    // the guard inside each chunk keeps watching the rates along the runs.
-    checked_step_count("h", in.h, 0.0, t_end);
-    Tokens v;
-    const double rate = local_rate(flow, 0.0, Z0, true, 16, v);
-    if (!(in.h * rate <= kRk4MaxHRate))
-      throw InputError(step_refusal("RK4", "h", in.h, rate, 0.0, kRk4MaxHRate, "--set integrator=dopri5 (error-controlled, the default)"));
-  }
   int done = 0;
   // An exception must not leave the parallel region: each chunk keeps its own, the first in
   // chunk order is rethrown, and chunks not yet started are skipped once one failed.
@@ -149,7 +157,7 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
       o.h = in.h;
       o.retract = true;
       o.guard.policy = StepPolicy::Refuse;  // a user's fixed step: never a silently unstable run
-      o.guard.fix = "--set integrator=dopri5 (error-controlled, the default)";
+      o.guard.fix = kRk4Fix;
       o.report = &rep;
       integrate_rk4(flow, B, 0.0, t_end, o, {&gram, &tail, &rec}, every);
     } else {
@@ -336,6 +344,14 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   CsvWriter rates(ctx.dir / "rates.csv", {"variant", "token", "fitted_rate_mean", "fitted_rate_min", "fitted_rate_max",
                                           "predicted_rate", "certified_rho", "max_V_end", "converged_runs", "runs"});
   CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  if (in.fixed()) {
+    std::vector<std::pair<SsmSchedulePtr, Batch>> starts;
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      std::vector<std::vector<int>> signs;
+      starts.emplace_back(variants[vi].sched, initial_tokens(seed, static_cast<int>(vi), runs, len, 4, true, v0, signs));
+    }
+    refuse_unstable_start(in, t_end, starts);
+  }
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
     const PeVariant& V = variants[vi];
     // Certified constants (Lemma III.1) and the PE evaluator (Assumption IV.1, Lemma IV.2).
@@ -469,6 +485,20 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   CsvWriter doa(ctx.dir / "doa.csv", {"design", "c_star", "c_eff", "c_eff_proof", "lambda_max", "lambda_min", "runs",
                                       "converged", "fraction", "trapped", "c_star_column", "alpha_pd"});
   CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  auto start_of = [&](std::size_t vi) {
+    const PdVariant& V = variants[vi];
+    const int nruns = vi == 0 ? runs : doa_runs;
+    std::vector<std::vector<int>> unused;
+    Batch Z0 = initial_tokens(seed, static_cast<int>(vi), nruns, V.len, V.n, false, 0.0, unused);
+    if (vi > 0 && pin_first)  // the slice of the remark after Thm V.1: token 1 at the equilibrium +e^1
+      for (int r = 0; r < nruns; ++r) Z0.Z.row(static_cast<Eigen::Index>(r) * V.len) = RowVec::Unit(V.n, kMu);
+    return Z0;
+  };
+  if (in.fixed()) {
+    std::vector<std::pair<SsmSchedulePtr, Batch>> starts;
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) starts.emplace_back(variants[vi].sched, start_of(vi));
+    refuse_unstable_start(in, t_end, starts);
+  }
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
     const PdVariant& V = variants[vi];
     const auto samples = sample_times(*V.sched, time_grid(0.0, V.period, 257));
@@ -491,10 +521,7 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
       put_constant(consts, V.name, "kappa_" + std::to_string(i), prop_v1_kappa(an.alpha_pd, beta, c));
     }
     const int nruns = vi == 0 ? runs : doa_runs;
-    std::vector<std::vector<int>> unused;
-    Batch Z0 = initial_tokens(seed, static_cast<int>(vi), nruns, V.len, V.n, false, 0.0, unused);
-    if (vi > 0 && pin_first)  // the slice of the remark after Thm V.1: token 1 at the equilibrium +e^1
-      for (int r = 0; r < nruns; ++r) Z0.Z.row(static_cast<Eigen::Index>(r) * V.len) = RowVec::Unit(V.n, kMu);
+    const Batch Z0 = start_of(vi);
     const Recorded R = integrate_runs(V.sched, Z0, t_end, in, every, log, [&](double f) {
       if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
     });
