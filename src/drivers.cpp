@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <boost/numeric/odeint.hpp>
 #include <cmath>
+#include <fmt/format.h>
+#include <limits>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 #include "tokdyn/error.hpp"
+#include "tokdyn/rng.hpp"
 #include "tokdyn/sphere.hpp"
 
 namespace tokdyn {
@@ -35,11 +36,13 @@ void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer
   }
 }
 
-void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract) {
-  rk4_step_until(f, t, h, Z, retract, t + h);
-}
+namespace {
 
-void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last) {
+/// One RK4 step. With `stage_rate`, also the free stiffness estimate of the step (as in Hairer's
+/// DOPRI5): |k3 - k2| / |Y3 - Y2| with Y3 - Y2 = (h/2)(k2 - k1) before retraction, the field's
+/// Jacobian along the direction the stages moved in (0 when they moved by round-off only). It
+/// grows as soon as a stiff component is excited, which the periodic rate checks could miss.
+void rk4_step_impl(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last, double* stage_rate) {
   const bool proj = retract && f.on_sphere();
   Tokens k1, k2, k3, k4;
   Batch S = Z;
@@ -50,6 +53,10 @@ void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool ret
   S.Z = Z.Z + 0.5 * h * k2;
   if (proj) project_rows(S.Z);
   f.eval(t + 0.5 * h, S, k3);
+  if (stage_rate) {
+    const double dy = 0.5 * std::abs(h) * (k2 - k1).norm();
+    *stage_rate = dy > 1e-12 * Z.Z.norm() ? (k3 - k2).norm() / dy : 0.0;
+  }
   S.Z = Z.Z + h * k3;
   if (proj) project_rows(S.Z);
   f.eval(t_last, S, k4);
@@ -57,16 +64,25 @@ void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool ret
   if (proj) project_rows(Z.Z);
 }
 
+}  // namespace
+
+void rk4_step(const VectorField& f, double t, double h, Batch& Z, bool retract) {
+  rk4_step_impl(f, t, h, Z, retract, t + h, nullptr);
+}
+
+void rk4_step_until(const VectorField& f, double t, double h, Batch& Z, bool retract, double t_last) {
+  rk4_step_impl(f, t, h, Z, retract, t_last, nullptr);
+}
+
 namespace {
 
 /// Sorted stop times in (t0, t1]: switching times of the field, output times, and t1.
 std::vector<double> stop_times(const VectorField& f, double t0, double t1, double every) {
   std::vector<double> s = f.switching_times(t0, t1);
-  // Output times are stored: bound their number before making them (every = 1e-300 would fill memory).
-  constexpr double kMaxOutputs = 1e7;
-  if (every > 0.0 && (t1 - t0) / every > kMaxOutputs)
-    throw InputError(fmt::format("observation interval {} over [{}, {}] gives {:.3g} output times; expected at most {:.0f} "
-                                 "(raise the interval)", every, t0, t1, (t1 - t0) / every, kMaxOutputs));
+  if (every > 0.0 && !((t1 - t0) / every <= kMaxOutputTimes))
+    throw InputError(fmt::format("output interval {} over [{}, {}] gives {:.3g} output times; at most {:.0e} are allowed "
+                                 "(expected an interval >= {:.3g})",
+                                 every, t0, t1, (t1 - t0) / every, kMaxOutputTimes, (t1 - t0) / kMaxOutputTimes));
   if (every > 0.0)
     for (long k = 1;; ++k) {
       const double t = t0 + k * every;
@@ -87,22 +103,216 @@ bool is_output(double t, double t0, double every) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// Local rate and step guard
+
+namespace {
+
+/// Rows [first, first + count) of run r (one block for batches whose shape is not runs x len).
+struct RunBlocks {
+  Eigen::Index count, rows;
+  RunBlocks(const Batch& Z) {
+    const Eigen::Index total = Z.Z.rows();
+    const bool ok = Z.runs >= 1 && Z.len >= 1 && static_cast<Eigen::Index>(Z.runs) * Z.len == total;
+    count = ok ? Z.runs : 1;
+    rows = ok ? Z.len : total;
+  }
+};
+
+/// Deterministic pseudo-random start for run block r (attempt k), tangent when asked, unit norm.
+void seed_block(Tokens& v, const Batch& Z, const RunBlocks& rb, Eigen::Index r, std::uint64_t k, bool tangent) {
+  Mat blk(rb.rows, Z.Z.cols());
+  Rng rng(0x5a7e9a4dULL, {static_cast<std::uint64_t>(r), k});
+  rng.fill_normal(blk);
+  if (tangent) {
+    const Tokens zb = Z.Z.middleRows(r * rb.rows, rb.rows);
+    tangent_project_rows(zb, blk);
+  }
+  const double nb = blk.norm();
+  v.middleRows(r * rb.rows, rb.rows) = nb > 0.0 ? Mat(blk / nb) : blk;
+}
+
+}  // namespace
+
+double local_rate(const VectorField& f, double t, const Batch& Z, bool tangent, int iterations, Tokens& v) {
+  if (Z.Z.size() == 0) return 0.0;
+  iterations = std::max(iterations, 1);
+  const RunBlocks rb(Z);
+  if (v.rows() != Z.Z.rows() || v.cols() != Z.Z.cols() || !v.allFinite()) {
+    v.resize(Z.Z.rows(), Z.Z.cols());
+    for (Eigen::Index r = 0; r < rb.count; ++r) seed_block(v, Z, rb, r, 0, tangent);
+  } else {
+    if (tangent) tangent_project_rows(Z.Z, v);
+    for (Eigen::Index r = 0; r < rb.count; ++r) {
+      auto blk = v.middleRows(r * rb.rows, rb.rows);
+      const double nb = blk.norm();
+      if (nb > 0.0) blk /= nb; else seed_block(v, Z, rb, r, 0, tangent);
+    }
+  }
+  const int keep = std::max(1, iterations / 2);
+  std::vector<double> logsum(static_cast<std::size_t>(rb.count), 0.0);
+  std::vector<int> used(static_cast<std::size_t>(rb.count), 0);
+  Tokens w;
+  for (int k = 0; k < iterations; ++k) {
+    f.jvp(t, Z, v, w);
+    if (tangent) tangent_project_rows(Z.Z, w);
+    for (Eigen::Index r = 0; r < rb.count; ++r) {
+      auto wb = w.middleRows(r * rb.rows, rb.rows);
+      const double ratio = wb.norm();  // |J v| for the unit block v
+      const auto ru = static_cast<std::size_t>(r);
+      if (k >= iterations - keep && ratio > 0.0 && std::isfinite(ratio)) {
+        logsum[ru] += std::log(ratio);
+        ++used[ru];
+      }
+      if (ratio > 0.0 && std::isfinite(ratio))
+        v.middleRows(r * rb.rows, rb.rows) = wb / ratio;
+      else  // v fell into the kernel (or the field is not finite here): restart this block
+        seed_block(v, Z, rb, r, static_cast<std::uint64_t>(k) + 1, tangent);
+    }
+  }
+  double rate = 0.0;
+  for (std::size_t r = 0; r < logsum.size(); ++r)
+    if (used[r] > 0) rate = std::max(rate, std::exp(logsum[r] / used[r]));
+  return rate;
+}
+
+void StepReport::merge(const StepReport& o) {
+  if (o.steps == 0 && o.checks == 0) return;
+  if (steps == 0 && checks == 0) {
+    *this = o;
+    return;
+  }
+  h_requested = std::max(h_requested, o.h_requested);
+  if (o.steps > 0) h_min = steps > 0 ? std::min(h_min, o.h_min) : o.h_min;
+  h_max = std::max(h_max, o.h_max);
+  max_rate = std::max(max_rate, o.max_rate);
+  max_h_rate = std::max(max_h_rate, o.max_h_rate);
+  max_stage_h_rate = std::max(max_stage_h_rate, o.max_stage_h_rate);
+  limit = std::min(limit, o.limit);
+  checks += o.checks;
+  steps += o.steps;
+  refined_steps += o.refined_steps;
+}
+
+namespace {
+
+/// x rounded down to two significant digits (a step that is safe to suggest).
+double round_down_2(double x) {
+  if (!(x > 0.0) || !std::isfinite(x)) return x;
+  const double e = std::pow(10.0, std::floor(std::log10(x)) - 1.0);
+  const double r = std::floor(x / e * (1.0 + 1e-12)) * e;  // 0.02 stays 0.02 despite rounding
+  return r > 0.0 ? r : x;
+}
+
+}  // namespace
+
+std::string step_refusal(const std::string& method, const std::string& param, double h, double rate, double t,
+                         double max_h_rate, const std::string& fix) {
+  const double safe = max_h_rate / rate;
+  return fmt::format(
+      "parameter '{}' = {}: the {} step is outside its stability region: the local rate (largest |eigenvalue| of the "
+      "field's Jacobian, estimated at t = {:.4g}) is {:.4g}, so step x rate = {:.3g} > {} (tokdyn's bound, with a margin "
+      "inside the method's region). The largest safe step is about {:.3g}: use --set {}={:.2g}{}",
+      param, h, method, t, rate, h * rate, max_h_rate, safe, param, round_down_2(safe), fix.empty() ? "" : " or " + fix);
+}
+
+double checked_step_count(const std::string& param, double h, double t0, double t1, const std::string& method) {
+  const double n = (t1 - t0) / h;
+  if (!(h > 0.0) || !(n <= kMaxFixedSteps))
+    throw InputError(fmt::format("parameter '{}' = {}: {} would take {:.3g} steps over [{}, {}]; more than {:.0e} steps are "
+                                 "refused (expected a step >= {:.3g})",
+                                 param, h, method, n, t0, t1, kMaxFixedSteps, (t1 - t0) / kMaxFixedSteps));
+  return n;
+}
+
+StepGuard::StepGuard(const VectorField& f, bool tangent, StepGuardOptions opt, double h_requested, double t_end)
+    : f_(f), tangent_(tangent), opt_(std::move(opt)), t_end_(t_end) {
+  rep_.method = opt_.method;
+  rep_.h_requested = h_requested;
+  rep_.limit = opt_.max_h_rate;
+}
+
+bool StepGuard::before_step(double t, const Batch& Z, double h) {
+  if (opt_.policy != StepPolicy::Off && until_check_ <= 0) {
+    const bool first = last_rate_ < 0.0;
+    const double rate = local_rate(f_, t, Z, tangent_, first ? opt_.first_iterations : opt_.iterations, v_);
+    ++rep_.checks;
+    rep_.max_rate = std::max(rep_.max_rate, rate);
+    double hr = h * rate;
+    bool replan = false;
+    if (!(hr <= opt_.max_h_rate)) {
+      if (opt_.policy == StepPolicy::Refuse || !std::isfinite(rate))
+        throw InputError(step_refusal(rep_.method, opt_.param, rep_.h_requested, rate, t, opt_.max_h_rate, opt_.fix));
+      int k = 0;
+      while (!(std::ldexp(h, -k) * rate <= opt_.max_h_rate)) ++k;
+      shrink_ = std::ldexp(shrink_, -k);
+      checked_step_count(opt_.param + " (refined)", target(), t, t_end_, rep_.method);
+      hr = std::ldexp(h, -k) * rate;
+      replan = true;
+    }
+    rep_.max_h_rate = std::max(rep_.max_h_rate, hr);
+    // Next check: before the rate, growing as it did since the last check, could carry
+    // step x rate past the region's radius.
+    long m = first ? 4 : opt_.max_interval;
+    if (!first && last_rate_ > 0.0 && rate > last_rate_ && since_check_ > 0 && hr > 0.0) {
+      const double q = std::log(rate / last_rate_) / static_cast<double>(since_check_);  // log growth per step
+      const double room = std::log(opt_.region_radius / hr);
+      m = room > 0.0 ? static_cast<long>(std::min(static_cast<double>(opt_.max_interval), std::floor(room / q))) : 1;
+    }
+    until_check_ = std::clamp<long>(m, 1, opt_.max_interval);
+    since_check_ = 0;
+    last_rate_ = rate;
+    if (replan) return false;
+  }
+  --until_check_;
+  ++since_check_;
+  if (rep_.steps == 0 || h < rep_.h_min) rep_.h_min = h;
+  rep_.h_max = std::max(rep_.h_max, h);
+  ++rep_.steps;
+  if (shrink_ < 1.0) ++rep_.refined_steps;
+  return true;
+}
+
+void StepGuard::after_step(double h, double stage_rate) {
+  if (opt_.policy == StepPolicy::Off || !(stage_rate > 0.0)) return;
+  rep_.max_stage_h_rate = std::max(rep_.max_stage_h_rate, h * stage_rate);
+  // Check at the next step when the stages saw a rate that matters (h x rate above a quarter of
+  // the bound) and that exceeds the last measured one by 25%, or the bound itself.
+  const bool relevant = h * stage_rate > 0.25 * opt_.max_h_rate;
+  if (h * stage_rate > opt_.max_h_rate || (relevant && stage_rate > 1.25 * std::max(last_rate_, 0.0))) until_check_ = 0;
+}
+
 long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const Rk4Options& opt,
                    const std::vector<Observer*>& obs, double observe_every, const ProgressFn& progress) {
   if (!(opt.h > 0.0)) throw std::invalid_argument("integrate_rk4: step must be > 0");
+  checked_step_count(opt.guard.param, opt.h, t0, t1, opt.guard.method);
+  const std::vector<double> stops = stop_times(f, t0, t1, observe_every);
+  StepGuard guard(f, opt.retract && f.on_sphere(), opt.guard, opt.h, t1);
+  auto pieces = [](double span, double h) {
+    return std::max(1L, static_cast<long>(std::ceil(span / h - 1e-9)));  // span / h <= kMaxFixedSteps (checked)
+  };
   for (auto* o : obs) o->observe(t0, Z);
   long steps = 0;
   double t = t0;
-  for (double stop : stop_times(f, t0, t1, observe_every)) {
-    const double span = stop - t;
-    const long n = std::max(1L, static_cast<long>(std::ceil(span / opt.h - 1e-9)));
-    const double h = span / static_cast<double>(n);
+  for (double stop : stops) {
+    double ta = t;  // start of the current plan of this segment
+    long n = pieces(stop - ta, guard.target());
+    double h = (stop - ta) / static_cast<double>(n);
     // The segment [t, stop) belongs to one piece of a piecewise-constant schedule: the last
     // stage of its last step is evaluated one ulp before `stop`, never on the next piece.
     const double inside = std::nextafter(stop, t);
     for (long s = 0; s < n; ++s) {
-      const double ts = t + s * h;
-      rk4_step_until(f, ts, h, Z, opt.retract, s + 1 == n ? inside : ts + h);
+      const double ts = ta + s * h;
+      if (!guard.before_step(ts, Z, h)) {  // refined: plan the rest of the segment again
+        ta = ts;
+        n = pieces(stop - ta, guard.target());
+        h = (stop - ta) / static_cast<double>(n);
+        s = -1;
+        continue;
+      }
+      double stage_rate = 0.0;
+      rk4_step_impl(f, ts, h, Z, opt.retract, s + 1 == n ? inside : ts + h, &stage_rate);
+      guard.after_step(h, stage_rate);
       ++steps;
     }
     t = stop;
@@ -111,6 +321,7 @@ long integrate_rk4(const VectorField& f, Batch& Z, double t0, double t1, const R
       for (auto* o : obs) o->observe(t, Z);
     if (progress) progress((t - t0) / (t1 - t0));
   }
+  if (opt.report) opt.report->merge(guard.report());
   return steps;
 }
 

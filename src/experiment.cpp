@@ -484,6 +484,7 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
       const ParamSpec* s = find_spec(e, key);
       if (!s) throw InputError(one_line(o.prefix + unknown_key_message(e, key)));
       p.values_[key] = value_of_toml(o, *s, node);
+      p.explicit_.insert(key);
     }
   }
 
@@ -491,6 +492,7 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
     const ParamSpec* s = find_spec(e, key);
     if (!s) throw InputError(one_line(unknown_key_message(e, key)));
     p.values_[key] = value_of_string(*s, value);
+    p.explicit_.insert(key);
   }
   return p;
 }
@@ -620,6 +622,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
   RunOutcome outcome;
   outcome.dir = folder.target();
   outcome.replaced = folder.replaces();
+  std::vector<std::string> ctx_warnings;
   try {
     RunContext ctx;
     ctx.dir = tmp;
@@ -641,6 +644,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (line) line->finish();
     line.reset();
+    ctx_warnings = ctx.warnings;
 
     if (fs::exists(tmp / "manifest.json"))
       throw std::logic_error(fmt::format("experiment '{}' wrote its own manifest.json", e.name));
@@ -655,6 +659,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     m["started_utc"] = started;
     m["hostname"] = host_name();
     m["notes"] = ctx.notes;
+    if (!ctx.warnings.empty()) m["warnings"] = ctx.warnings;
     m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)
     write_manifest(tmp / "manifest.json", m);
     // Figures are drawn from the written results (CSV files and this manifest), then listed. If
@@ -673,6 +678,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     }
     outcome.files = m["files"].size() + 1;
     folder.commit();
+    for (const std::string& w : ctx_warnings) std::fprintf(stderr, "tokdyn: note: %s\n", message_line(w).c_str());
   } catch (...) {
     if (line) line->abandon();
     throw;

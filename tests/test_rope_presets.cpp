@@ -209,3 +209,53 @@ TEST(RopePresets, FlowRunsWithEveryIntegratorAndTheSameBytesOnOneToFourThreads) 
     }
   }
 }
+
+// Fixed steps are checked against the local rate: rope-flow (general purpose) refines an unstable
+// RK4 step and says so; its discrete step (3) is the model and is reported when it does not
+// follow the flow; the paper's steps (Fig. 2b) are inside the region and recorded; step counts
+// from a tiny step are refused before they are cast.
+TEST(RopePresets, FixedStepsAreCheckedAgainstTheLocalRate) {
+  TempDir d;
+  const std::vector<std::string> base{"--no-figures", "--quiet", "--set", "t_end=30", "--set", "outputs=10"};
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a{"run", "rope-flow", "--out", out};
+    a.insert(a.end(), base.begin(), base.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(d.path(), a);
+  };
+  CliResult r = run("refined", {"--set", "h=3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("tokdyn: note: parameter 'h' = 3: RK4 step refined for stability"), std::string::npos) << r.err;
+  std::string m = slurp(d.path() / "refined" / "manifest.json");
+  EXPECT_NE(m.find("\"action\": \"refined\""), std::string::npos) << m;
+  EXPECT_NE(m.find("\"h_used_max\": 1.5"), std::string::npos) << m;
+  EXPECT_NE(m.find("\"warnings\""), std::string::npos) << m;
+  r = run("discrete", {"--set", "h=3", "--set", "integrator=discrete"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("outside forward Euler's region"), std::string::npos) << r.err;
+  r = run("fine", {});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("note"), std::string::npos) << r.err;
+  m = slurp(d.path() / "fine" / "manifest.json");
+  EXPECT_NE(m.find("\"action\": \"accepted\""), std::string::npos) << m;
+  EXPECT_EQ(m.find("\"warnings\""), std::string::npos) << m;
+
+  r = run_cli(d.path(), {"run", "rope-fig2b", "--out", "fig2b", "--no-figures", "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  m = slurp(d.path() / "fig2b" / "manifest.json");
+  EXPECT_NE(m.find("\"inside\": true"), std::string::npos) << m;
+  EXPECT_NE(m.find("\"policy\": \"refuse\""), std::string::npos) << m;
+
+  for (const auto& args : std::vector<std::vector<std::string>>{{"run", "rope-flow", "--set", "integrator=discrete", "--set", "h=1e-300"},
+                                                                 {"run", "rope-flow", "--set", "h=1e-300"},
+                                                                 {"run", "rope-fig2b", "--set", "h=1e-300"},
+                                                                 {"run", "rope-fig4d", "--set", "h=1e-300"}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--out", "tiny", "--no-figures", "--quiet"});
+    r = run_cli(d.path(), a);
+    EXPECT_EQ(r.code, 2) << args[1] << " " << args.back() << ": " << r.err;
+    EXPECT_NE(r.err.find("parameter 'h' = 1e-300"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("steps"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path() / "tiny"));
+  }
+}

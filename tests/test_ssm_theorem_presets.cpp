@@ -10,8 +10,15 @@
 #include <map>
 #include <sstream>
 
+#include <numbers>
+
+#include <nlohmann/json.hpp>
+
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/models/ssm.hpp"
+#include "tokdyn/models/ssm_designs.hpp"
+#include "tokdyn/rng.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -19,6 +26,7 @@ using namespace tokdyn;
 namespace {
 
 using Sets = std::vector<std::pair<std::string, std::string>>;
+constexpr double kPi = std::numbers::pi;
 using Rows = std::vector<std::map<std::string, std::string>>;
 
 fs::path run_preset(const std::string& name, const std::string& tag, int threads, const Sets& sets) {
@@ -65,8 +73,50 @@ double constant(const Rows& rows, const std::string& variant, const std::string&
 }
 
 Sets pe_sets(int runs, int tokens, double t_end) {
-  return {{"runs", std::to_string(runs)}, {"tokens", std::to_string(tokens)}, {"t_end", std::to_string(t_end)},
-          {"h", "0.01"}, {"seed", "5"}};
+  return {{"runs", std::to_string(runs)}, {"tokens", std::to_string(tokens)}, {"t_end", std::to_string(t_end)}, {"seed", "5"}};
+}
+
+nlohmann::json manifest(const fs::path& dir) { return nlohmann::json::parse(slurp(dir / "manifest.json")); }
+
+std::string input_error(const std::string& preset, const Sets& sets) {
+  const fs::path out = fs::temp_directory_path() / ("tokdyn_test_thm_refused_" + std::to_string(::getpid()));
+  try {
+    run_experiment(*find_experiment(preset), resolve_params(*find_experiment(preset), sets), out, 2, false, false);
+  } catch (const InputError& e) {
+    EXPECT_FALSE(fs::exists(out));
+    return e.what();
+  }
+  fs::remove_all(out);
+  return "";
+}
+
+/// theta' of token 2 at angle theta, token 1 pinned at +e^1, for the kernel [[1, k], [-k, d]]
+/// (the reduced equation of the remark after Thm V.1; the realisation's rotation Q(t) drops out).
+double reduced_theta_dot(const SsmFlow& f, double theta) {
+  Batch Z{Tokens(2, 2), 1, 2};
+  Z.Z << 1.0, 0.0, std::cos(theta), std::sin(theta);
+  Tokens F;
+  f.eval(0.0, Z, F);
+  return -std::sin(theta) * F(1, 0) + std::cos(theta) * F(1, 1);
+}
+
+/// The trapping basin (z0, z2) of the reduced equation in ]0, pi[ (the outer zeros of theta').
+std::pair<double, double> reduced_basin(double k, double d) {
+  const SsmFlow f(design_s_ani2(k, d), SsmOptions{});
+  const auto g = [&](double th) { return reduced_theta_dot(f, th); };
+  std::vector<double> zeros;
+  const int grid = 20000;
+  for (int q = 1; q + 1 < grid; ++q) {
+    double a = kPi * q / grid, b = kPi * (q + 1) / grid;
+    if ((g(a) > 0) == (g(b) > 0)) continue;
+    for (int it = 0; it < 200 && b - a > 1e-15; ++it) {
+      const double m = 0.5 * (a + b);
+      ((g(m) > 0) == (g(a) > 0) ? a : b) = m;
+    }
+    zeros.push_back(0.5 * (a + b));
+  }
+  EXPECT_EQ(zeros.size(), 3u) << "d = " << d << ", k = " << k;
+  return {zeros.front(), zeros.back()};
 }
 
 }  // namespace
@@ -91,18 +141,21 @@ TEST(SsmTheoremPresets, SchemaRejectsOutOfRangeParameters) {
   EXPECT_FALSE(fs::exists(out));
 }
 
-// The same bytes on 1, 2, 3 and 4 threads: 20 runs are 3 chunks of the parallel chunk loop (run
-// in any order by any thread), whose results are stitched together in chunk order.
+// The same bytes on 1, 2, 3 and 4 threads, for both integrators: 20 runs are 3 chunks of the
+// parallel chunk loop (run in any order by any thread), stitched together in chunk order.
 TEST(SsmTheoremPresets, PeRunIsIdenticalOnOneToFourThreads) {
-  const Sets s = pe_sets(20, 3, 4.0);  // three chunks of runs
-  const fs::path a = run_preset("ssm-theorem-pe", "t1", 1, s);
-  for (int th : {2, 3, 4}) {
-    const fs::path b = run_preset("ssm-theorem-pe", "t" + std::to_string(th), th, s);
-    for (const char* f : {"metrics.csv", "convergence.csv", "rates.csv", "constants.csv"})
-      EXPECT_EQ(slurp(a / f), slurp(b / f)) << f << ", " << th << " threads";
-    fs::remove_all(b);
+  for (const char* integ : {"dopri5", "rk4"}) {
+    Sets s = pe_sets(20, 3, 4.0);  // three chunks of runs
+    s.push_back({"integrator", integ});
+    const fs::path a = run_preset("ssm-theorem-pe", "t1", 1, s);
+    for (int th : {2, 3, 4}) {
+      const fs::path b = run_preset("ssm-theorem-pe", "t" + std::to_string(th), th, s);
+      for (const char* f : {"metrics.csv", "convergence.csv", "rates.csv", "constants.csv"})
+        EXPECT_EQ(slurp(a / f), slurp(b / f)) << integ << " " << f << ", " << th << " threads";
+      fs::remove_all(b);
+    }
+    fs::remove_all(a);
   }
-  fs::remove_all(a);
 }
 
 // S-PE constants of Lemma IV.2 (T12) and the decay rates: fitted ~ predicted (2, §2.6) >> certified.
@@ -139,7 +192,7 @@ TEST(SsmTheoremPresets, PeRatesMatchPredictionAndExceedCertificate) {
 // fraction that grows with c_star (S-ANI2 family); converged + trapped = runs.
 TEST(SsmTheoremPresets, PdIsotropicConvergesAndAnisotropyShrinksDomain) {
   const fs::path d = run_preset("ssm-theorem-pd", "doa", 2,
-                                {{"runs", "16"}, {"doa_runs", "120"}, {"h", "0.04"}, {"every", "1"},
+                                {{"runs", "16"}, {"doa_runs", "120"}, {"every", "1"},
                                  {"ani2_d", "25,400"}, {"ani2_k", "11,80"}, {"seed", "2"}});
   const Rows doa = read_csv(d / "doa.csv");
   ASSERT_EQ(doa.size(), 3u);
@@ -160,4 +213,77 @@ TEST(SsmTheoremPresets, PdIsotropicConvergesAndAnisotropyShrinksDomain) {
     if (row.at("variant") == "s-iso" && std::stod(row.at("t")) == 40.0) worst = std::max(worst, std::stod(row.at("V")));
   EXPECT_LT(worst, 1e-10);
   fs::remove_all(d);
+}
+
+// The user's report: S-ANI2 d = 400 at RK4 h = 0.02 (step x local rate ~ 8 at the random starts,
+// RK4's region ends at 2.8) gave a converged fraction of 0.405. A fixed step outside the region is
+// now refused with the rate, the largest safe step and the fixes; a step given without
+// integrator=rk4 is refused as unused.
+TEST(SsmTheoremPresets, PdUnstableRk4StepIsRefusedNotSilentlyWrong) {
+  const Sets d400 = {{"runs", "4"}, {"doa_runs", "40"}, {"ani2_d", "400"}, {"ani2_k", "80"}};
+  Sets s = d400;
+  s.insert(s.end(), {{"integrator", "rk4"}, {"h", "0.02"}});
+  const std::string msg = input_error("ssm-theorem-pd", s);
+  EXPECT_NE(msg.find("parameter 'h' = 0.02"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("local rate"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("largest safe step"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("largest safe step is about 0.0049"), std::string::npos) << msg;  // 2 / 405
+  EXPECT_NE(msg.find("--set h=0.0049"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--set integrator=dopri5"), std::string::npos) << msg;
+  s = d400;
+  s.push_back({"h", "0.02"});
+  EXPECT_NE(input_error("ssm-theorem-pd", s).find("used only with integrator=rk4"), std::string::npos);
+  s = d400;
+  s.insert(s.end(), {{"integrator", "rk4"}, {"rtol", "1e-6"}});
+  EXPECT_NE(input_error("ssm-theorem-pd", s).find("parameter 'rtol'"), std::string::npos);
+  // A safe fixed step runs, and manifest.json records the check.
+  s = d400;
+  s.insert(s.end(), {{"integrator", "rk4"}, {"h", "0.004"}, {"t_end", "2"}, {"every", "0.5"}});
+  const fs::path d = run_preset("ssm-theorem-pd", "rk4ok", 2, s);
+  const auto sc = manifest(d)["notes"]["step_check"];
+  EXPECT_EQ(sc["action"], "accepted");
+  EXPECT_EQ(sc["inside"], true);
+  EXPECT_GT(sc["max_local_rate"].get<double>(), 300.0);  // the stiff design
+  EXPECT_LE(sc["max_h_rate"].get<double>(), 2.0);
+  fs::remove_all(d);
+}
+
+// The default (error-controlled dopri5) gives the reduced equation's answer: every anisotropic
+// run converges unless token 2 starts in the trapping basin (z0, z2) of theta' (mod pi). At the
+// documented setting (seed 0, 200 runs) the d = 400 fraction is 0.595 (the old RK4 default gave
+// 0.405; RK4 at h = 0.002 gives 0.595).
+TEST(SsmTheoremPresets, PdDefaultMatchesTheReducedEquation) {
+  const fs::path d = run_preset("ssm-theorem-pd", "reduced", 2, {{"runs", "8"}});
+  const Rows doa = read_csv(d / "doa.csv");
+  ASSERT_EQ(doa.size(), 5u);
+  EXPECT_EQ(doa[4].at("design"), "s-ani2-d400-k80");
+  EXPECT_NEAR(std::stod(doa[4].at("fraction")), 0.595, 1e-12);
+  const double dk[4][2] = {{25, 11}, {50, 18}, {100, 30}, {400, 80}};
+  for (int a = 0; a < 4; ++a) {
+    const auto [z0, z2] = reduced_basin(dk[a][1], dk[a][0]);
+    long expected = 0;
+    for (int r = 0; r < 200; ++r) {  // the preset's starts: stream (seed 0, variant a + 1, run r), token 2
+      Rng rng(0, {static_cast<std::uint64_t>(a + 1), static_cast<std::uint64_t>(r)});
+      const Tokens X = rng.sphere_tokens(2, 2);
+      const double m = std::fmod(std::atan2(X(1, 1), X(1, 0)) + 2 * kPi, kPi);
+      expected += !(m > z0 && m < z2);
+    }
+    EXPECT_EQ(std::stol(doa[static_cast<std::size_t>(a + 1)].at("converged")), expected) << doa[static_cast<std::size_t>(a + 1)].at("design");
+  }
+  const auto notes = manifest(d)["notes"];
+  EXPECT_NE(notes["integrator"].get<std::string>().find("dopri5"), std::string::npos);
+  EXPECT_GT(notes["adaptive_steps"]["accepted"].get<long>(), 0);
+  fs::remove_all(d);
+}
+
+// Derived counts are refused before they are cast: a tiny RK4 step, observation interval or PE
+// window.
+TEST(SsmTheoremPresets, HugeDerivedCountsAreRefused) {
+  std::string msg = input_error("ssm-theorem-pd", {{"integrator", "rk4"}, {"h", "1e-300"}});
+  EXPECT_NE(msg.find("parameter 'h' = 1e-300"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("steps"), std::string::npos) << msg;
+  msg = input_error("ssm-theorem-pd", {{"every", "1e-300"}});
+  EXPECT_NE(msg.find("parameter 'every'"), std::string::npos) << msg;
+  msg = input_error("ssm-theorem-pe", {{"T", "1e-300"}, {"variants", "pe"}});
+  EXPECT_NE(msg.find("PE window T"), std::string::npos) << msg;
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -59,8 +60,11 @@ class Params {
   const std::string& get_string(const std::string& key) const;
   const std::vector<long>& get_int_list(const std::string& key) const;
   bool has(const std::string& key) const { return values_.count(key) != 0; }
+  /// True when the value came from a config file or `--set`, not from the schema's default.
+  bool is_explicit(const std::string& key) const { return explicit_.count(key) != 0; }
   nlohmann::json to_json() const;
   std::map<std::string, ParamValue> values_;
+  std::set<std::string> explicit_;  ///< keys set by a config file or `--set`
 };
 
 /// What an experiment writes into, and how it reports.
@@ -70,6 +74,9 @@ struct RunContext {
   bool figures = true;              ///< figures will be drawn after the run (see Experiment::figure_kind)
   ProgressFn progress;              ///< fraction done in [0, 1]; may be empty
   nlohmann::json notes = nlohmann::json::object();  ///< extra facts for manifest.json
+  /// Things the user must know about how the run was done (e.g. a step refined for stability):
+  /// written to manifest.json ("warnings") and printed on stderr after the run.
+  std::vector<std::string> warnings;
 };
 
 /// What a run will need, estimated from its parameters before anything is allocated.
@@ -150,5 +157,17 @@ std::string one_line(std::string s);
 /// Draws figures: runs `/usr/bin/python3 python/plot.py KIND DIR` (the interpreter can be
 /// overridden by TOKDYN_PYTHON). Throws std::runtime_error when plotting fails.
 void draw_figures(const std::string& kind, const std::filesystem::path& dir);
+
+}  // namespace tokdyn
+
+namespace tokdyn {
+
+/// manifest.json's record of a guarded fixed-step run ("step_check"): method, policy, step asked
+/// for and used, the largest local rate and step x rate seen, the bound, whether the run stayed
+/// inside it, and what tokdyn did (accepted / refined).
+nlohmann::json step_report_json(const StepReport& r, StepPolicy policy);
+
+/// The user-facing note of a refined run ("parameter 'h' = ...: refined to ... because ...").
+std::string step_refined_note(const StepReport& r, const std::string& param);
 
 }  // namespace tokdyn

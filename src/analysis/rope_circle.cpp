@@ -672,9 +672,18 @@ Vec reference_solution(const PhaseParams& p, const Vec& th0, double T) {
 Vec rk78_fixed(const PhaseParams& p, const Vec& th0, double T, double h) {
   namespace ode = boost::numeric::odeint;
   using State = std::vector<double>;
+  checked_step_count("step", h, 0.0, T, "Fehlberg 7(8)");  // before the count is cast
   const long steps = std::lround(T / h);
   if (!(h > 0.0) || steps < 1 || std::abs(steps * h - T) > 1e-12 * T)
     throw InputError("circle_rk78_order_check: T must be a positive multiple of every step");
+  // The fixed step is guarded like RK4's, with the Fehlberg 7(8) region (refuse).
+  const PhaseField field(p, static_cast<int>(th0.size()));
+  StepGuardOptions go;
+  go.method = "Fehlberg 7(8)";
+  go.param = "step";
+  go.max_h_rate = kRkf78MaxHRate;
+  go.region_radius = kRkf78StabilityRadius;
+  StepGuard guard(field, false, go, h, T);
   ode::runge_kutta_fehlberg78<State> st;
   State x(th0.data(), th0.data() + th0.size());
   Vec th, d;
@@ -685,6 +694,7 @@ Vec rk78_fixed(const PhaseParams& p, const Vec& th0, double T, double h) {
   };
   double t = 0.0;
   for (long k = 0; k < steps; ++k) {
+    guard.before_step(t, phase_batch(Eigen::Map<const Vec>(x.data(), static_cast<Eigen::Index>(x.size()))), h);
     st.do_step(sys, x, t, h);
     t += h;
   }
@@ -705,6 +715,7 @@ OrderCheck circle_rk4_order_check(const PhaseParams& p, const Vec& theta0, doubl
   oc.reference_error_estimate = max_abs(Vec(ref - rk78_fixed(p, theta0, T, T / 4096.0)));
   PhaseField f(p, n);
   for (double h : steps) {
+    checked_step_count("step", h, 0.0, T);  // before the count is cast
     const long k = std::lround(T / h);
     if (!(h > 0.0) || k < 1 || std::abs(k * h - T) > 1e-12 * T)
       throw InputError("circle_rk4_order_check: T must be a positive multiple of every step");

@@ -404,6 +404,7 @@ TrajectoryReport sphere_trajectory_bounds(const AttentionParams& P, const Tokens
   Rk4Options ro;
   ro.h = opt.h;
   ro.retract = true;
+  ro.report = &R.steps;  // guarded (refuse): the bounds are only meaningful on a stable run
   integrate_rk4(F, B, 0.0, opt.t_end, ro, {&obs}, opt.t_end / opt.outputs);
 
   RowVec xinf = B.Z.colwise().sum();
@@ -685,6 +686,7 @@ SlowModeFit slow_mode_fit(const AttentionParams& P, int n, const RowVec& xstar, 
   Rk4Options ro;
   ro.h = opt.h;
   ro.retract = true;
+  ro.report = &fit.steps;  // guarded (refuse): the paper's step 1e-2 is kept, never silently unstable
   integrate_rk4(F, B, 0.0, T, ro, {&obs}, T / (opt.outputs - 1));
   fit.samples = static_cast<int>(tt.size());
   if (fit.samples < 2) throw std::runtime_error("slow_mode_fit: fewer than two samples in the fit window");

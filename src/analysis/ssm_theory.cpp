@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/math/quadrature/gauss_kronrod.hpp>
 #include <cmath>
+#include <fmt/format.h>
 #include <limits>
 #include <numbers>
 #include <numeric>
@@ -12,6 +13,7 @@
 
 #include "tokdyn/parallel.hpp"
 #include "tokdyn/analysis/pe_window.hpp"
+#include "tokdyn/error.hpp"
 #include "tokdyn/rng.hpp"
 
 namespace tokdyn {
@@ -549,7 +551,13 @@ PeResult pe_evaluate(const WeightSchedule<SsmParams>& s, const SpectralConstants
   r.c = o.c;
   r.T = o.T;
   const double h = o.T / o.steps_per_T;
-  const long nstart = static_cast<long>(std::llround(o.starts / h));
+  // Derived grid size, checked before it is cast: a tiny window T would overflow it.
+  const double starts = o.starts / h;
+  if (!(starts <= 1e7))
+    throw InputError(fmt::format("PE window T = {}: the evaluator's grid (step T / {}) would need {:.3g} points to cover "
+                                 "the window starts over [0, {}]; at most 1e7 (expected T >= {:.3g})",
+                                 o.T, o.steps_per_T, starts, o.starts, o.starts * o.steps_per_T / 1e7));
+  const long nstart = static_cast<long>(std::llround(starts));
   const long N = nstart + o.steps_per_T + 1;
   r.t.resize(static_cast<std::size_t>(N));
   r.alpha.resize(static_cast<std::size_t>(N));

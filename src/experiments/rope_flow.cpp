@@ -81,25 +81,52 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   });
   std::vector<Observer*> obs{&gram, &g};
   if (integ == "discrete") {
+    // The step (3) is the model itself (a normalised residual layer), not an approximation that
+    // could be refined: its step is measured against the flow's local rate and reported. It
+    // follows the flow (5) only while h x rate stays inside forward Euler's region (<= 2 on the
+    // real axis).
     const double h = P.get_double("h");
-    const long depth = std::max(1L, static_cast<long>(std::llround(t_end / h)));
+    const double layers = checked_step_count("h", h, 0.0, t_end, "the discrete step (3)");
+    const long depth = std::max(1L, static_cast<long>(std::llround(layers)));
     AttentionStep step(AP, n, h);
-    // Observe every `stride` layers (layer k at time k h).
+    const AttentionField field(AP, n);
+    Tokens v;
+    double max_rate = 0.0;
+    // Observe every `stride` layers (layer k at time k h); the local rate is measured there too.
     const long stride = std::max(1L, depth / outputs);
     CallbackObserver every([&](double k, const Batch& B) {
       const long kk = static_cast<long>(k);
       if (kk % stride == 0 || kk == depth) {
         gram.observe(kk * h, B);
         g.observe(kk * h, B);
+        max_rate = std::max(max_rate, local_rate(field, kk * h, B, true, kk == 0 ? 16 : 4, v));
       }
     });
     iterate(step, Z, depth, {&every}, {}, ctx.progress);
+    const bool inside = h * max_rate <= kEulerRealAxisLimit;
+    ctx.notes["step_check"] = {{"method", "discrete normalised residual step (3): a retracted forward-Euler step of the flow (5)"},
+                               {"policy", "report (the step is the model's h)"},
+                               {"h_requested", h}, {"layers", depth}, {"max_local_rate", max_rate}, {"max_h_rate", h * max_rate},
+                               {"bound_h_rate", kEulerRealAxisLimit}, {"inside", inside}, {"action", "reported"}};
+    if (!inside)
+      ctx.warnings.push_back(fmt::format(
+          "parameter 'h' = {}: the discrete step (3) is h x rate = {:.3g} outside forward Euler's region (<= 2) for the "
+          "flow's local rate {:.4g}: the layers are the discrete model's and do not follow the flow (5); use "
+          "--set h={:.2g} or smaller to follow it",
+          h, h * max_rate, max_rate, 0.5 * kEulerRealAxisLimit / max_rate));
   } else {
     AttentionField F(AP, n);
     if (integ == "rk4") {
+      // A general-purpose preset: one default step cannot suit every n, beta and frequency set,
+      // so an unstable step is refined (halved until inside RK4's region) and reported.
       Rk4Options o;
       o.h = P.get_double("h");
+      o.guard.policy = StepPolicy::Refine;
+      StepReport rep;
+      o.report = &rep;
       integrate_rk4(F, Z, 0.0, t_end, o, obs, t_end / static_cast<double>(outputs), ctx.progress);
+      ctx.notes["step_check"] = step_report_json(rep, StepPolicy::Refine);
+      if (rep.refined()) ctx.warnings.push_back(step_refined_note(rep, "h"));
     } else {
       AdaptiveOptions o;
       o.method = integ;

@@ -51,6 +51,7 @@ void run_fig2b(const Params& P, RunContext& ctx) {
     s.cell(std::string("active unordered pairs at t = 0")).cell(active).cell(std::string(n == 5 ? "10" : "")).end_row();
   }
   double worst = -INFINITY;
+  StepReport steps;
   for (const auto& [name, X0] : {std::pair<std::string, Tokens>{"plane-aligned", plain}, {"rotated", rotated}})
     for (double step : {h, h / 2}) {
       AttentionField F(AP, n);
@@ -64,10 +65,12 @@ void run_fig2b(const Params& P, RunContext& ctx) {
       });
       Rk4Options o;
       o.h = step;
+      o.report = &steps;  // the paper's steps, guarded: refused (never changed) when unstable
       integrate_rk4(F, Z, 0.0, t_end, o, {&obs}, t_end / static_cast<double>(outputs));
     }
   s.cell(std::string("max (tanh tau - c(t)) over both orientations and steps")).cell(worst).cell(std::string("<= 0")).end_row();
   ctx.notes["integrator"] = "classical RK4, every stage retracted to the spheres; step h and h/2";
+  ctx.notes["step_check"] = step_report_json(steps, StepPolicy::Refuse);
   ctx.notes["states"] = "x_i = e_i in d = n + 1 (plane-aligned) and the same times a seeded orthogonal matrix (rotated)";
 }
 
@@ -79,13 +82,16 @@ void run_fig4d(const Params& P, RunContext& ctx) {
   const auto fits = multifrequency_rate_fits(o);
   CsvWriter w(ctx.dir / "rates.csv", {"a_high", "gamma", "gamma_fit", "rel_error", "samples"});
   double worst = 0.0;
+  StepReport steps;
   for (const auto& f : fits) {
+    steps.merge(f.steps);
     w.cell(f.energy_high).cell(f.gamma).cell(f.gamma_fit).cell(f.rel_error).cell(static_cast<long>(f.samples)).end_row();
     worst = std::max(worst, f.rel_error);
   }
   CsvWriter s(ctx.dir / "summary.csv", {"quantity", "value", "paper"});
   s.cell(std::string("max relative rate error")).cell(worst).cell(std::string("2.80e-06")).end_row();
   ctx.notes["setup"] = "n = 16, beta = 4, d = 4, frequencies (1, 0.01), energy a in the omega = 1 plane; slow-mode amplitude 1e-4, retracted RK4, 360 outputs, fit over 0.75 <= gamma t <= 3.75";
+  ctx.notes["step_check"] = step_report_json(steps, StepPolicy::Refuse);
 }
 
 // ------------------------------------------------------------------ Table 2
@@ -103,6 +109,7 @@ void run_table2(const Params& P, RunContext& ctx) {
   // Wall-clock seconds per part go into the manifest's notes, not into a result file: the result
   // files have the same bytes on every run and thread count, a time never does.
   nlohmann::json part_times = nlohmann::json::array();
+  StepReport rk4_steps;  // every sphere RK4 integration of the table (guarded, refuse)
   auto timed = [&](const char* part, auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
@@ -184,6 +191,7 @@ void run_table2(const Params& P, RunContext& ctx) {
       TrajectoryOptions o;
       o.t_end = 4.0;
       const TrajectoryReport rep = sphere_trajectory_bounds(AP, X, o);
+      rk4_steps.merge(rep.steps);
       max_excess = std::max(max_excess, rep.max_excess_rel());
       tr.cell(std::string("sphere two-token orthogonal")).cell(2).cell(AP.beta).empty().empty().cell(rep.max_excess_rel()).cell(rep.max_excess()).end_row();
       evals += 3;
@@ -252,6 +260,7 @@ void run_table2(const Params& P, RunContext& ctx) {
     double worst = 0.0;
     CsvWriter f(ctx.dir / "rate_fits_multifrequency.csv", {"a_high", "gamma", "gamma_fit", "rel_error"});
     for (const auto& x : fits) {
+      rk4_steps.merge(x.steps);
       f.cell(x.energy_high).cell(x.gamma).cell(x.gamma_fit).cell(x.rel_error).end_row();
       worst = std::max(worst, x.rel_error);
     }
@@ -259,6 +268,7 @@ void run_table2(const Params& P, RunContext& ctx) {
   });
   if (ctx.progress) ctx.progress(1.0);
   ctx.notes["integrators"] = "phase form (where the paper uses DOP853, rtol 1e-10, atol 1e-12): Boost.Odeint Bulirsch-Stoer with dense output for the 12 rate fits, Runge-Kutta-Fehlberg 7(8) for the integrated comparisons; sphere: RK4 retracted at every stage";
+  ctx.notes["step_check"] = step_report_json(rk4_steps, StepPolicy::Refuse);
   ctx.notes["thresholds"] = "spec §3.2: the discrepancies are round-off / FD / integration magnitudes; tokdyn asserts the same order of magnitude in its tests";
 }
 

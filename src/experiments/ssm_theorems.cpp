@@ -1,5 +1,9 @@
 // Presets ssm-theorem-pe and ssm-theorem-pd: the theorems of "The Attention Within" (arXiv
-// 2609.17997) on constructed weights, integrated with the retracted RK4 driver.
+// 2609.17997) on constructed weights. Integrated by default with error control (Dormand-Prince
+// 5(4), every accepted step retracted; the paper states no integrator, spec N28); with
+// integrator = rk4 the fixed step h is guarded: a step outside RK4's stability region for the
+// local rate of the field is refused with the largest safe step (the S-ANI2 designs are stiff:
+// d = 400 has local rates near 300).
 //  * ssm-theorem-pe: Theorem IV.1 / Lemma IV.2 / Corollary IV.1. Design G1 with S-PE (PE holds),
 //    S-PEF (PE fails, tokens still converge) and S-CAP (positive on a cap only), every kernel
 //    realised with time-varying factors S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q = exp(t K0).
@@ -11,10 +15,11 @@
 // Determinism: run r of variant v starts from the stream (seed, v, r); runs are integrated in
 // fixed chunks of 8 (threads over chunks), so results do not depend on the thread count.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <fmt/format.h>
 
-#include "tokdyn/parallel.hpp"
 #include <limits>
 #include <numbers>
 #include <string>
@@ -33,6 +38,7 @@ namespace {
 
 constexpr int kChunk = 8;  ///< runs per integration chunk (fixed: thread-count independent)
 constexpr int kMu = 0;     ///< principal channel of every design here (paper's mu~ = 1)
+constexpr double kMaxRecorded = 2e8;  ///< recorded (token, observation) values per variant
 
 /// What one variant's runs produced: per observation the Gram metrics of every run, and per
 /// (run, token, observation) z_i^mu~ and the tangential mass sum_{nu != mu~} (z_i^nu)^2 (so
@@ -55,8 +61,57 @@ struct Recorded {
   }
 };
 
-Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, double h, double every,
-                        const ProgressFn& progress) {
+/// How the runs are integrated (parameters integrator, h, rtol, atol).
+struct Integration {
+  std::string method = "dopri5";  ///< dopri5 | cash_karp54 | fehlberg78 | rk4
+  double h = 0.01, rtol = 1e-10, atol = 1e-14;
+  bool fixed() const { return method == "rk4"; }
+};
+
+Integration integration_of(const Params& P) {
+  Integration in;
+  in.method = P.get_string("integrator");
+  in.h = P.get_double("h");
+  in.rtol = P.get_double("rtol");
+  in.atol = P.get_double("atol");
+  // A parameter of the other kind of integrator would be silently unused: refuse it.
+  if (!in.fixed() && P.is_explicit("h"))
+    throw InputError(fmt::format("parameter 'h' is the RK4 step, used only with integrator=rk4 (this run integrates with "
+                                 "{}, error-controlled: rtol = {}, atol = {}); add --set integrator=rk4 to use a fixed "
+                                 "step, or drop --set h",
+                                 in.method, in.rtol, in.atol));
+  for (const char* k : {"rtol", "atol"})
+    if (in.fixed() && P.is_explicit(k))
+      throw InputError(fmt::format("parameter '{}' is a tolerance of the adaptive integrators, unused with integrator=rk4; "
+                                   "use --set integrator=dopri5 (or fehlberg78, cash_karp54), or drop --set {}", k, k));
+  return in;
+}
+
+/// What the integrator did over every run and variant, for manifest.json.
+struct IntegrationLog {
+  StepReport steps;     ///< rk4: the step guard's report
+  AdaptiveStats stats;  ///< adaptive: accepted / rejected steps
+};
+
+constexpr const char* kRk4Fix = "--set integrator=dopri5 (error-controlled, the default)";
+
+/// Fixed step only: refuses an unstable h before any work, from the local rates at the initial
+/// states of every variant (so the message gives the step that is safe for all of them); the
+/// guard inside each chunk then keeps watching the rates along the runs.
+void refuse_unstable_start(const Integration& in, double t_end,
+                           const std::vector<std::pair<SsmSchedulePtr, Batch>>& starts) {
+  if (!in.fixed()) return;
+  checked_step_count("h", in.h, 0.0, t_end);
+  double rate = 0.0;
+  for (const auto& [sched, Z0] : starts) {
+    Tokens v;
+    rate = std::max(rate, local_rate(SsmFlow(sched, SsmOptions{}), 0.0, Z0, true, 16, v));
+  }
+  if (!(in.h * rate <= kRk4MaxHRate)) throw InputError(step_refusal("RK4", "h", in.h, rate, 0.0, kRk4MaxHRate, kRk4Fix));
+}
+
+Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, const Integration& in, double every,
+                        IntegrationLog& log, const ProgressFn& progress) {
   Recorded R;
   R.runs = Z0.runs;
   R.len = Z0.len;
@@ -72,9 +127,14 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
   std::vector<ChunkOut> out(static_cast<std::size_t>(chunks));
   const SsmFlow flow(s, SsmOptions{});
   int done = 0;
-  ParallelErrors errors;
+  // An exception must not leave the parallel region: each chunk keeps its own, the first in
+  // chunk order is rethrown, and chunks not yet started are skipped once one failed.
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(chunks));
+  std::atomic<bool> failed{false};
 #pragma omp parallel for schedule(dynamic)
-  for (int c = 0; c < chunks; ++c) try {
+  for (int c = 0; c < chunks; ++c) {
+    if (failed.load()) continue;
+    try {
     const int r0 = c * kChunk, nr = std::min(kChunk, Z0.runs - r0);
     const Eigen::Index row0 = static_cast<Eigen::Index>(r0) * Z0.len, rows = static_cast<Eigen::Index>(nr) * Z0.len;
     Batch B{Z0.Z.middleRows(row0, rows), nr, Z0.len};
@@ -91,20 +151,43 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
       co.zmu.push_back(std::move(zm));
       co.tang.push_back(std::move(tg));
     });
-    integrate_rk4(flow, B, 0.0, t_end, Rk4Options{h, true}, {&gram, &tail, &rec}, every);
+    StepReport rep;
+    AdaptiveStats st;
+    if (in.fixed()) {
+      Rk4Options o;
+      o.h = in.h;
+      o.retract = true;
+      o.guard.policy = StepPolicy::Refuse;  // a user's fixed step: never a silently unstable run
+      o.guard.fix = kRk4Fix;
+      o.report = &rep;
+      integrate_rk4(flow, B, 0.0, t_end, o, {&gram, &tail, &rec}, every);
+    } else {
+      AdaptiveOptions o;
+      o.method = in.method;
+      o.rtol = in.rtol;
+      o.atol = in.atol;
+      o.retract = true;
+      st = integrate_adaptive(flow, B, 0.0, t_end, o, {&gram, &tail, &rec}, every);
+    }
     R.final_state.middleRows(row0, rows) = B.Z;
     R.tail.middleRows(r0, nr) = tail.tail_max();
     co.t = gram.times();
     co.gram = gram.metrics();
 #pragma omp critical
     {
+      log.steps.merge(rep);
+      log.stats.accepted += st.accepted;
+      log.stats.rejected += st.rejected;
       ++done;
       if (progress) progress(static_cast<double>(done) / chunks);
     }
-  } catch (...) {
-    errors.capture();
+    } catch (...) {
+      errors[static_cast<std::size_t>(c)] = std::current_exception();
+      failed.store(true);
+    }
   }
-  errors.rethrow();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
   R.t = out.front().t;
   const std::size_t nobs = R.t.size();
   R.gram.assign(nobs, {});
@@ -202,6 +285,17 @@ void put_constant(CsvWriter& csv, const std::string& v, const std::string& name,
   csv.end_row();
 }
 
+void write_integration_notes(RunContext& ctx, const Integration& in, const IntegrationLog& log) {
+  if (in.fixed()) {
+    ctx.notes["integrator"] = fmt::format("classical RK4, step h = {} (shortened to land on output times), every stage retracted", in.h);
+    ctx.notes["step_check"] = step_report_json(log.steps, StepPolicy::Refuse);
+  } else {
+    ctx.notes["integrator"] = fmt::format("{} with error control (Boost.Odeint), rtol = {}, atol = {}, retracted after every accepted step",
+                                          in.method, in.rtol, in.atol);
+    ctx.notes["adaptive_steps"] = {{"accepted", log.stats.accepted}, {"rejected", log.stats.rejected}};
+  }
+}
+
 void check_common(const Params& P) {
   if (P.has("c") && !(P.get_double("c") < 1.0))
     throw InputError(fmt::format("parameter 'c': expected a value in ]0,1[, got {}", P.get_double("c")));
@@ -209,6 +303,14 @@ void check_common(const Params& P) {
     throw InputError(fmt::format("parameter 'c_cap': expected a value in ]0,1[, got {}", P.get_double("c_cap")));
   if (P.get_double("every") > P.get_double("t_end"))
     throw InputError(fmt::format("parameter 'every': expected a value <= t_end ({}), got {}", P.get_double("t_end"), P.get_double("every")));
+  // Recorded values: two per token and observation (derived count, checked before any cast).
+  const double nobs = P.get_double("t_end") / P.get_double("every") + 2.0;
+  const double tokens = static_cast<double>(std::max(P.get_int("runs"), P.has("doa_runs") ? P.get_int("doa_runs") : 0L)) *
+                        static_cast<double>(std::max(P.get_int("tokens"), 2L));
+  if (!(nobs * tokens <= kMaxRecorded))
+    throw InputError(fmt::format("parameter 'every' = {}: {:.3g} observations of {:.3g} tokens would record {:.3g} values; "
+                                 "at most {:.0e} are allowed (use a larger 'every' or fewer runs)",
+                                 P.get_double("every"), nobs, tokens, nobs * tokens, kMaxRecorded));
 }
 
 // =============================================================================================
@@ -226,8 +328,10 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   check_common(P);
   const int runs = static_cast<int>(P.get_int("runs")), len = static_cast<int>(P.get_int("tokens"));
   const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
-  const double t_end = P.get_double("t_end"), h = P.get_double("h"), c = P.get_double("c");
+  const double t_end = P.get_double("t_end"), c = P.get_double("c");
   const double every = P.get_double("every"), v0 = P.get_double("v0"), T = P.get_double("T");
+  const Integration in = integration_of(P);
+  IntegrationLog log;
   const KernelRealisation real = realisation(seed, 4, static_cast<int>(P.get_int("m")), P.get_double("rotation"));
   const std::string which = P.get_string("variants");
   const double two_pi = 2.0 * std::numbers::pi;
@@ -241,6 +345,14 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   CsvWriter rates(ctx.dir / "rates.csv", {"variant", "token", "fitted_rate_mean", "fitted_rate_min", "fitted_rate_max",
                                           "predicted_rate", "certified_rho", "max_V_end", "converged_runs", "runs"});
   CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  if (in.fixed()) {
+    std::vector<std::pair<SsmSchedulePtr, Batch>> starts;
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      std::vector<std::vector<int>> signs;
+      starts.emplace_back(variants[vi].sched, initial_tokens(seed, static_cast<int>(vi), runs, len, 4, true, v0, signs));
+    }
+    refuse_unstable_start(in, t_end, starts);
+  }
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
     const PeVariant& V = variants[vi];
     // Certified constants (Lemma III.1) and the PE evaluator (Assumption IV.1, Lemma IV.2).
@@ -288,7 +400,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
     // Integrate from the caps.
     std::vector<std::vector<int>> signs;
     const Batch Z0 = initial_tokens(seed, static_cast<int>(vi), runs, len, 4, true, v0, signs);
-    const Recorded R = integrate_runs(V.sched, Z0, t_end, h, every, [&](double f) {
+    const Recorded R = integrate_runs(V.sched, Z0, t_end, in, every, log, [&](double f) {
       if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
     });
     write_metrics(metrics, V.name, R);
@@ -330,6 +442,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   ctx.notes["designs"] = "G1 channels; pe: S_BC = (1 + 1.2 sin 2 pi t) I; pef: (1 + 2 sin 2 pi t) I; cap: diag(1,-.5,-.5,-.5) + 0.5 sin t (e1 e2^T - e2 e1^T)";
   ctx.notes["realisation"] = "S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q(t) = exp(t K0), K0 skew with N(0, rotation^2) entries (stream seed, 0x6b30)";
   ctx.notes["initial_tokens"] = "run r of variant v: stream (seed, v, r); V_i(0) uniform in [0, v0], random signs and tangential directions";
+  write_integration_notes(ctx, in, log);
   ctx.notes["rates"] = "fitted: least-squares slope of ln V_i over [t_end/2, t_end]; predicted: 2 x slowest linearised rate (§2.6) at the time-averaged kernel; certified: rho_i of Theorem IV.1's proof (eps = rho/2)";
 }
 
@@ -348,8 +461,10 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   const int runs = static_cast<int>(P.get_int("runs")), len = static_cast<int>(P.get_int("tokens"));
   const int doa_runs = static_cast<int>(P.get_int("doa_runs"));
   const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
-  const double t_end = P.get_double("t_end"), h = P.get_double("h"), c = P.get_double("c");
+  const double t_end = P.get_double("t_end"), c = P.get_double("c");
   const double every = P.get_double("every");
+  const Integration in = integration_of(P);
+  IntegrationLog log;
   const auto& dlist = P.get_int_list("ani2_d");
   const auto& klist = P.get_int_list("ani2_k");
   if (dlist.size() != klist.size())
@@ -371,6 +486,20 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   CsvWriter doa(ctx.dir / "doa.csv", {"design", "c_star", "c_eff", "c_eff_proof", "lambda_max", "lambda_min", "runs",
                                       "converged", "fraction", "trapped", "c_star_column", "alpha_pd"});
   CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  auto start_of = [&](std::size_t vi) {
+    const PdVariant& V = variants[vi];
+    const int nruns = vi == 0 ? runs : doa_runs;
+    std::vector<std::vector<int>> unused;
+    Batch Z0 = initial_tokens(seed, static_cast<int>(vi), nruns, V.len, V.n, false, 0.0, unused);
+    if (vi > 0 && pin_first)  // the slice of the remark after Thm V.1: token 1 at the equilibrium +e^1
+      for (int r = 0; r < nruns; ++r) Z0.Z.row(static_cast<Eigen::Index>(r) * V.len) = RowVec::Unit(V.n, kMu);
+    return Z0;
+  };
+  if (in.fixed()) {
+    std::vector<std::pair<SsmSchedulePtr, Batch>> starts;
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) starts.emplace_back(variants[vi].sched, start_of(vi));
+    refuse_unstable_start(in, t_end, starts);
+  }
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
     const PdVariant& V = variants[vi];
     const auto samples = sample_times(*V.sched, time_grid(0.0, V.period, 257));
@@ -393,11 +522,8 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
       put_constant(consts, V.name, "kappa_" + std::to_string(i), prop_v1_kappa(an.alpha_pd, beta, c));
     }
     const int nruns = vi == 0 ? runs : doa_runs;
-    std::vector<std::vector<int>> unused;
-    Batch Z0 = initial_tokens(seed, static_cast<int>(vi), nruns, V.len, V.n, false, 0.0, unused);
-    if (vi > 0 && pin_first)  // the slice of the remark after Thm V.1: token 1 at the equilibrium +e^1
-      for (int r = 0; r < nruns; ++r) Z0.Z.row(static_cast<Eigen::Index>(r) * V.len) = RowVec::Unit(V.n, kMu);
-    const Recorded R = integrate_runs(V.sched, Z0, t_end, h, every, [&](double f) {
+    const Batch Z0 = start_of(vi);
+    const Recorded R = integrate_runs(V.sched, Z0, t_end, in, every, log, [&](double f) {
       if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
     });
     write_metrics(metrics, V.name, R);
@@ -423,6 +549,7 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   ctx.notes["initial_tokens"] = pin_first
       ? "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l for s-iso; anisotropic designs: token 1 = +e^1, token 2 uniform on S^1"
       : "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l";
+  write_integration_notes(ctx, in, log);
   ctx.notes["classification"] = "converged: max_i V_i(t_end) < 1e-8 with signs of the final state; trapped: some token with max |z_i^mu~| over [0.8 t_end, t_end] <= c_eff";
 }
 
@@ -443,7 +570,11 @@ const ExperimentRegistration reg_pe{Experiment{
      p_int("tokens", 5, "tokens per sequence (l)", 1, 100000),
      p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0, kMaxSeed),
      p_double("t_end", 20.0, "integration horizon", 0.0, {}, true),
-     p_double("h", 0.01, "RK4 step", 0.0, {}, true),
+     p_string("integrator", "dopri5", "dopri5 / fehlberg78 / cash_karp54: error-controlled (rtol, atol); rk4: fixed step h, guarded",
+              {"dopri5", "fehlberg78", "cash_karp54", "rk4"}),
+     p_double("h", 0.01, "RK4 step (integrator=rk4 only; refused when outside RK4's stability region)", 0.0, {}, true),
+     p_double("rtol", 1e-10, "relative tolerance (adaptive integrators)", 0.0, {}, true),
+     p_double("atol", 1e-14, "absolute tolerance (adaptive integrators)", 0.0, {}, true),
      c_spec(0.5, "cap level c of Assumption IV.1 for pe/pef (0 < c < 1)"),
      p_double("c_cap", 0.7, "cap level for the cap variant (Cor IV.1 needs c > 1/sqrt 3)", 0.0, 1.0, true),
      p_double("T", 1.0, "PE window for pe/pef (the period of g)", 0.0, {}, true),
@@ -466,7 +597,11 @@ const ExperimentRegistration reg_pd{Experiment{
      p_int("doa_runs", 200, "random starts per anisotropic design", 1, 1000000),
      p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0, kMaxSeed),
      p_double("t_end", 40.0, "integration horizon", 0.0, {}, true),
-     p_double("h", 0.02, "RK4 step", 0.0, {}, true),
+     p_string("integrator", "dopri5", "dopri5 / fehlberg78 / cash_karp54: error-controlled (rtol, atol); rk4: fixed step h, guarded",
+              {"dopri5", "fehlberg78", "cash_karp54", "rk4"}),
+     p_double("h", 0.02, "RK4 step (integrator=rk4 only; refused when outside RK4's stability region)", 0.0, {}, true),
+     p_double("rtol", 1e-10, "relative tolerance (adaptive integrators)", 0.0, {}, true),
+     p_double("atol", 1e-14, "absolute tolerance (adaptive integrators)", 0.0, {}, true),
      c_spec(0.5, "cap level c for Prop V.1's beta_i, kappa_i (0 < c < 1)"),
      p_double("every", 0.25, "observation interval", 0.0, {}, true),
      p_int("m", 4, "hidden size of the factorisation (>= n)", 2, 65536),

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "tokdyn/drivers.hpp"
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
 
@@ -157,6 +158,7 @@ struct TrajectoryReport {
   double max_excess_rel() const;
   /// Number of bound evaluations made (applicable bounds x samples).
   long evaluations = 0;
+  StepReport steps;                   ///< the RK4 step guard's report (policy: refuse)
 };
 
 TrajectoryReport sphere_trajectory_bounds(const AttentionParams& P, const Tokens& X0, const TrajectoryOptions& opt);
@@ -227,6 +229,7 @@ struct SlowModeOptions {
 struct SlowModeFit {
   double gamma = 0.0;       ///< 1 - lambda_2(A*)
   double gamma_fit = 0.0;   ///< - slope of log N(t) over the window
+  StepReport steps;         ///< the RK4 step guard's report (policy: refuse)
   double rel_error = 0.0;   ///< |gamma_fit - gamma| / gamma
   double lambda2 = 0.0;
   int samples = 0;          ///< output times inside the window
