@@ -1,6 +1,7 @@
 // Reliability of runs (docs/reliability.md): user folders are never lost, interrupted and
 // concurrent runs leave nothing behind, resource failures and non-finite states have their own
 // exit codes, numbers are never silently narrowed, inputs never hang, messages are one safe line.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/output_folder.hpp"
+#include "tokdyn/parallel.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::entries;
@@ -582,13 +584,29 @@ TEST(MakeCheckpoint, FollowsTheOutputFolderRules) {
   EXPECT_EQ(entries(d.path()), (std::vector<std::string>{"ck", "new"}));
 }
 
-TEST(Numbers, OutputIntervalThatWouldFillMemoryIsRefusedEvenInsideParallelLoops) {
+TEST(Numbers, OutputIntervalThatWouldFillMemoryIsRefused) {
   TempDir d;
-  // ssm-theorem-pd integrates chunks of runs in an OpenMP loop: the error must leave it cleanly.
   const Result r = run_in(d.path(), {"run", "ssm-theorem-pd", "--out", "r", "--no-figures", "--threads", "2", "--set",
                                      "every=1e-300", "--set", "runs=8", "--set", "doa_runs=2"});
   EXPECT_EQ(r.code, 2) << r.err;
   expect_one_line(r.err);
-  EXPECT_NE(r.err.find("output times"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'every'"), std::string::npos) << r.err;
   EXPECT_TRUE(entries(d.path()).empty());
+}
+
+TEST(Numbers, ExceptionsLeaveParallelLoopsAndAreRethrownAfterThem) {
+  tokdyn::ParallelErrors errors;
+  std::atomic<int> ran{0};
+#pragma omp parallel for schedule(dynamic) num_threads(4)
+  for (int i = 0; i < 64; ++i) try {
+    ++ran;
+    if (i % 16 == 5) throw tokdyn::NonFiniteError("iteration " + std::to_string(i));
+  } catch (...) {
+    errors.capture();
+  }
+  EXPECT_EQ(ran.load(), 64);
+  EXPECT_TRUE(errors.failed());
+  EXPECT_THROW(errors.rethrow(), tokdyn::NonFiniteError);
+  tokdyn::ParallelErrors none;
+  EXPECT_NO_THROW(none.rethrow());
 }
