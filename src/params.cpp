@@ -1,40 +1,19 @@
-// Experiment registry, parameter validation (defaults <- TOML <- --set), end-to-end runs into a
-// temporary directory that is renamed into place only when complete, and figure drawing.
-#include "tokdyn/build_info.hpp"
+// Parameter schemas and values: constructors, typed getters, formatting for `tokdyn show`, and
+// validation of defaults <- TOML file <- `--set` (every bad value is one InputError line).
 #include "tokdyn/experiment.hpp"
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <ctime>
-#include <fstream>
-#include <memory>
-#include <mutex>
-#include <sstream>
 #include <stdexcept>
-#include <system_error>
-
-#include <fcntl.h>
-#include <omp.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <string>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/file.hpp"
-#include "tokdyn/output_folder.hpp"
-
-extern "C" void openblas_set_num_threads(int);
-extern char** environ;
 
 namespace tokdyn {
 
@@ -105,63 +84,6 @@ nlohmann::json Params::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : values_) j[k] = json_of(v);
   return j;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Registry
-
-namespace {
-
-std::vector<std::unique_ptr<Experiment>>& registry() {
-  static std::vector<std::unique_ptr<Experiment>> r;  // function-local: no static-init order issue
-  return r;
-}
-
-std::size_t index_of(ParamType t) {
-  switch (t) {
-    case ParamType::Int: return 0;
-    case ParamType::Double: return 1;
-    case ParamType::Bool: return 2;
-    case ParamType::String: return 3;
-    case ParamType::IntList: return 4;
-  }
-  return 5;
-}
-
-}  // namespace
-
-ExperimentRegistration::ExperimentRegistration(Experiment e) {
-  // Structural mistakes in a schema are programming errors: fail loudly at start-up.
-  if (e.name.empty()) throw std::logic_error("experiment registered without a name");
-  if (find_experiment(e.name)) throw std::logic_error(fmt::format("experiment '{}' registered twice", e.name));
-  if (!e.run) throw std::logic_error(fmt::format("experiment '{}' has no run function", e.name));
-  for (std::size_t i = 0; i < e.params.size(); ++i) {
-    const ParamSpec& s = e.params[i];
-    if (s.key.empty() || s.key == "preset" || s.key.find('=') != std::string::npos)
-      throw std::logic_error(fmt::format("experiment '{}': invalid parameter key '{}'", e.name, s.key));
-    if ((s.type == ParamType::Int || s.type == ParamType::IntList) && (!s.min || !s.max || *s.max > kMaxSeed))
-      throw std::logic_error(
-          fmt::format("experiment '{}': integer parameter '{}' needs a lower and an upper bound (<= 2^53)", e.name, s.key));
-    if (s.def.index() != index_of(s.type))
-      throw std::logic_error(fmt::format("experiment '{}': default of '{}' does not match its type", e.name, s.key));
-    for (std::size_t j = 0; j < i; ++j)
-      if (e.params[j].key == s.key)
-        throw std::logic_error(fmt::format("experiment '{}': parameter '{}' declared twice", e.name, s.key));
-  }
-  registry().push_back(std::make_unique<Experiment>(std::move(e)));
-}
-
-std::vector<const Experiment*> experiments() {
-  std::vector<const Experiment*> out;
-  for (const auto& e : registry()) out.push_back(e.get());
-  std::sort(out.begin(), out.end(), [](const Experiment* a, const Experiment* b) { return a->name < b->name; });
-  return out;
-}
-
-const Experiment* find_experiment(const std::string& name) {
-  for (const auto& e : registry())
-    if (e->name == name) return e.get();
-  return nullptr;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -514,179 +436,6 @@ const Experiment& experiment_of_toml(const fs::path& file) {
   return *e;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Running
-
-namespace {
-
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string host_name() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
-// A single updating progress line on stderr (only used when stderr is a terminal).
-class ProgressLine {
- public:
-  explicit ProgressLine(std::string name) : name_(std::move(name)), start_(Clock::now()) {}
-
-  void update(double f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!(f >= 0.0)) f = 0.0;  // also maps NaN to 0
-    f = std::min(f, 1.0);
-    best_ = std::max(best_, f);
-    const auto now = Clock::now();
-    if (shown_ && now - last_ < std::chrono::milliseconds(200)) return;
-    last_ = now;
-    draw(now);
-  }
-
-  void finish() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!shown_) return;
-    best_ = 1.0;
-    draw(Clock::now());
-    std::fputc('\n', stderr);
-    std::fflush(stderr);
-  }
-
-  void abandon() {  // leave the line, so that an error message starts on a fresh one
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!shown_) return;
-    std::fputc('\n', stderr);
-    std::fflush(stderr);
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-
-  void draw(Clock::time_point now) {
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    std::string eta = "?";
-    if (best_ > 0.0) eta = fmt::format("{:.1f}s", elapsed * (1.0 - best_) / best_);
-    std::fprintf(stderr, "\r[%s] %d%% elapsed %.1fs ETA %s\x1b[K", name_.c_str(), static_cast<int>(best_ * 100.0),
-                 elapsed, eta.c_str());
-    std::fflush(stderr);
-    shown_ = true;
-  }
-
-  std::string name_;
-  Clock::time_point start_;
-  Clock::time_point last_{};
-  double best_ = 0.0;
-  bool shown_ = false;
-  std::mutex mu_;
-};
-
-void write_manifest(const fs::path& file, const nlohmann::json& j) {
-  std::ofstream out(file, std::ios::out | std::ios::trunc | std::ios::binary);
-  if (!out) throw_write_error(file, errno, "create");
-  out << j.dump(2) << '\n';
-  errno = 0;
-  out.close();
-  if (!out) throw_write_error(file, errno);
-}
-
-std::vector<std::string> files_under(const fs::path& dir) {
-  std::vector<std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir))
-    if (entry.is_regular_file()) files.push_back(entry.path().lexically_relative(dir).generic_string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-}  // namespace
-
-RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
-                          bool show_progress, bool overwrite) {
-  threads = std::max(threads, 1);
-  check_resources(e, p, threads, show_progress);
-  OutputFolder folder(out, overwrite);
-  const fs::path& tmp = folder.tmp();
-
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
-
-  std::unique_ptr<ProgressLine> line;
-  if (show_progress && isatty(2)) line = std::make_unique<ProgressLine>(e.name);
-
-  RunOutcome outcome;
-  outcome.dir = folder.target();
-  outcome.replaced = folder.replaces();
-  std::vector<std::string> ctx_warnings;
-  try {
-    RunContext ctx;
-    ctx.dir = tmp;
-    ctx.threads = threads;
-    ctx.figures = figures;
-    if (line) {
-      ProgressLine* l = line.get();
-      ctx.progress = [l](double f) { l->update(f); };
-    }
-
-    const std::string started = utc_now_iso8601();
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      check_write_failures();  // forget failures of an earlier run in this process
-    } catch (const ResourceError&) {
-    }
-    e.run(p, ctx);
-    check_write_failures();  // a writer that could only record its failure (disk full at close)
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (line) line->finish();
-    line.reset();
-    ctx_warnings = ctx.warnings;
-
-    if (fs::exists(tmp / "manifest.json"))
-      throw std::logic_error(fmt::format("experiment '{}' wrote its own manifest.json", e.name));
-    const nlohmann::json params = p.to_json();
-    nlohmann::json m = nlohmann::json::object();
-    m["preset"] = e.name;
-    m["params"] = params;
-    m["seed"] = params.contains("seed") ? params["seed"] : nlohmann::json(nullptr);
-    m["version"] = TOKDYN_VERSION;
-    m["wall_time_s"] = wall;
-    m["threads"] = threads;
-    m["started_utc"] = started;
-    m["hostname"] = host_name();
-    m["notes"] = ctx.notes;
-    if (!ctx.warnings.empty()) m["warnings"] = ctx.warnings;
-    m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)
-    write_manifest(tmp / "manifest.json", m);
-    // Figures are drawn from the written results (CSV files and this manifest), then listed. If
-    // drawing fails, the results are still published and the failure reported (exit code 5).
-    if (figures && !e.figure_kind.empty()) {
-      const auto f0 = std::chrono::steady_clock::now();
-      try {
-        draw_figures(e.figure_kind, tmp);
-      } catch (const std::runtime_error& err) {
-        outcome.figure_error = one_line(err.what());
-        m["figure_error"] = outcome.figure_error;
-      }
-      m["figure_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
-      m["files"] = files_under(tmp);
-      write_manifest(tmp / "manifest.json", m);
-    }
-    outcome.files = m["files"].size() + 1;
-    folder.commit();
-    for (const std::string& w : ctx_warnings) std::fprintf(stderr, "tokdyn: note: %s\n", message_line(w).c_str());
-  } catch (...) {
-    if (line) line->abandon();
-    throw;
-  }
-  return outcome;
-}
-
-/// The message on one line: newlines become "; " (carriage returns dropped).
 std::string one_line(std::string s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
