@@ -48,6 +48,7 @@ struct Spawn {
   fs::path cwd;
   std::vector<std::string> env;  // extra NAME=value
   bool drop_to_nobody = false;
+  std::string binary = {};  // empty: this build's tokdyn
 };
 
 /// Starts tokdyn (its stdout and stderr go to files in `cap`).
@@ -55,7 +56,7 @@ Proc start(const Spawn& s, const fs::path& cap) {
   Proc p;
   p.out_file = cap / "stdout";
   p.err_file = cap / "stderr";
-  std::vector<std::string> argv_s = {tokdyn::testing::tokdyn_binary()};
+  std::vector<std::string> argv_s = {s.binary.empty() ? tokdyn::testing::tokdyn_binary() : s.binary};
   argv_s.insert(argv_s.end(), s.args.begin(), s.args.end());
   p.pid = fork();
   if (p.pid == 0) {
@@ -381,7 +382,11 @@ TEST(Resources, PermissionDeniedIsReportedWithItsCause) {
   const fs::path ro = d.path() / "ro";
   fs::create_directories(ro);
   chmod(ro.c_str(), 0555);
-  const Result r = run(Spawn{{"run", kQuick, "--out", (ro / "r").string(), "--no-figures"}, "/", {}, true});
+  // A copy of the binary in a folder everyone can read (the build folder may be private).
+  const fs::path bin = d.path() / "tokdyn";
+  fs::copy_file(tokdyn::testing::tokdyn_binary(), bin);
+  chmod(bin.c_str(), 0755);
+  const Result r = run(Spawn{{"run", kQuick, "--out", (ro / "r").string(), "--no-figures"}, "/", {}, true, bin.string()});
   EXPECT_EQ(r.code, 3) << r.err;
   expect_one_line(r.err);
   EXPECT_NE(r.err.find("permission denied"), std::string::npos) << r.err;
