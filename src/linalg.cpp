@@ -14,23 +14,17 @@ using Eigen::Index;
 
 /// Below this many multiply-adds a product is one Eigen product (no BLAS call, no thread team).
 constexpr double kBlasMinWork = 1 << 18;
-/// Below this many multiply-adds the tiles stay on the calling thread (a team costs more).
-constexpr double kParallelMinWork = 1 << 20;
-/// Tile sizes: at most kRowTile rows per row block (each tile a large enough single-threaded
-/// GEMM), at least kMinTiles blocks when blocks of kMinRowTile rows allow it; the same for
-/// columns when there is only one row block.
-constexpr Index kRowTile = 256, kMinRowTile = 32, kColTile = 512, kMinColTile = 64, kMinTiles = 4;
+/// A tile is at least this many multiply-adds (a smaller one costs more in call and team overhead
+/// than it gains).
+constexpr double kTileMinWork = 1 << 19;
+/// Tiles per product when the work allows: two per core on the project's 2-core machines, so that
+/// a core slowed by another process hands tiles to the other. Each tile repacks its panels of A
+/// and B, so more tiles cost more (256-row tiles of the Mamba-2 in_proj: ~10 % more CPU time).
+constexpr Index kMaxTiles = 4;
+/// Smallest tile height and width.
+constexpr Index kMinRows = 32, kMinCols = 64;
 /// Tile heights and widths are multiples of this (whole micro-kernel panels).
 constexpr Index kAlign = 8;
-
-/// Number of blocks to cut `len` into: blocks of at most `target`, at least kMinTiles when blocks
-/// of `min_len` allow it, an even number when more than one.
-Index block_count(Index len, Index target, Index min_len) {
-  Index b = (len + target - 1) / target;
-  b = std::max(b, std::min<Index>(kMinTiles, len / min_len));
-  if (b > 1 && b % 2 != 0) ++b;
-  return std::max<Index>(b, 1);
-}
 
 /// Block length for `count` blocks of `len` (rounded up to kAlign, at most len).
 Index block_length(Index len, Index count) {
@@ -56,7 +50,7 @@ void gemm_impl(const Eigen::Ref<const M>& A, const Eigen::Ref<const M>& B, M& C,
     C.setZero();
     return;
   }
-  const GemmTiling t = gemm_tiling(m, n, k);
+  const GemmTiling t = gemm_tiling(m, n, k, part);
   if (!t.blas) {
     C.noalias() = A * B.transpose();  // single-threaded: Eigen's threading is off project-wide
     return;
@@ -76,7 +70,7 @@ void gemm_impl(const Eigen::Ref<const M>& A, const Eigen::Ref<const M>& B, M& C,
   // Always inside a region (a team of one when not parallel), so that every BLAS call sees one
   // thread: OpenBLAS's OpenMP build runs single-threaded inside an active region or when the
   // calling task's thread count is 1. The count is set for this region's tasks only.
-#pragma omp parallel if (parallel && t.parallel && tiles > 1)
+#pragma omp parallel if (parallel && t.parallel)
   {
     omp_set_num_threads(1);
 #pragma omp for schedule(dynamic, 1)
@@ -86,20 +80,40 @@ void gemm_impl(const Eigen::Ref<const M>& A, const Eigen::Ref<const M>& B, M& C,
 
 }  // namespace
 
-GemmTiling gemm_tiling(Index m, Index n, Index k) {
+GemmTiling gemm_tiling(Index m, Index n, Index k, GemmPart part) {
   GemmTiling t;
   t.rows = m;
   t.cols = n;
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (m <= 0 || n <= 0 || k <= 0 || work < kBlasMinWork) return t;
   t.blas = true;
-  t.parallel = work >= kParallelMinWork;
-  t.rows = block_length(m, block_count(m, kRowTile, kMinRowTile));
-  t.row_blocks = (m + t.rows - 1) / t.rows;
-  if (t.row_blocks == 1) {
-    t.cols = block_length(n, block_count(n, kColTile, kMinColTile));
-    t.col_blocks = (n + t.cols - 1) / t.cols;
+  Index want = 1;
+  while (want < kMaxTiles && work >= 2.0 * static_cast<double>(want) * kTileMinWork) want *= 2;
+  // A grid r x c of tiles: each row block repacks B's panels, each column block A's, so pick the
+  // grid with the least repacking, c m + r n (ties: more row blocks). The upper part needs
+  // whole-width row blocks (the tiles left of the diagonal are skipped).
+  const Index rmax = std::max<Index>(1, m / kMinRows);
+  const Index cmax = part == GemmPart::Upper ? 1 : std::max<Index>(1, n / kMinCols);
+  Index r = 1, c = 1;
+  for (Index T = want; T >= 1; T /= 2) {
+    double best = -1.0;
+    for (Index rr = T; rr >= 1; rr /= 2) {
+      const Index cc = T / rr;
+      if (rr > rmax || cc > cmax) continue;
+      const double cost = static_cast<double>(cc) * static_cast<double>(m) + static_cast<double>(rr) * static_cast<double>(n);
+      if (best < 0.0 || cost < best) {
+        best = cost;
+        r = rr;
+        c = cc;
+      }
+    }
+    if (best >= 0.0) break;
   }
+  t.rows = block_length(m, r);
+  t.cols = block_length(n, c);
+  t.row_blocks = (m + t.rows - 1) / t.rows;
+  t.col_blocks = (n + t.cols - 1) / t.cols;
+  t.parallel = t.tiles() > 1;
   return t;
 }
 

@@ -35,48 +35,58 @@ TEST(Linalg, GemmTilingDependsOnTheShapesOnly) {
   GemmTiling t = gemm_tiling(3, 80, 96);
   EXPECT_FALSE(t.blas);
   EXPECT_EQ(t.tiles(), 1);
-  // The Mamba-2 130m projections of mamba2-fig1 (runs x tokens = 2500 rows): 10 row blocks of 256.
-  for (const Shape s : {Shape{2500, 3352, 768}, Shape{2500, 1816, 768}, Shape{2500, 768, 1536}}) {
-    t = gemm_tiling(s.m, s.n, s.k);
-    EXPECT_TRUE(t.blas && t.parallel);
-    EXPECT_EQ(t.rows, 256);
-    EXPECT_EQ(t.row_blocks, 10);
-    EXPECT_EQ(t.col_blocks, 1);
-  }
-  // Few rows, many columns: column blocks.
+  // The Mamba-2 130m projections of mamba2-fig1 (runs x tokens = 2500 rows): 4 tiles each, as the
+  // grid that repacks the least (in_proj: 2 x 2; out_proj, whose B is small: 4 row blocks).
+  t = gemm_tiling(2500, 3352, 768);
+  EXPECT_TRUE(t.blas && t.parallel);
+  EXPECT_EQ(t.row_blocks, 2);
+  EXPECT_EQ(t.col_blocks, 2);
+  t = gemm_tiling(2500, 1816, 768);
+  EXPECT_EQ(t.row_blocks, 2);
+  EXPECT_EQ(t.col_blocks, 2);
+  t = gemm_tiling(2500, 768, 1536);
+  EXPECT_EQ(t.row_blocks, 4);
+  EXPECT_EQ(t.col_blocks, 1);
+  // Few rows, many columns: column blocks. The upper part: row blocks only.
   t = gemm_tiling(50, 3352, 768);
   EXPECT_EQ(t.row_blocks, 1);
-  EXPECT_EQ(t.col_blocks, 8);
-  // Every tiling covers C exactly once, with an even number of blocks when more than one, and
-  // at least 4 tiles whenever 32-row (or 64-column) blocks allow it; the thread count plays no part.
+  EXPECT_EQ(t.col_blocks, 4);
+  t = gemm_tiling(1000, 1000, 64, GemmPart::Upper);
+  EXPECT_EQ(t.row_blocks, 4);
+  EXPECT_EQ(t.col_blocks, 1);
+  // Every tiling covers C exactly once with at most 4 tiles of at least 32 rows and 64 columns
+  // (unless C is smaller), 4 of them from 2^21 multiply-adds when the sizes allow it; the thread
+  // count plays no part.
   ThreadCountGuard guard;
   for (Eigen::Index m : {1, 7, 33, 64, 100, 130, 256, 257, 300, 513, 576, 1000, 2500, 4099}) {
     for (Eigen::Index n : {1, 64, 200, 768, 3352}) {
-      const Eigen::Index k = 512;
-      set_threads(1);
-      const GemmTiling a = gemm_tiling(m, n, k);
-      for (int th : kThreadCounts) {
-        set_threads(th);
-        const GemmTiling b = gemm_tiling(m, n, k);
-        EXPECT_EQ(a.rows, b.rows);
-        EXPECT_EQ(a.cols, b.cols);
-        EXPECT_EQ(a.row_blocks, b.row_blocks);
-        EXPECT_EQ(a.col_blocks, b.col_blocks);
-      }
-      if (!a.blas) continue;
-      EXPECT_GE(a.rows * a.row_blocks, m);
-      EXPECT_LT(a.rows * (a.row_blocks - 1), m);
-      EXPECT_GE(a.cols * a.col_blocks, n);
-      EXPECT_LT(a.cols * (a.col_blocks - 1), n);
-      EXPECT_LE(a.rows, 256);
-      if (a.row_blocks == 1) {
-        EXPECT_LE(a.cols, 512) << m << " x " << n;
-      }
-      if (m >= 128) {
-        EXPECT_GE(a.row_blocks, 4) << m;
-      }
-      if (m >= 2 * 256) {
-        EXPECT_EQ(a.row_blocks % 2, 0) << m;
+      for (Eigen::Index k : {16, 512}) {
+        set_threads(1);
+        const GemmTiling a = gemm_tiling(m, n, k);
+        for (int th : kThreadCounts) {
+          set_threads(th);
+          const GemmTiling b = gemm_tiling(m, n, k);
+          EXPECT_EQ(a.rows, b.rows);
+          EXPECT_EQ(a.cols, b.cols);
+          EXPECT_EQ(a.row_blocks, b.row_blocks);
+          EXPECT_EQ(a.col_blocks, b.col_blocks);
+        }
+        if (!a.blas) continue;
+        EXPECT_GE(a.rows * a.row_blocks, m);
+        EXPECT_LT(a.rows * (a.row_blocks - 1), m);
+        EXPECT_GE(a.cols * a.col_blocks, n);
+        EXPECT_LT(a.cols * (a.col_blocks - 1), n);
+        EXPECT_LE(a.tiles(), 4);
+        EXPECT_EQ(a.parallel, a.tiles() > 1);
+        if (a.row_blocks > 1) {
+          EXPECT_GE(a.rows, 32) << m;
+        }
+        if (a.col_blocks > 1) {
+          EXPECT_GE(a.cols, 64) << n;
+        }
+        if (static_cast<double>(m) * n * k >= (1 << 21) && (m >= 128 || n >= 256 || (m >= 64 && n >= 128))) {
+          EXPECT_EQ(a.tiles(), 4) << m << " x " << n << " x " << k;
+        }
       }
     }
   }
@@ -144,8 +154,10 @@ void expect_same_bits_on_any_thread_count() {
       EXPECT_EQ(C, ref) << th << " threads, not parallel";
       if (square) {
         gemm_nt_blocked(A, A, C, true, GemmPart::Upper);
-        for (Eigen::Index b = 0; b < t.row_blocks; ++b) {
-          const Eigen::Index r0 = b * t.rows, rb = std::min(t.rows, s.m - r0);
+        const GemmTiling tu = gemm_tiling(s.m, s.n, s.k, GemmPart::Upper);
+        ASSERT_TRUE(tu.parallel && tu.tiles() >= 4);
+        for (Eigen::Index b = 0; b < tu.row_blocks; ++b) {
+          const Eigen::Index r0 = b * tu.rows, rb = std::min(tu.rows, s.m - r0);
           EXPECT_EQ(C.block(r0, r0, rb, s.n - r0), ref_upper.block(r0, r0, rb, s.n - r0)) << th << " threads, upper";
         }
       }

@@ -180,16 +180,16 @@ TEST(RopePresets, BadInputIsOneLineExitTwoNothingWritten) {
 }
 
 // rope-flow with every integrator: the same bytes on 1, 2, 3 and 4 threads. Four runs of 40 tokens
-// go parallel over runs; one run of 256 tokens (head size 16) goes row-parallel, with its score
+// go parallel over runs; one run of 384 tokens (head size 16) goes row-parallel, with its score
 // and output products in several tiles of the blocked GEMM spread over threads.
 TEST(RopePresets, FlowRunsWithEveryIntegratorAndTheSameBytesOnOneToFourThreads) {
   TempDir d;
-  ASSERT_TRUE(gemm_tiling(256, 256, 16).parallel && gemm_tiling(256, 256, 16).tiles() >= 4);
+  ASSERT_TRUE(gemm_tiling(384, 384, 16).parallel && gemm_tiling(384, 384, 16).tiles() >= 4);
   struct Case {
     std::string integrator, n, runs, t_end;
   };
   for (const Case& c : {Case{"rk4", "40", "4", "1"}, Case{"fehlberg78", "40", "4", "1"}, Case{"discrete", "40", "4", "1"},
-                        Case{"rk4", "256", "1", "0.1"}}) {
+                        Case{"rk4", "384", "1", "0.1"}}) {
     const std::string tag = c.integrator + "-n" + c.n;
     for (int th : kThreadCounts) {
       const CliResult r = run_cli(d.path(), {"run", "rope-flow", "--out", tag + "-t" + std::to_string(th), "--threads", std::to_string(th),

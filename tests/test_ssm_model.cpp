@@ -202,7 +202,7 @@ TEST(SsmModel, FirstOrderWithTimeVaryingWeights) {
 // tiles of the blocked GEMM spread over threads and the row and run loops go parallel.
 TEST(SsmModel, SameBitsOnOneToFourThreads) {
   ThreadCountGuard guard;
-  const int n = 64, m = 32, runs = 10, len = 60;
+  const int n = 64, m = 64, runs = 10, len = 60;
   const SsmParams p = random_ssm(16, n, m);
   const Batch Z0 = random_batch(9, runs, len, n);
   const GemmTiling t = gemm_tiling(runs * len, m, n);

@@ -54,10 +54,10 @@ std::map<std::string, std::vector<std::pair<double, double>>> metrics(const fs::
 }  // namespace
 
 // Every result file has the same bytes on 1, 2, 3 and 4 threads. At 8 runs x 50 tokens, n = 128,
-// m = 32 the branch products are several tiles of the blocked GEMM spread over threads, and the
+// m = 48 the branch products are several tiles of the blocked GEMM spread over threads, and the
 // branch rows, the per-run readouts, the Gram metrics and the per-layer diagnostics go parallel.
 TEST(SsmRandomSilu, SameBitsOnOneToFourThreads) {
-  const int runs = 8, tokens = 50, n = 128, m = 32;
+  const int runs = 8, tokens = 50, n = 128, m = 48;
   const Eigen::Index N = static_cast<Eigen::Index>(runs) * tokens;
   for (const Eigen::Index cols : {n, m}) {
     const GemmTiling t = gemm_tiling(N, cols, n);

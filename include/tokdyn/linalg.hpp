@@ -5,7 +5,8 @@
 // A threaded BLAS call splits a product by the thread count (and by what the CPU reports), so
 // its last bits change with `--threads`. tokdyn's one GEMM instead cuts C = A B^T into tiles
 // fixed by (m, n, k) alone, computes every tile with a single-threaded call (OpenBLAS, or Eigen
-// for small products) over the whole inner dimension, and spreads the tiles over OpenMP threads.
+// for small products) over the whole inner dimension, and spreads the tiles over OpenMP threads
+// (schedule(dynamic): a core slowed by another process hands tiles to the other).
 // Which thread computes a tile, and in which order, does not change the tile's bits.
 //
 // Eigen's own GEMM threading (its blocking depends on the thread count too) is switched off for
@@ -23,22 +24,22 @@ enum class GemmPart {
           ///< mirrored afterwards (about half the work).
 };
 
-/// How gemm_nt_blocked cuts C (m x n, inner dimension k) into tiles: a function of (m, n, k)
-/// alone. Tiles are row_blocks x col_blocks, of rows x cols entries (the last row / column of
-/// tiles may be smaller).
+/// How gemm_nt_blocked cuts C (m x n, inner dimension k) into tiles: a function of the shapes
+/// (and the part) alone, never of the thread count or the CPU. Tiles are row_blocks x col_blocks,
+/// of rows x cols entries (the last row / column of tiles may be smaller).
 struct GemmTiling {
   Eigen::Index row_blocks = 1, col_blocks = 1;
   Eigen::Index rows = 0, cols = 0;
   bool blas = false;      ///< tiles computed by single-threaded OpenBLAS (else one Eigen product)
-  bool parallel = false;  ///< enough work to spread the tiles over threads (when the caller allows it)
+  bool parallel = false;  ///< several tiles: spread over threads (when the caller allows it)
   Eigen::Index tiles() const { return row_blocks * col_blocks; }
 };
 
-/// The tiling used for C = A B^T with A m x k and B n x k. Below 2^18 multiply-adds: one Eigen
-/// product. Above: row blocks of at most 256 rows (at least 4 blocks when m allows 32-row blocks,
-/// an even number when more than one, so that 2 cores get equal shares); when that leaves one
-/// row block, column blocks of at most 512 columns in the same way (wide products of few rows).
-GemmTiling gemm_tiling(Eigen::Index m, Eigen::Index n, Eigen::Index k);
+/// The tiling of C = A B^T with A m x k and B n x k. Below 2^18 multiply-adds: one Eigen product.
+/// Above: up to 4 tiles (2 from 2^20 multiply-adds, 4 from 2^21), as the grid (4 x 1, 2 x 2 or
+/// 1 x 4) that repacks the least of A and B, with tiles of at least 32 rows and 64 columns; row
+/// blocks only for the upper part.
+GemmTiling gemm_tiling(Eigen::Index m, Eigen::Index n, Eigen::Index k, GemmPart part = GemmPart::Full);
 
 /// C = A B^T (row-major doubles), tile by tile as gemm_tiling(m, n, k) says. parallel: the tiles
 /// are spread over the OpenMP threads (pass false inside a loop that is already parallel; the
