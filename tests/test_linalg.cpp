@@ -35,22 +35,23 @@ TEST(Linalg, GemmTilingDependsOnTheShapesOnly) {
   GemmTiling t = gemm_tiling(3, 80, 96);
   EXPECT_FALSE(t.blas);
   EXPECT_EQ(t.tiles(), 1);
-  // The Mamba-2 130m projections of mamba2-fig1 (runs x tokens = 2500 rows): 4 tiles each, as the
-  // grid that repacks the least (in_proj: 2 x 2; out_proj, whose B is small: 4 row blocks).
-  t = gemm_tiling(2500, 3352, 768);
-  EXPECT_TRUE(t.blas && t.parallel);
-  EXPECT_EQ(t.row_blocks, 2);
-  EXPECT_EQ(t.col_blocks, 2);
-  t = gemm_tiling(2500, 1816, 768);
-  EXPECT_EQ(t.row_blocks, 2);
-  EXPECT_EQ(t.col_blocks, 2);
-  t = gemm_tiling(2500, 768, 1536);
-  EXPECT_EQ(t.row_blocks, 4);
-  EXPECT_EQ(t.col_blocks, 1);
-  // Few rows, many columns: column blocks. The upper part: row blocks only.
+  // The Mamba-2 130m projections of mamba2-fig1 (runs x tokens = 2500 rows): 4 row blocks of 632
+  // rows (the last 604).
+  for (const Shape s : {Shape{2500, 3352, 768}, Shape{2500, 1816, 768}, Shape{2500, 768, 1536}}) {
+    t = gemm_tiling(s.m, s.n, s.k);
+    EXPECT_TRUE(t.blas && t.parallel);
+    EXPECT_EQ(t.rows, 632);
+    EXPECT_EQ(t.row_blocks, 4);
+    EXPECT_EQ(t.col_blocks, 1);
+  }
+  // Few rows, many columns: column blocks (2 x 2 when 2 row blocks fit). The upper part: row
+  // blocks only.
   t = gemm_tiling(50, 3352, 768);
   EXPECT_EQ(t.row_blocks, 1);
   EXPECT_EQ(t.col_blocks, 4);
+  t = gemm_tiling(100, 3352, 768);
+  EXPECT_EQ(t.row_blocks, 2);
+  EXPECT_EQ(t.col_blocks, 2);
   t = gemm_tiling(1000, 1000, 64, GemmPart::Upper);
   EXPECT_EQ(t.row_blocks, 4);
   EXPECT_EQ(t.col_blocks, 1);

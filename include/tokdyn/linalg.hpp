@@ -36,9 +36,9 @@ struct GemmTiling {
 };
 
 /// The tiling of C = A B^T with A m x k and B n x k. Below 2^18 multiply-adds: one Eigen product.
-/// Above: up to 4 tiles (2 from 2^20 multiply-adds, 4 from 2^21), as the grid (4 x 1, 2 x 2 or
-/// 1 x 4) that repacks the least of A and B, with tiles of at least 32 rows and 64 columns; row
-/// blocks only for the upper part.
+/// Above: up to 4 tiles (2 from 2^20 multiply-adds, 4 from 2^21), row blocks of at least 32 rows
+/// (4 x 1), or for products of few rows 2 x 2 or 1 x 4 with column blocks of at least 64 columns;
+/// row blocks only for the upper part.
 GemmTiling gemm_tiling(Eigen::Index m, Eigen::Index n, Eigen::Index k, GemmPart part = GemmPart::Full);
 
 /// C = A B^T (row-major doubles), tile by tile as gemm_tiling(m, n, k) says. parallel: the tiles
