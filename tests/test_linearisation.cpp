@@ -229,6 +229,13 @@ TEST(Linearisation, RopeFieldAndStepMatchFiniteDifferences) {
     F.jvp(1, B, V, JV);
     expect_fd(fd_errors(layer_fn(F, 1, runs, n), Z, V, JV), "rope step " + what);
     expect_linear([&](const Tokens& X, Tokens& out) { F.jvp(1, B, X, out); }, V, W, "rope step " + what);
+    // Transpose product: <W, J V> = <J^T W, V> to round-off.
+    EXPECT_TRUE(F.has_vjp());
+    Tokens JtW;
+    F.vjp(1, B, W, JtW);
+    const double lhs = (W.array() * JV.array()).sum(), rhs = (JtW.array() * V.array()).sum();
+    std::printf("[vjp] rope step %-36s <W,JV> - <JtW,V> = %.1e (|W||JV| = %.1e)\n", what.c_str(), lhs - rhs, W.norm() * JV.norm());
+    EXPECT_LE(std::abs(lhs - rhs), 1e-13 * W.norm() * JV.norm()) << what;
   }
 }
 
@@ -345,7 +352,7 @@ TEST(Linearisation, JvpCostsAFewForwardSteps) {
     const double tf = time_of([&] { Batch C = B; F.apply(1, C); });
     const double tj = time_of([&] { F.jvp(1, B, V, out); });
     std::printf("[cost] ssm layer n=%d len=%d runs=%d: jvp / forward = %.2f\n", n, len, runs, tj / tf);
-    EXPECT_LT(tj, 20.0 * tf + 1e-3);
+    EXPECT_LT(tj, 50.0 * tf + 5e-3);
   }
   {
     const int n = 64, d = 32, runs = 2;
@@ -359,7 +366,7 @@ TEST(Linearisation, JvpCostsAFewForwardSteps) {
     const double tf = time_of([&] { Batch C = B; F.apply(1, C); });
     const double tj = time_of([&] { F.jvp(1, B, V, out); });
     std::printf("[cost] rope step n=%d d=%d runs=%d: jvp / forward = %.2f\n", n, d, runs, tj / tf);
-    EXPECT_LT(tj, 20.0 * tf + 1e-3);
+    EXPECT_LT(tj, 50.0 * tf + 5e-3);
   }
   {
     using namespace mamba2;
@@ -373,7 +380,7 @@ TEST(Linearisation, JvpCostsAFewForwardSteps) {
     const double tf = time_of([&] { Batch C = B; F.apply(1, C); });
     const double tj = time_of([&] { F.jvp(1, B, V, out); });
     std::printf("[cost] mamba2 tiny len=%d runs=%d: jvp (double) / forward (fp32) = %.2f\n", len, runs, tj / tf);
-    EXPECT_LT(tj, 20.0 * tf + 1e-3);
+    EXPECT_LT(tj, 50.0 * tf + 5e-3);
   }
 }
 

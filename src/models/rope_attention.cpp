@@ -296,6 +296,59 @@ void attend_tangent(const Resolved& R, const Eigen::Ref<const Tokens>& X, const 
   }
 }
 
+/// M_i <- R_{p_i}^T M_i in place (the transpose of rotate_rows).
+void rotate_rows_transpose(const Resolved& R, Tokens& M) {
+  if (!R.rope) return;
+  const int planes = R.d / 2;
+  for (int i = 0; i < R.n; ++i)
+    for (int g = 0; g < planes; ++g) {
+      const double c = R.cs(i, g), s = R.sn(i, g);
+      const double a = M(i, 2 * g), b = M(i, 2 * g + 1);
+      M(i, 2 * g) = c * a + s * b;
+      M(i, 2 * g + 1) = -s * a + c * b;
+    }
+}
+
+/// Y = attention output of one run X, and Gx = (D Y(X))^T G (reverse mode of attend_tangent).
+void attend_transpose(const Resolved& R, const Eigen::Ref<const Tokens>& X, const Tokens& G, Tokens& Y, Tokens& Gx) {
+  const int n = R.n, d = R.d, dh = R.dh;
+  auto lin = [](const Mat& M, const Eigen::Ref<const Tokens>& A) { return M.size() != 0 ? Tokens(A * M.transpose()) : Tokens(A); };
+  Tokens q = lin(R.Q, X), k = lin(R.K, X);
+  rotate_rows(R, q);
+  rotate_rows(R, k);
+  const Tokens u = lin(R.V, X);
+  Y.resize(n, d);
+  Tokens gq = Tokens::Zero(n, d), gk = Tokens::Zero(n, d), gu = Tokens::Zero(n, d);
+  Mat S, A(n, n), gA, gS(n, n);
+  for (int h = 0; h < R.heads; ++h) {
+    const Eigen::Index c0 = static_cast<Eigen::Index>(h) * dh;
+    S.noalias() = q.middleCols(c0, dh) * k.middleCols(c0, dh).transpose();
+    A.setZero();
+    for (int i = 0; i < n; ++i) {
+      const Eigen::Index len = R.causal ? i + 1 : n;
+      const double m = S.row(i).head(len).maxCoeff();
+      auto a = A.row(i).head(len);
+      a = (R.beta * (S.row(i).head(len).array() - m)).exp().matrix();
+      a /= a.sum();
+    }
+    Y.middleCols(c0, dh).noalias() = A * u.middleCols(c0, dh);
+    // y = A u: gA = G u^T, gu = A^T G; softmax rows: gS_ij = beta a_ij (gA_ij - sum_k a_ik gA_ik).
+    gA.noalias() = G.middleCols(c0, dh) * u.middleCols(c0, dh).transpose();
+    gu.middleCols(c0, dh).noalias() = A.transpose() * G.middleCols(c0, dh);
+    for (int i = 0; i < n; ++i) {
+      const double mean = A.row(i).dot(gA.row(i));
+      gS.row(i) = R.beta * A.row(i).cwiseProduct((gA.row(i).array() - mean).matrix());
+    }
+    // S = q k^T: gq = gS k, gk = gS^T q.
+    gq.middleCols(c0, dh).noalias() = gS * k.middleCols(c0, dh);
+    gk.middleCols(c0, dh).noalias() = gS.transpose() * q.middleCols(c0, dh);
+  }
+  rotate_rows_transpose(R, gq);
+  rotate_rows_transpose(R, gk);
+  auto lin_t = [](const Mat& M, const Tokens& B) { return M.size() != 0 ? Tokens(B * M) : B; };
+  Gx = lin_t(R.Q, gq) + lin_t(R.K, gk) + lin_t(R.V, gu);
+}
+
 void check_direction(const Batch& Z, const Tokens& V, const char* who) {
   if (V.rows() != Z.Z.rows() || V.cols() != Z.Z.cols())
     throw InputError(fmt::format("{}: direction is {} x {}; expected the shape of the batch, {} x {}", who, V.rows(),
@@ -390,6 +443,31 @@ void AttentionStep::apply(long, Batch& Z) const {
     }
   });
   Z.Z.swap(Znew);
+}
+
+void AttentionStep::vjp(long, const Batch& Z, const Tokens& W, Tokens& out) const {
+  check_batch(Z, n_, P_.d, "rope::AttentionStep::vjp");
+  check_direction(Z, W, "rope::AttentionStep::vjp");
+  out.resize(Z.Z.rows(), Z.Z.cols());
+  Tokens Y, G(n_, P_.d), Gx;
+  for (int r = 0; r < Z.runs; ++r) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
+    // Y first (the forward output), then the projections' transposes (Dpi(u) is symmetric).
+    Tokens dummy = Tokens::Zero(n_, P_.d);
+    attend_transpose(*R_, Z.run(r), dummy, Y, Gx);
+    for (int i = 0; i < n_; ++i) {
+      const RowVec u = Z.Z.row(r0 + i) + h_ * Y.row(i);
+      const double nu = u.norm();
+      if (nu == 0.0) {
+        G.row(i) = W.row(r0 + i);
+        continue;
+      }
+      const RowVec pi = u / nu;
+      G.row(i) = (W.row(r0 + i) - pi.dot(W.row(r0 + i)) * pi) / nu;
+    }
+    attend_transpose(*R_, Z.run(r), G, Y, Gx);
+    out.middleRows(r0, n_) = G + h_ * Gx;
+  }
 }
 
 void AttentionStep::jvp(long, const Batch& Z, const Tokens& V, Tokens& out) const {

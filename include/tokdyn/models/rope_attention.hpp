@@ -120,6 +120,9 @@ class AttentionStep final : public LayerMap {
   /// Exact tangent of (3): Dpi(u)[v + h dy], u = x + h y, Dpi(u)[w] = (w - pi <pi, w>)/|u|.
   void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const override;
   bool has_exact_jvp() const override { return true; }
+  /// Exact transpose product (reverse mode through the same quantities as jvp; ~3 attention passes).
+  void vjp(long k, const Batch& Z, const Tokens& W, Tokens& out) const override;
+  bool has_vjp() const override { return true; }
   double step() const { return h_; }
 
  private:
