@@ -16,6 +16,21 @@ class LayerMap {
   virtual void apply(long k, Batch& Z) const = 0;
   /// True when every layer maps unit tokens to unit tokens.
   virtual bool on_sphere() const { return true; }
+
+  // ---- Linearisation (docs/design.md, "Linearisation") ----
+  // V has the shape of Z.Z (one tangent vector per run, stacked as Z is); runs are independent,
+  // so the tangent of run r depends only on rows of run r of Z and V.
+  /// out = D F_k(Z)[V], the Jacobian of layer k at Z applied to V (out is resized).
+  /// Default: central finite difference (F_k(Z + hV) - F_k(Z - hV)) / 2h with h = 1e-6 / |V|_F
+  /// (about 1e-6 relative error for smooth maps), so every LayerMap has one; models with an exact
+  /// (analytic or forward-mode) tangent override it and report has_exact_jvp().
+  virtual void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const;
+  /// True when jvp() is exact (not the finite-difference default).
+  virtual bool has_exact_jvp() const { return false; }
+  /// out = D F_k(Z)^T [W], the transpose product (W and out of the shape of Z.Z). Only where a
+  /// model provides it (has_vjp()); the default throws std::logic_error.
+  virtual void vjp(long k, const Batch& Z, const Tokens& W, Tokens& out) const;
+  virtual bool has_vjp() const { return false; }
 };
 
 class VectorField {
@@ -23,8 +38,11 @@ class VectorField {
   virtual ~VectorField() = default;
   /// dZ = f(t, Z) for every sequence of the batch (dZ is resized as needed).
   virtual void eval(double t, const Batch& Z, Tokens& dZ) const = 0;
-  /// Tangent map: out = Df(t, Z)[V]. Default: central finite difference with step h.
+  /// Tangent map: out = Df(t, Z)[V]. Default: central finite difference with step
+  /// h = 1e-6 / |V|_F; exact overrides report has_exact_jvp().
   virtual void jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const;
+  /// True when jvp() is exact (not the finite-difference default).
+  virtual bool has_exact_jvp() const { return false; }
   /// True when f is tangent to the spheres (integrators then retract onto them).
   virtual bool on_sphere() const { return true; }
   /// Times in (t0, t1) where f jumps in t; integrators stop exactly there.

@@ -259,6 +259,102 @@ void for_each_run(const Resolved& R, const Batch& Z, Body&& body) {
   }
 }
 
+/// Attention output Y of one run X and its exact tangent dY along dX (per head; masked entries
+/// 0). Plain Eigen products: a tangent needs no bit-exactness with attend().
+void attend_tangent(const Resolved& R, const Eigen::Ref<const Tokens>& X, const Eigen::Ref<const Tokens>& dX, Tokens& Y,
+                    Tokens& dY) {
+  const int n = R.n, d = R.d, dh = R.dh;
+  auto lin = [](const Mat& M, const Eigen::Ref<const Tokens>& A) { return M.size() != 0 ? Tokens(A * M.transpose()) : Tokens(A); };
+  Tokens q = lin(R.Q, X), dq = lin(R.Q, dX), k = lin(R.K, X), dk = lin(R.K, dX);
+  rotate_rows(R, q);
+  rotate_rows(R, dq);
+  rotate_rows(R, k);
+  rotate_rows(R, dk);
+  const Tokens u = lin(R.V, X), du = lin(R.V, dX);
+  Y.resize(n, d);
+  dY.resize(n, d);
+  Mat S, dS, A(n, n), dA(n, n);
+  for (int h = 0; h < R.heads; ++h) {
+    const Eigen::Index c0 = static_cast<Eigen::Index>(h) * dh;
+    S.noalias() = q.middleCols(c0, dh) * k.middleCols(c0, dh).transpose();
+    dS.noalias() = dq.middleCols(c0, dh) * k.middleCols(c0, dh).transpose();
+    dS.noalias() += q.middleCols(c0, dh) * dk.middleCols(c0, dh).transpose();
+    A.setZero();
+    dA.setZero();
+    for (int i = 0; i < n; ++i) {
+      const Eigen::Index len = R.causal ? i + 1 : n;
+      const double m = S.row(i).head(len).maxCoeff();
+      auto a = A.row(i).head(len);
+      a = (R.beta * (S.row(i).head(len).array() - m)).exp().matrix();
+      a /= a.sum();
+      const double mean_ds = a.dot(dS.row(i).head(len));
+      dA.row(i).head(len) = R.beta * a.cwiseProduct((dS.row(i).head(len).array() - mean_ds).matrix());
+    }
+    Y.middleCols(c0, dh).noalias() = A * u.middleCols(c0, dh);
+    dY.middleCols(c0, dh).noalias() = dA * u.middleCols(c0, dh);
+    dY.middleCols(c0, dh).noalias() += A * du.middleCols(c0, dh);
+  }
+}
+
+/// M_i <- R_{p_i}^T M_i in place (the transpose of rotate_rows).
+void rotate_rows_transpose(const Resolved& R, Tokens& M) {
+  if (!R.rope) return;
+  const int planes = R.d / 2;
+  for (int i = 0; i < R.n; ++i)
+    for (int g = 0; g < planes; ++g) {
+      const double c = R.cs(i, g), s = R.sn(i, g);
+      const double a = M(i, 2 * g), b = M(i, 2 * g + 1);
+      M(i, 2 * g) = c * a + s * b;
+      M(i, 2 * g + 1) = -s * a + c * b;
+    }
+}
+
+/// Y = attention output of one run X, and Gx = (D Y(X))^T G (reverse mode of attend_tangent).
+void attend_transpose(const Resolved& R, const Eigen::Ref<const Tokens>& X, const Tokens& G, Tokens& Y, Tokens& Gx) {
+  const int n = R.n, d = R.d, dh = R.dh;
+  auto lin = [](const Mat& M, const Eigen::Ref<const Tokens>& A) { return M.size() != 0 ? Tokens(A * M.transpose()) : Tokens(A); };
+  Tokens q = lin(R.Q, X), k = lin(R.K, X);
+  rotate_rows(R, q);
+  rotate_rows(R, k);
+  const Tokens u = lin(R.V, X);
+  Y.resize(n, d);
+  Tokens gq = Tokens::Zero(n, d), gk = Tokens::Zero(n, d), gu = Tokens::Zero(n, d);
+  Mat S, A(n, n), gA, gS(n, n);
+  for (int h = 0; h < R.heads; ++h) {
+    const Eigen::Index c0 = static_cast<Eigen::Index>(h) * dh;
+    S.noalias() = q.middleCols(c0, dh) * k.middleCols(c0, dh).transpose();
+    A.setZero();
+    for (int i = 0; i < n; ++i) {
+      const Eigen::Index len = R.causal ? i + 1 : n;
+      const double m = S.row(i).head(len).maxCoeff();
+      auto a = A.row(i).head(len);
+      a = (R.beta * (S.row(i).head(len).array() - m)).exp().matrix();
+      a /= a.sum();
+    }
+    Y.middleCols(c0, dh).noalias() = A * u.middleCols(c0, dh);
+    // y = A u: gA = G u^T, gu = A^T G; softmax rows: gS_ij = beta a_ij (gA_ij - sum_k a_ik gA_ik).
+    gA.noalias() = G.middleCols(c0, dh) * u.middleCols(c0, dh).transpose();
+    gu.middleCols(c0, dh).noalias() = A.transpose() * G.middleCols(c0, dh);
+    for (int i = 0; i < n; ++i) {
+      const double mean = A.row(i).dot(gA.row(i));
+      gS.row(i) = R.beta * A.row(i).cwiseProduct((gA.row(i).array() - mean).matrix());
+    }
+    // S = q k^T: gq = gS k, gk = gS^T q.
+    gq.middleCols(c0, dh).noalias() = gS * k.middleCols(c0, dh);
+    gk.middleCols(c0, dh).noalias() = gS.transpose() * q.middleCols(c0, dh);
+  }
+  rotate_rows_transpose(R, gq);
+  rotate_rows_transpose(R, gk);
+  auto lin_t = [](const Mat& M, const Tokens& B) { return M.size() != 0 ? Tokens(B * M) : B; };
+  Gx = lin_t(R.Q, gq) + lin_t(R.K, gk) + lin_t(R.V, gu);
+}
+
+void check_direction(const Batch& Z, const Tokens& V, const char* who) {
+  if (V.rows() != Z.Z.rows() || V.cols() != Z.Z.cols())
+    throw InputError(fmt::format("{}: direction is {} x {}; expected the shape of the batch, {} x {}", who, V.rows(),
+                                 V.cols(), Z.Z.rows(), Z.Z.cols()));
+}
+
 }  // namespace
 
 void rotate(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Tokens& Y) {
@@ -308,6 +404,23 @@ void AttentionField::eval(double, const Batch& Z, Tokens& dZ) const {
   });
 }
 
+void AttentionField::jvp(double, const Batch& Z, const Tokens& V, Tokens& out) const {
+  check_batch(Z, n_, P_.d, "rope::AttentionField::jvp");
+  check_direction(Z, V, "rope::AttentionField::jvp");
+  out.resize(Z.Z.rows(), Z.Z.cols());
+  Tokens Y, dY;
+  for (int r = 0; r < Z.runs; ++r) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
+    attend_tangent(*R_, Z.run(r), V.middleRows(r0, n_), Y, dY);
+    for (int i = 0; i < n_; ++i) {
+      const auto x = Z.Z.row(r0 + i);
+      const auto v = V.row(r0 + i);
+      // d(y - <x, y> x) = dy - (<v, y> + <x, dy>) x - <x, y> v
+      out.row(r0 + i) = dY.row(i) - (v.dot(Y.row(i)) + x.dot(dY.row(i))) * x - x.dot(Y.row(i)) * v;
+    }
+  }
+}
+
 // ---- AttentionStep ----
 
 AttentionStep::AttentionStep(AttentionParams P, int n, double h)
@@ -330,6 +443,53 @@ void AttentionStep::apply(long, Batch& Z) const {
     }
   });
   Z.Z.swap(Znew);
+}
+
+void AttentionStep::vjp(long, const Batch& Z, const Tokens& W, Tokens& out) const {
+  check_batch(Z, n_, P_.d, "rope::AttentionStep::vjp");
+  check_direction(Z, W, "rope::AttentionStep::vjp");
+  out.resize(Z.Z.rows(), Z.Z.cols());
+  Tokens Y, G(n_, P_.d), Gx;
+  for (int r = 0; r < Z.runs; ++r) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
+    // Y first (the forward output), then the projections' transposes (Dpi(u) is symmetric).
+    Tokens dummy = Tokens::Zero(n_, P_.d);
+    attend_transpose(*R_, Z.run(r), dummy, Y, Gx);
+    for (int i = 0; i < n_; ++i) {
+      const RowVec u = Z.Z.row(r0 + i) + h_ * Y.row(i);
+      const double nu = u.norm();
+      if (nu == 0.0) {
+        G.row(i) = W.row(r0 + i);
+        continue;
+      }
+      const RowVec pi = u / nu;
+      G.row(i) = (W.row(r0 + i) - pi.dot(W.row(r0 + i)) * pi) / nu;
+    }
+    attend_transpose(*R_, Z.run(r), G, Y, Gx);
+    out.middleRows(r0, n_) = G + h_ * Gx;
+  }
+}
+
+void AttentionStep::jvp(long, const Batch& Z, const Tokens& V, Tokens& out) const {
+  check_batch(Z, n_, P_.d, "rope::AttentionStep::jvp");
+  check_direction(Z, V, "rope::AttentionStep::jvp");
+  out.resize(Z.Z.rows(), Z.Z.cols());
+  Tokens Y, dY;
+  for (int r = 0; r < Z.runs; ++r) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
+    attend_tangent(*R_, Z.run(r), V.middleRows(r0, n_), Y, dY);
+    for (int i = 0; i < n_; ++i) {
+      const RowVec u = Z.Z.row(r0 + i) + h_ * Y.row(i);
+      const RowVec du = V.row(r0 + i) + h_ * dY.row(i);
+      const double nu = u.norm();
+      if (nu == 0.0) {  // apply() leaves a zero vector unnormalised
+        out.row(r0 + i) = du;
+        continue;
+      }
+      const RowVec pi = u / nu;
+      out.row(r0 + i) = (du - pi.dot(du) * pi) / nu;
+    }
+  }
 }
 
 }  // namespace tokdyn::rope

@@ -184,4 +184,131 @@ void SsmFlow::eval(double t, const Batch& Z, Tokens& dZ) const {
     dZ.row(i) -= (Z.Z.row(i).dot(dZ.row(i)) / Z.Z.row(i).squaredNorm()) * Z.Z.row(i);
 }
 
+
+// ---------------------------------------------------------------- linearisation
+
+namespace {
+
+inline double sigmoid(double x) { return x >= 0.0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+inline double dsilu(double x) {
+  const double s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+
+/// Dpi(u)[w] = (w - pi <pi, w>)/|u|, pi = u/|u|, row by row.
+void project_tangent_rows(const Tokens& U, const Tokens& dU, Tokens& out) {
+  out.resize(U.rows(), U.cols());
+  for (Eigen::Index i = 0; i < U.rows(); ++i) {
+    const double nu = U.row(i).norm();
+    if (nu == 0.0) {
+      out.row(i) = dU.row(i);
+      continue;
+    }
+    const RowVec pi = U.row(i) / nu;
+    out.row(i) = (dU.row(i) - pi.dot(dU.row(i)) * pi) / nu;
+  }
+}
+
+}  // namespace
+
+void ssm_tangent(const SsmParams& p, const SsmOptions& o, const Batch& Zb, const Tokens& V, Tokens& Y, Tokens& dY) {
+  const Tokens& Z = Zb.Z;
+  if (V.rows() != Z.rows() || V.cols() != Z.cols()) throw std::invalid_argument("ssm_tangent: V must have the shape of Z");
+  const int n = p.n();
+  const Eigen::Index N = Z.rows();
+  // Pre-activations and their tangents (the maps are linear in z before the nonlinearity).
+  const Mat xD = (Z * p.W_delta.transpose()).rowwise() + p.b_delta.transpose(), dxD = V * p.W_delta.transpose();
+  Mat B = Z * p.S_B.transpose(), dB = V * p.S_B.transpose();
+  Mat C = Z * p.S_C.transpose(), dC = V * p.S_C.transpose();
+  if (o.silu_bc) {
+    for (Eigen::Index i = 0; i < B.size(); ++i) {
+      dB.data()[i] *= dsilu(B.data()[i]);
+      B.data()[i] = silu(B.data()[i]);
+      dC.data()[i] *= dsilu(C.data()[i]);
+      C.data()[i] = silu(C.data()[i]);
+    }
+  }
+  Mat Delta(N, n), dDelta(N, n), A(N, n), dlogA(N, n);
+  for (Eigen::Index i = 0; i < N; ++i)
+    for (int mu = 0; mu < n; ++mu) {
+      const double x = xD(i, mu);
+      Delta(i, mu) = softplus(x);
+      dDelta(i, mu) = sigmoid(x) * dxD(i, mu);
+      A(i, mu) = std::exp(-p.alpha[mu] * Delta(i, mu));
+      dlogA(i, mu) = -p.alpha[mu] * dDelta(i, mu);
+    }
+  Y.resize(N, n);
+  dY.resize(N, n);
+  // r_i = sum_{j<=i} K_ij (lambda_ij ⊙ w_j), w_j = Delta_j ⊙ z_j, lambda_ij = prod_{l=j+1..i} a_l:
+  // dr_i = sum_j [dK_ij lambda w_j + K_ij lambda ⊙ (dlog lambda_ij ⊙ w_j + dw_j)].
+  for (int r = 0; r < Zb.runs; ++r) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * Zb.len;
+    const int len = Zb.len;
+    const Mat K = C.middleRows(r0, len) * B.middleRows(r0, len).transpose();
+    const Mat dK = dC.middleRows(r0, len) * B.middleRows(r0, len).transpose() +
+                   C.middleRows(r0, len) * dB.middleRows(r0, len).transpose();
+    Mat W(len, n), dW(len, n);
+    for (int j = 0; j < len; ++j) {
+      W.row(j) = Delta.row(r0 + j).cwiseProduct(Z.row(r0 + j));
+      dW.row(j) = dDelta.row(r0 + j).cwiseProduct(Z.row(r0 + j)) + Delta.row(r0 + j).cwiseProduct(V.row(r0 + j));
+    }
+    RowVec decay(n), dlog(n), acc(n), dacc(n);
+    for (int i = 0; i < len; ++i) {
+      decay.setOnes();
+      dlog.setZero();
+      acc.setZero();
+      dacc.setZero();
+      for (int j = i; j >= 0; --j) {
+        const RowVec lw = decay.cwiseProduct(W.row(j));
+        acc += K(i, j) * lw;
+        dacc += dK(i, j) * lw + K(i, j) * decay.cwiseProduct(dlog.cwiseProduct(W.row(j)) + dW.row(j));
+        if (j > 0) {
+          decay = decay.cwiseProduct(A.row(r0 + j));
+          dlog += dlogA.row(r0 + j);
+        }
+      }
+      Y.row(r0 + i) = acc;
+      dY.row(r0 + i) = dacc;
+    }
+  }
+  if (o.gate == GateKind::Silu) {
+    const Mat xg = (Z * p.W_g.transpose()).rowwise() + p.b_g.transpose(), dxg = V * p.W_g.transpose();
+    for (Eigen::Index i = 0; i < N; ++i)
+      for (int mu = 0; mu < n; ++mu) {
+        const double g = silu(xg(i, mu)), dg = dsilu(xg(i, mu)) * dxg(i, mu);
+        dY(i, mu) = dY(i, mu) * g + Y(i, mu) * dg;
+        Y(i, mu) *= g;
+      }
+  } else if (o.gate == GateKind::Constant) {
+    Y *= o.gate_const;
+    dY *= o.gate_const;
+  }
+}
+
+void SsmLayer::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
+  const auto p = sched_->at_layer(k);
+  Tokens Y, dY;
+  ssm_tangent(*p, opt_, Z, V, Y, dY);
+  const Tokens U = Z.Z + opt_.tau * Y;
+  const Tokens dU = V + opt_.tau * dY;
+  project_tangent_rows(U, dU, out);
+}
+
+void SsmFlow::jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const {
+  const auto p = sched_->at_time(t);
+  Tokens Y, dY;
+  ssm_tangent(*p, opt_, Z, V, Y, dY);
+  // f = y - (<x, y>/|x|^2) x:  df = dy - c v - dc x,  c = <x, y>/|x|^2,
+  // dc = (<v, y> + <x, dy>)/|x|^2 - 2 <x, y> <x, v>/|x|^4.
+  out.resize(Z.Z.rows(), Z.Z.cols());
+  for (Eigen::Index i = 0; i < Y.rows(); ++i) {
+    const auto x = Z.Z.row(i);
+    const auto v = V.row(i);
+    const double xx = x.squaredNorm(), xy = x.dot(Y.row(i));
+    const double c = xy / xx;
+    const double dc = (v.dot(Y.row(i)) + x.dot(dY.row(i))) / xx - 2.0 * xy * x.dot(v) / (xx * xx);
+    out.row(i) = dY.row(i) - c * v - dc * x;
+  }
+}
+
 }  // namespace tokdyn

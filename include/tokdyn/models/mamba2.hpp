@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokdyn/dynamics.hpp"
 #include "tokdyn/models/mamba2_config.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/tokens.hpp"
@@ -142,6 +143,33 @@ struct DepthRun {
 };
 void run_depth(const Config& cfg, const std::vector<Variant>& variants, const std::function<const Layer&(long k)>& layer,
                const MatF& X0, long depth, const DepthRun& opt, const std::function<void(double)>& progress = {});
+
+/// One depth step of the block as a LayerMap (src/models/mamba2_jvp.cpp), for linearisation:
+/// apply() is exactly run_depth's step (fp32 Engine::mixer, then the residual or sphere update in
+/// fp32; the double state is rounded to float on entry). jvp() is exact forward mode of the same
+/// step evaluated in double at Z as given (a state of a depth run is float-representable): value and tangent are propagated
+/// together through RMSNorm, in_proj, conv, SiLU, softplus dt, the SSD quadratic form, the gated
+/// RMSNorm and out_proj (weights widened to double). The tangent is computed in double because an
+/// fp32 tangent would carry ~1e-7 relative noise per operation; the double step agrees with the
+/// fp32 one to fp32 round-off. Cost: about two double forward passes (one GEMM each for value and
+/// tangent per projection, the SSD products twice); never a dense Jacobian.
+class BlockMap final : public LayerMap {
+ public:
+  BlockMap(Config cfg, Switches sw, std::function<const Layer&(long k)> layer, Update update, float tau = 1.0f);
+  void apply(long k, Batch& Z) const override;
+  void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const override;
+  bool has_exact_jvp() const override { return true; }
+  bool on_sphere() const override { return update_ == Update::Sphere; }
+  /// The step in double (Y = F_k(Z), Z not rounded) and its tangent dY = D F_k(Z)[V].
+  void step_double(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const;
+
+ private:
+  Config cfg_;
+  Switches sw_;
+  std::function<const Layer&(long k)> layer_;
+  Update update_;
+  float tau_;
+};
 
 /// Default token ids: run r draws `len` ids iid uniform in [0, vocab) from stream (seed, r);
 /// [runs*len], run-major. Use cfg.vocab_size (the real vocabulary, the same for a model in

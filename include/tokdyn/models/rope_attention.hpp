@@ -94,6 +94,11 @@ class AttentionField final : public VectorField {
   AttentionField(const AttentionField&) = delete;
   AttentionField& operator=(const AttentionField&) = delete;
   void eval(double t, const Batch& Z, Tokens& dZ) const override;
+  /// Exact tangent: dy_i = sum_j (dA_ij V x_j + A_ij V v_j), dA_ij = beta A_ij (ds_ij - sum_k A_ik ds_ik),
+  /// ds_ij = <R_i Q v_i, R_j K x_j> + <R_i Q x_i, R_j K v_j>; then d(y - <x, y> x). About two
+  /// attention passes (it forms the scores and their tangents per head; plain Eigen products).
+  void jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const override;
+  bool has_exact_jvp() const override { return true; }
   const AttentionParams& params() const { return P_; }
   int tokens() const { return n_; }
 
@@ -112,6 +117,12 @@ class AttentionStep final : public LayerMap {
   AttentionStep(const AttentionStep&) = delete;
   AttentionStep& operator=(const AttentionStep&) = delete;
   void apply(long k, Batch& Z) const override;
+  /// Exact tangent of (3): Dpi(u)[v + h dy], u = x + h y, Dpi(u)[w] = (w - pi <pi, w>)/|u|.
+  void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const override;
+  bool has_exact_jvp() const override { return true; }
+  /// Exact transpose product (reverse mode through the same quantities as jvp; ~3 attention passes).
+  void vjp(long k, const Batch& Z, const Tokens& W, Tokens& out) const override;
+  bool has_vjp() const override { return true; }
   double step() const { return h_; }
 
  private:

@@ -72,12 +72,21 @@ double interaction_kernel(const SsmParams& p, bool silu_bc, const RowVec& zi, co
 /// Step sizes Delta^mu(z) = softplus(W_Delta^mu z + b^mu).
 Vec step_sizes(const SsmParams& p, const RowVec& z);
 
+/// Exact tangent of the gated readout: for every run, Y = g ⊙ r(Z) (g = 1 when the gate is off)
+/// and dY = D(g ⊙ r)(Z)[V] (input-output form, forward mode through Delta = softplus, the decay
+/// products, the SiLU branches SiLU'(x) = s(x)(1 + x(1 - s(x))) and the gate). Both resized.
+void ssm_tangent(const SsmParams& p, const SsmOptions& o, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY);
+
 /// The discrete layer: z_i <- pi(z_i + tau g(z_i) ⊙ r_i), with parameters from a schedule.
 class SsmLayer final : public LayerMap {
  public:
   SsmLayer(std::shared_ptr<const WeightSchedule<SsmParams>> sched, SsmOptions opt,
            SsmForm form = SsmForm::InputOutput);
   void apply(long k, Batch& Z) const override;
+  /// Exact tangent of (2) (both forms compute the same map): ssm_tangent for dr, then
+  /// d(g ⊙ r) and Dpi(u)[du] = (du - pi <pi, du>)/|u|. About two forward readouts per call.
+  void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const override;
+  bool has_exact_jvp() const override { return true; }
   /// q_i = interaction kernel of token i with itself, for the state entering layer k (§VI-B):
   /// q (runs x len).
   void interaction_terms(long k, const Batch& Z, Mat& q) const;
@@ -100,6 +109,9 @@ class SsmFlow final : public VectorField {
  public:
   SsmFlow(std::shared_ptr<const WeightSchedule<SsmParams>> sched, SsmOptions opt);
   void eval(double t, const Batch& Z, Tokens& dZ) const override;
+  /// Exact tangent of (5), including the derivative of the projection (I - x x^T/|x|^2).
+  void jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const override;
+  bool has_exact_jvp() const override { return true; }
   std::vector<double> switching_times(double t0, double t1) const override {
     return sched_->switching_times(t0, t1);
   }
