@@ -686,18 +686,4 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
   return outcome;
 }
 
-/// The message on one line: newlines become "; " (carriage returns dropped).
-std::string one_line(std::string s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\r') continue;
-    if (s[i] == '\n') {
-      if (i + 1 < s.size()) out += "; ";
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 }  // namespace tokdyn

@@ -153,12 +153,6 @@ double chordal_diameter(const Eigen::Ref<const Tokens>& X) {
 
 double floor_time(double beta, int n, double t) { return 2.0 * softmax_floor(beta, n) * t; }
 
-double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y) {
-  const double c = x.dot(y);
-  const double s = (x - c * y).norm();
-  return std::atan2(s, c);
-}
-
 SphereObservables observe(const Eigen::Ref<const Tokens>& X, const RowVec& w) {
   SphereObservables o;
   o.m_w = w.size() == X.cols() ? hemisphere_min(X, w) : kNaN;

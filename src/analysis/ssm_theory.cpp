@@ -405,15 +405,7 @@ SampledPe sampled_pe(const std::vector<double>& q, int T, double rho) {
   if (T < 1 || T > kappa) throw std::invalid_argument("sampled_pe: need 1 <= T <= record length");
   SampledPe r;
   r.T = T;
-  // W(T) = min_{0 <= t <= kappa-T} (1/T) sum_{s=t+1}^{t+T} q(s)  (23)
-  double sum = 0.0;
-  for (int s = 0; s < T; ++s) sum += q[static_cast<std::size_t>(s)];
-  double w = sum;
-  for (int t = 1; t + T <= kappa; ++t) {
-    sum += q[static_cast<std::size_t>(t + T - 1)] - q[static_cast<std::size_t>(t - 1)];
-    w = std::min(w, sum);
-  }
-  r.worst_average = w / T;
+  r.worst_average = worst_window_average(q, T);  // W(T) (23), of analysis/pe_window
   r.holds = r.worst_average > rho;
   r.T_star = smallest_admissible_window(worst_window_average(q));
   return r;
@@ -777,15 +769,19 @@ AnisotropyConstants anisotropy(const std::vector<SsmParams>& samples, const Spec
 // =============================================================================================
 // Projected variables and the decomposition (24)-(28)
 
-double projected_b(const RowVec& z, int mu, int sigma) { return sigma * z[mu]; }  // (7)
+double projected_b(double z_mu, int sigma) { return sigma * z_mu; }  // b_i = sigma_i z_i^mu~, The Attention Within (7)
+double projected_b(const RowVec& z, int mu, int sigma) { return projected_b(z[mu], sigma); }
+
+// V = 1 - b = sum_{mu != mu~} (z^mu)^2 / (1 + b) on the sphere, The Attention Within (8).
+double lyapunov_V(double b, double tangential) { return b > 0.0 ? tangential / (1.0 + b) : 1.0 - b; }
 
 double lyapunov_V(const RowVec& z, int mu, int sigma) {
-  const double b = sigma * z[mu];
-  if (b <= 0.0) return 1.0 - b;  // no cancellation
+  const double b = projected_b(z, mu, sigma);
+  if (b <= 0.0) return lyapunov_V(b, 0.0);  // 1 - b: no cancellation, the tangential mass is not needed
   double t = 0.0;
   for (Eigen::Index k = 0; k < z.size(); ++k)
     if (k != mu) t += z[k] * z[k];
-  return t / (1.0 + b);  // (8) V = 1 - b = sum_{mu != mu~} (z^mu)^2 / (1 + b) on the sphere (§1.8)
+  return lyapunov_V(b, t);
 }
 
 double error_norm(const RowVec& z, int mu, int sigma) { return std::sqrt(2.0 * lyapunov_V(z, mu, sigma)); }  // |e|^2 = 2V

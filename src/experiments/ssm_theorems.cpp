@@ -54,11 +54,8 @@ struct Recorded {
   std::size_t at(int r, int i, std::size_t o) const {
     return (static_cast<std::size_t>(r) * static_cast<std::size_t>(len) + static_cast<std::size_t>(i)) * nobs() + o;
   }
-  double b(int r, int i, std::size_t o, int sigma) const { return sigma * zmu[at(r, i, o)]; }  // (7)
-  double V(int r, int i, std::size_t o, int sigma) const {  // (8), stable (§1.8)
-    const double bb = b(r, i, o, sigma);
-    return bb > 0.0 ? tang[at(r, i, o)] / (1.0 + bb) : 1.0 - bb;
-  }
+  double b(int r, int i, std::size_t o, int sigma) const { return projected_b(zmu[at(r, i, o)], sigma); }
+  double V(int r, int i, std::size_t o, int sigma) const { return lyapunov_V(b(r, i, o, sigma), tang[at(r, i, o)]); }
 };
 
 /// How the runs are integrated (parameters integrator, h, rtol, atol).
@@ -209,19 +206,10 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
 
 void write_metrics(CsvWriter& csv, const std::string& variant, const Recorded& R) {
   for (std::size_t o = 0; o < R.nobs(); ++o) {
-    double l1 = 0, l2 = 0, p1 = 0, p2 = 0;
-    for (const auto& g : R.gram[o]) {
-      l1 += g.lambda1;
-      p1 += g.participation;
-    }
-    const double N = static_cast<double>(R.gram[o].size());
-    l1 /= N;
-    p1 /= N;
-    for (const auto& g : R.gram[o]) {
-      l2 += (g.lambda1 - l1) * (g.lambda1 - l1);
-      p2 += (g.participation - p1) * (g.participation - p1);
-    }
-    csv.cell(variant).cell(static_cast<long>(o)).cell(l1).cell(std::sqrt(l2 / N)).cell(p1).cell(std::sqrt(p2 / N)).cell(R.t[o]);
+    double l1 = 0, l1_sd = 0, p1 = 0, p1_sd = 0;
+    gram_stats(R.gram[o], &GramMetrics::lambda1, l1, l1_sd);
+    gram_stats(R.gram[o], &GramMetrics::participation, p1, p1_sd);
+    csv.cell(variant).cell(static_cast<long>(o)).cell(l1).cell(l1_sd).cell(p1).cell(p1_sd).cell(R.t[o]);
     csv.end_row();
   }
 }

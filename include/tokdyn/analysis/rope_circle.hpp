@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tokdyn/drivers.hpp"
+#include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/models/rope_phase.hpp"
 #include "tokdyn/tokens.hpp"
 
@@ -171,8 +172,7 @@ std::vector<TwistedRow> twisted_nonresonant_grid(double beta = 2.0, int fd_max_n
 // =============================================================================================
 // Strict semicircle contraction (Thm 6.3), bipodal boundary (Prop. 6.4), Lemma C.1 active sets.
 
-/// a_{beta,n} = e^{-2 beta} / (n - 1 + e^{-2 beta}) (7).
-double circle_floor(double beta, int n);
+/// The softmax floor a_{beta,n} (7) is rope::softmax_floor (models/rope_attention.hpp).
 /// Lifted diameter D = max_i theta_i - min_i theta_i (no wrapping) and q = tan(D/2).
 double lifted_diameter(const Vec& theta);
 

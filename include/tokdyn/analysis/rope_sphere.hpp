@@ -27,6 +27,7 @@
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/sphere.hpp"
 
 namespace tokdyn::rope {
 
@@ -53,8 +54,7 @@ inline double deficit_of(double c) { return 1.0 - c; }
 double chordal_diameter(const Eigen::Ref<const Tokens>& X);
 /// Floor-scaled time tau = 2 a_{beta,n} t.
 double floor_time(double beta, int n, double t);
-/// Geodesic distance arccos<x, y> in the accurate atan2 form.
-double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y);
+/// The geodesic distance arccos<x, y> is tokdyn::geodesic (sphere.hpp).
 
 struct SphereObservables {
   double m_w = 0.0;  ///< NaN when no w is given

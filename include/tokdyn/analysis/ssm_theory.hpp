@@ -265,8 +265,13 @@ double prop_v1_kappa(double alpha_pd, double beta, double c);
 
 /// b_i = sigma_i z_i^mu~ (7).
 double projected_b(const RowVec& z, int mu_tilde, int sigma);
+/// b_i = sigma_i z_i^mu~ (7) from the principal coordinate z_mu = z_i^mu~ alone.
+double projected_b(double z_mu, int sigma);
 /// V_i = 1 - b_i (8), computed stably as sum_{mu != mu~} (z^mu)^2 / (1 + b_i) (§1.8).
 double lyapunov_V(const RowVec& z, int mu_tilde, int sigma);
+/// V_i (8) from b_i and the tangential mass t = sum_{mu != mu~} (z_i^mu)^2: t / (1 + b) for b > 0
+/// (no cancellation near the pole), 1 - b otherwise.
+double lyapunov_V(double b, double tangential);
 /// |e_i| = |z_i - sigma_i e^mu~| (9) = sqrt(2 V_i).
 double error_norm(const RowVec& z, int mu_tilde, int sigma);
 /// A unit token with V = 1 - b of the given (tiny or not) size: z = sigma (b e + sqrt(V (2 - V)) w),
