@@ -16,7 +16,7 @@ GramMetrics gram_metrics(const Eigen::Ref<const Tokens>& Z) {
   Mat G = Zh * Zh.transpose();  // uncentred Gram matrix of the normalised tokens (§VI)
   const double L = static_cast<double>(len);
   GramMetrics m{};
-  // r = (sum_k lambda_bar_k^2)^{-1} = len^2 / ||G||_F^2: no eigensolver needed (§VI, spec 3.2).
+  // r = (sum_k lambda_bar_k^2)^{-1} = len^2 / ||G||_F^2: no eigensolver needed (The Attention Within §VI).
   m.participation = L * L / G.squaredNorm();
   Eigen::SelfAdjointEigenSolver<Mat> es(G, Eigen::EigenvaluesOnly);
   m.lambda1 = es.eigenvalues()(len - 1) / L;

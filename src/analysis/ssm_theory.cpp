@@ -648,7 +648,7 @@ double prop_iv1_d_eps(double c, double eps, double Lambda, double sup_norm) {
 }
 
 double prop_iv1_M(double sup_norm_2, double D_norm_max) {
-  return 8.0 * sup_norm_2 * D_norm_max;  // bound of (26)+(27)+(28) (spec §2.5, [inferred])
+  return 8.0 * sup_norm_2 * D_norm_max;  // bound of (26)+(27)+(28) (our reading of the proof of Prop. IV.1)
 }
 
 double sup_kernel_norm_fro(const std::vector<SsmParams>& samples) {

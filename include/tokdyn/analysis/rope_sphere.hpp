@@ -1,6 +1,6 @@
 #pragma once
-// Sphere-side geometry of RoPE self-attention (spec rope-attention-dynamics.md §1.12, §2 P6.1,
-// T6.2, C6.5, R37, T4.3, T7.3, §4.9-4.13): observables, Dini residuals through the finite
+// Sphere-side geometry of RoPE self-attention (RoPE paper eqs. (28)–(37), Prop. 6.1, Thm 6.2,
+// Cor. 6.5, Thm 4.3, Thm 7.3): observables, Dini residuals through the finite
 // active-set calculus (Lemma C.1, analysis/dini.hpp), seeded state generators, trajectory-vs-bound
 // comparisons along the retracted RK4, the App. D.3 Dini grids, and the nonlinear slow-mode rate
 // fit at a consensus point.

@@ -1,7 +1,7 @@
 #pragma once
 // The theory of "The Attention Within" (arXiv 2609.17997), computed: every constant the
 // assumptions and theorems define, for a constant parameter set or for a schedule sampled on a
-// time grid or per layer (spec ssm-consensus.md §2.1, §2.5, §2.6).
+// time grid or per layer (§III–§V: Lemma III.1, Prop. IV.1, Thm IV.1, and the linearisation at consensus).
 //
 //  * Lemma III.1 / Assumption III.1: certified channel bounds lambda_lo/hi(s) per gap s = i - j,
 //    the principal channel mu~, gamma, Gamma, Lambda, lambda_max, lambda_min (+ sampled inner

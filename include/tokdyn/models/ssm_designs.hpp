@@ -1,7 +1,7 @@
 #pragma once
 // Weight designs for the theory of "The Attention Within" (arXiv 2609.17997): parameter sets and
 // schedules t -> (alpha, W_Delta, b_Delta, S_B, S_C) that satisfy, or deliberately violate, the
-// paper's assumptions (spec ssm-consensus.md §2.2). Channel indices are 0-based: the paper's
+// paper's assumptions (Assumptions III.1, IV.1 and §V). Channel indices are 0-based: the paper's
 // principal channel mu~ = 1 is channel 0 here.
 //
 // Every kernel-prescribed design is realised through the factorisation of §2.2:
