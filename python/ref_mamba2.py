@@ -71,7 +71,7 @@ def _no_duplicates(pairs):
 
 
 def load_safetensors_file(path):
-    """One .safetensors file -> dict name -> float64 array (with the §4 validity checks)."""
+    """One .safetensors file -> dict name -> float64 array (with the safetensors format validity checks)."""
     with open(path, "rb") as f:
         data = f.read()
     size = len(data)

@@ -132,7 +132,7 @@ ChannelBounds channel_bounds(const SsmParams& p, int len) {
   cb.lambda_lo.resize(n, len);
   cb.lambda_hi.resize(n, len);
   for (int mu = 0; mu < n; ++mu) {
-    // |W^mu z| <= ||W^mu|| on the unit sphere, softplus increasing (§2.1).
+    // |W^mu z| <= ||W^mu|| on the unit sphere, softplus increasing (Lemma III.1).
     const double w = p.W_delta.row(mu).norm();
     const double lo = softplus(p.b_delta[mu] - w), hi = softplus(p.b_delta[mu] + w);
     cb.delta_lo[mu] = lo;
@@ -239,7 +239,7 @@ SpectralConstants spectral_constants(const std::vector<SsmParams>& samples, int 
   SpectralConstants k = spectral_constants(samples.front(), len, mu_tilde);
   for (std::size_t a = 1; a < samples.size(); ++a) {
     const SpectralConstants q = spectral_constants(samples[a], len, mu_tilde);
-    // inf/sup over t (§2.1): per-time bounds combined.
+    // inf/sup over t (Lemma III.1): per-time bounds combined.
     k.gamma = std::min(k.gamma, q.gamma);
     k.Gamma = std::max(k.Gamma, q.Gamma);
     k.Lambda = std::max(k.Lambda, q.Lambda);
@@ -840,7 +840,7 @@ double bdot(const SsmParams& p, const Tokens& Z, int i, int mu, int sigma) {
 }
 
 // =============================================================================================
-// §2.6 linearisation
+// Linearisation of (5) at a consensus point (our derivation)
 
 Tokens consensus_point(int n, int mu, const std::vector<int>& Sigma) {
   check_mu(mu, n, "consensus_point");
@@ -864,7 +864,7 @@ Mat consensus_linearisation_diagonal(const SsmParams& p, int len, int mu, const 
       cross += sig[static_cast<std::size_t>(i)] * sig[static_cast<std::size_t>(j)] *
                interaction_kernel(p, silu_bc, Z.row(i), Z.row(j)) * L[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)][mu];
     for (int nu = 0; nu < n; ++nu)
-      if (nu != mu) D(i, nu) = -(Kii * (lii[mu] - lii[nu]) + cross);  // §2.6
+      if (nu != mu) D(i, nu) = -(Kii * (lii[mu] - lii[nu]) + cross);  // linearised (5)
   }
   return D;
 }

@@ -248,7 +248,7 @@ Batch initial_tokens(std::uint64_t seed, int v, int runs, int len, int n, bool n
   return B;
 }
 
-/// Signs of the final state (sigma_hat_i = sign z_i^mu~(t_end), §2.4).
+/// Signs of the final state (sigma_hat_i = sign z_i^mu~(t_end), Definition III.1).
 std::vector<std::vector<int>> final_signs(const Recorded& R) {
   std::vector<std::vector<int>> s(static_cast<std::size_t>(R.runs), std::vector<int>(static_cast<std::size_t>(R.len)));
   for (int r = 0; r < R.runs; ++r)
@@ -393,7 +393,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
     });
     write_metrics(metrics, V.name, R);
     write_convergence(conv, V.name, R, signs, runs);
-    // Predicted rates (§2.6) at the time-averaged kernel over the fit window.
+    // Predicted rates (linearised (5), our derivation) at the time-averaged kernel over the fit window.
     const double t0 = 0.5 * t_end;
     Mat Sbar = Mat::Zero(4, 4);
     const auto fit_samples = sample_times(*V.sched, time_grid(t0, t_end, 401));
@@ -431,7 +431,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   ctx.notes["realisation"] = "S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q(t) = exp(t K0), K0 skew with N(0, rotation^2) entries (stream seed, 0x6b30)";
   ctx.notes["initial_tokens"] = "run r of variant v: stream (seed, v, r); V_i(0) uniform in [0, v0], random signs and tangential directions";
   write_integration_notes(ctx, in, log);
-  ctx.notes["rates"] = "fitted: least-squares slope of ln V_i over [t_end/2, t_end]; predicted: 2 x slowest linearised rate (§2.6) at the time-averaged kernel; certified: rho_i of Theorem IV.1's proof (eps = rho/2)";
+  ctx.notes["rates"] = "fitted: least-squares slope of ln V_i over [t_end/2, t_end]; predicted: 2 x slowest rate of (5) linearised at consensus at the time-averaged kernel; certified: rho_i of Theorem IV.1's proof (eps = rho/2)";
 }
 
 // =============================================================================================
