@@ -3,7 +3,7 @@
 
 Sizes: d_model 32, n_layer 3, d_state 8, headdim 8, expand 2 (d_inner 64, 8 heads), d_conv 4,
 ngroups 1 or 2 (--ngroups), vocab 100 padded to 112 (pad_vocab_size_multiple 16).
-Tensor names per mamba2.md §3.2; mixed dtypes (F16 for embedding, in_proj, conv1d.weight, out_proj;
+Tensor names as in the state-spaces/mamba checkpoints; mixed dtypes (F16 for embedding, in_proj, conv1d.weight, out_proj;
 F32 for the small vectors; --bf16 stores in_proj as BF16 instead); tied embedding, no lm_head.
 config.json is state-spaces style with the non-default sizes in ssm_cfg.
 Weights follow the reference Mamba-2 initialisation (uniform fan-in linears, dt init, A_log = ln U(1,16)),

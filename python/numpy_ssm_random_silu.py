@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A straightforward NumPy implementation of the preset ssm-random-silu, for timing against tokdyn.
 
-Same sizes and the same math as `tokdyn run ssm-random-silu` (spec ssm-consensus.md §1, input-output
+Same sizes and the same math as `tokdyn run ssm-random-silu` (The Attention Within §II, input-output
 form of Lemma II.1, tau = 1, gate off), written the way a researcher would: Python loops over
 variants, layers and runs, NumPy inside, vectorised where natural. Random bits differ from tokdyn's
 (NumPy's PCG64 instead of xoshiro256++); the distributions are the same:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 NumPy reference of the Mamba-2 forward pass (spec mamba2.md §1, ablations §1.3).
+"""Independent float64 NumPy reference of the Mamba-2 forward pass (Mamba-2 SSD block as in state-spaces/mamba; the ablations of The Attention Within §VI).
 
 Written straight from the equations, deliberately plain: every weight is widened to float64, the causal
 conv is a loop over taps and the SSD recurrence a loop over tokens (vectorised over runs, heads, channels
@@ -71,7 +71,7 @@ def _no_duplicates(pairs):
 
 
 def load_safetensors_file(path):
-    """One .safetensors file -> dict name -> float64 array (with the §4 validity checks)."""
+    """One .safetensors file -> dict name -> float64 array (with the safetensors format validity checks)."""
     with open(path, "rb") as f:
         data = f.read()
     size = len(data)

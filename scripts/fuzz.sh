@@ -43,7 +43,7 @@ cd "$repo"
 sources_of() {  # the translation units of one target
   case $1 in
     safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
-    npy_header) echo src/io/npy.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
+    npy_header) echo src/io/npy.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
     mamba2_config) echo src/models/mamba2_config.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
   esac
 }

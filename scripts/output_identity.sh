@@ -39,7 +39,7 @@ runs=(
   "mamba2-fig3 $m2 --set size=tiny --set checkpoint="
   "mamba2-fig4 $m2 --set window=4"
   "mamba2-fig5 $m2 --set size=tiny --set checkpoint= --set window=4"
-  "mamba2-fig6 $m2 --set window=4"
+  "mamba2-fig6 $m2"
   "rope-flow --set n=8 --set d=4 --set runs=2 --set t_end=2"
   "rope-flow --set n=8 --set d=4 --set runs=2 --set t_end=2 --set integrator=fehlberg78 --set causal=true"
   "rope-flow --set n=6 --set d=4 --set runs=2 --set t_end=2 --set integrator=discrete --set heads=2"
@@ -56,7 +56,7 @@ for r in "${runs[@]}"; do
   # shellcheck disable=SC2086
   "$tokdyn" run $r --out "$dir" --no-figures --quiet --threads "$threads" >/dev/null
   (cd "$dir" && find . -type f \( -name '*.csv' -o -name '*.npy' \) | LC_ALL=C sort | while read -r f; do
-     printf '%s  %s  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$r" "${f#./}"
+     printf '%s  %s  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "${r//$work/WORK}" "${f#./}"
    done) >> "$out"
 done
 # rope-table2 at its own (fixed) size: ~1 s

@@ -76,6 +76,19 @@ std::string message_line(std::string_view s, std::size_t max_chars) {
   return out;
 }
 
+std::string one_line(std::string s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\r') continue;
+    if (s[i] == '\n') {
+      if (i + 1 < s.size()) out += "; ";
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 Failure failure_of(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);

@@ -16,7 +16,7 @@ GramMetrics gram_metrics(const Eigen::Ref<const Tokens>& Z) {
   Mat G = Zh * Zh.transpose();  // uncentred Gram matrix of the normalised tokens (§VI)
   const double L = static_cast<double>(len);
   GramMetrics m{};
-  // r = (sum_k lambda_bar_k^2)^{-1} = len^2 / ||G||_F^2: no eigensolver needed (§VI, spec 3.2).
+  // r = (sum_k lambda_bar_k^2)^{-1} = len^2 / ||G||_F^2: no eigensolver needed (The Attention Within §VI).
   m.participation = L * L / G.squaredNorm();
   Eigen::SelfAdjointEigenSolver<Mat> es(G, Eigen::EigenvaluesOnly);
   m.lambda1 = es.eigenvalues()(len - 1) / L;
@@ -69,7 +69,7 @@ void GramObserver::observe(double t, const Batch& Z) {
   cd_.push_back(std::move(cd));
 }
 
-static void stats(const std::vector<GramMetrics>& v, double GramMetrics::*f, double& mean, double& sd) {
+void gram_stats(const std::vector<GramMetrics>& v, double GramMetrics::*f, double& mean, double& sd) {
   double s = 0.0, s2 = 0.0;
   for (const auto& g : v) s += g.*f;
   mean = s / static_cast<double>(v.size());
@@ -78,10 +78,10 @@ static void stats(const std::vector<GramMetrics>& v, double GramMetrics::*f, dou
 }
 
 void GramObserver::lambda1_stats(std::size_t o, double& mean, double& sd) const {
-  stats(m_.at(o), &GramMetrics::lambda1, mean, sd);
+  gram_stats(m_.at(o), &GramMetrics::lambda1, mean, sd);
 }
 void GramObserver::pr_stats(std::size_t o, double& mean, double& sd) const {
-  stats(m_.at(o), &GramMetrics::participation, mean, sd);
+  gram_stats(m_.at(o), &GramMetrics::participation, mean, sd);
 }
 
 void InteractionObserver::observe(double t, const Batch& Z) {

@@ -436,17 +436,4 @@ const Experiment& experiment_of_toml(const fs::path& file) {
   return *e;
 }
 
-std::string one_line(std::string s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\r') continue;
-    if (s[i] == '\n') {
-      if (i + 1 < s.size()) out += "; ";
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 }  // namespace tokdyn

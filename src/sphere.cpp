@@ -22,13 +22,17 @@ void tangent_project_rows(const Tokens& Z, Tokens& V) {
   for (Eigen::Index i = 0; i < Z.rows(); ++i) V.row(i) -= Z.row(i).dot(V.row(i)) * Z.row(i);
 }
 
+// d_g(x, y) = arccos<x, y> = atan2(|x - <x, y> y|, <x, y>) on S^{d-1}: The Attention Within §II-D, RoPE paper Cor. 6.5.
+double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y) {
+  const double c = x.dot(y);
+  const double s = (x - c * y).norm();
+  return std::atan2(s, c);
+}
+
 double geodesic_distance(const Tokens& A, const Tokens& B) {
   double s = 0.0;
   for (Eigen::Index i = 0; i < A.rows(); ++i) {
-    // atan2 form: accurate for nearly equal and nearly antipodal points alike.
-    const double c = A.row(i).dot(B.row(i));
-    const double sn = (A.row(i) - c * B.row(i)).norm();
-    const double th = std::atan2(sn, c);
+    const double th = geodesic(A.row(i), B.row(i));
     s += th * th;
   }
   return std::sqrt(s);

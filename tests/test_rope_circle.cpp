@@ -251,8 +251,8 @@ TEST(RopeCircleTwisted, ExactSpectrumRejectsNonEquilibria) {
 // Semicircle contraction.
 
 TEST(RopeCircleContraction, FloorAndDiameterStates) {
-  EXPECT_DOUBLE_EQ(circle_floor(0.0, 4), 0.25);
-  EXPECT_NEAR(circle_floor(2.0, 3), 1.0 / (1.0 + 2.0 * std::exp(4.0)), 1e-17);
+  EXPECT_DOUBLE_EQ(softmax_floor(0.0, 4), 0.25);
+  EXPECT_NEAR(softmax_floor(2.0, 3), 1.0 / (1.0 + 2.0 * std::exp(4.0)), 1e-17);
   for (int ties = 0; ties < 4; ++ties) {
     const Vec th = circle_state_with_diameter(6, 0.9 * kPi, 1, {7}, ties);
     EXPECT_EQ(lifted_diameter(th), 0.9 * kPi);
@@ -443,8 +443,8 @@ TEST(RopeCircleRates, FixedStepFehlberg78ConvergesAtHighOrder) {
 TEST(RopeCircleRates, BadInputRaisesOneLineInputError) {
   EXPECT_TRUE(one_line_input_error([] { energy_rate_grid(1); }));
   EXPECT_TRUE(one_line_input_error([] { energy_rate_fd(prop32_params(), prop32_state_plus(), 0.0); }));
-  EXPECT_TRUE(one_line_input_error([] { circle_floor(-1.0, 3); }));
-  EXPECT_TRUE(one_line_input_error([] { circle_floor(1.0, 1); }));
+  EXPECT_TRUE(one_line_input_error([] { softmax_floor(-1.0, 3); }));
+  EXPECT_TRUE(one_line_input_error([] { softmax_floor(1.0, 1); }));
   EXPECT_TRUE(one_line_input_error([] { circle_state_with_diameter(1, 1.0, 1, {}); }));
   EXPECT_TRUE(one_line_input_error([] { circle_contraction(PhaseParams{1.0, 0.0, {}}, Vec{{0.0, kPi}}); }));
   EXPECT_TRUE(one_line_input_error([] { diameter_dini(PhaseParams{-1.0, 0.0, {}}, Vec{{0.0, 1.0}}); }));

@@ -90,7 +90,7 @@ TEST(RopePhase, AttentionIsRowStochasticAboveTheSharpFloor) {
     Mat A;
     phase_attention(c.p, c.theta, A);
     EXPECT_LE((A.rowwise().sum().array() - 1.0).abs().maxCoeff(), 1e-14);
-    EXPECT_GE(A.minCoeff(), circle_floor(beta, 6) * (1.0 - 1e-12));
+    EXPECT_GE(A.minCoeff(), softmax_floor(beta, 6) * (1.0 - 1e-12));
   }
 }
 

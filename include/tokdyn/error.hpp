@@ -62,6 +62,10 @@ namespace tokdyn {
 /// `max_chars` bytes (ending in "...").
 std::string message_line(std::string_view s, std::size_t max_chars = 480);
 
+/// `s` on one line: newlines become "; " (a trailing one is dropped), carriage returns are
+/// dropped; nothing else changes (for the text of one-line error messages).
+std::string one_line(std::string s);
+
 /// How the CLI reports an exception: its exit code and its line ("error: ...", "internal error:
 /// ...", "out of memory ..."), per the table at the top of this header.
 struct Failure {

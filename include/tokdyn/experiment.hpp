@@ -151,9 +151,6 @@ void check_resources(const Experiment& e, const Params& p, int threads, bool ann
 /// Physical memory available to this process (the smaller of RAM and a cgroup limit), bytes.
 double machine_memory_bytes();
 
-/// `s` on one line: newlines become "; " (for one-line error messages).
-std::string one_line(std::string s);
-
 /// Draws figures: runs `/usr/bin/python3 python/plot.py KIND DIR` (the interpreter can be
 /// overridden by TOKDYN_PYTHON). Throws std::runtime_error when plotting fails.
 void draw_figures(const std::string& kind, const std::filesystem::path& dir);

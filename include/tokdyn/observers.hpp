@@ -26,6 +26,10 @@ struct GramMetrics {
 };
 GramMetrics gram_metrics(const Eigen::Ref<const Tokens>& Z);
 
+/// Mean and population standard deviation over runs of one Gram metric (the mean +/- std bands of
+/// The Attention Within §VI, Figs. 2-3): field is e.g. &GramMetrics::lambda1.
+void gram_stats(const std::vector<GramMetrics>& runs, double GramMetrics::*field, double& mean, double& sd);
+
 /// Euclidean distance in (R^d)^len from the normalised tokens to the nearest consensus
 /// configuration (s_1 e^mu, ..., s_len e^mu) of Definition III.1, over all channels mu and signs.
 struct ConsensusDistance {

@@ -15,6 +15,10 @@ Vec tangent_map(const Vec& x, const Vec& X);
 /// V_i <- (I - z_i z_i^T) V_i.
 void tangent_project_rows(const Tokens& Z, Tokens& V);
 
+/// Geodesic distance arccos<x, y> between unit vectors, in the atan2 form (accurate for nearly
+/// equal and nearly antipodal points alike).
+double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y);
+
 /// Product-metric geodesic distance on (S^{d-1})^n: sqrt(sum_i arccos(<z_i, z'_i>)^2).
 double geodesic_distance(const Tokens& A, const Tokens& B);
 

@@ -359,13 +359,6 @@ std::vector<TwistedRow> twisted_nonresonant_grid(double beta, int fd_max_n) {
 // =============================================================================================
 // Semicircle contraction.
 
-double circle_floor(double beta, int n) {
-  if (n < 2) throw InputError("circle_floor: expected at least 2 tokens, got " + std::to_string(n));
-  if (!std::isfinite(beta) || beta < 0.0) throw InputError("circle_floor: beta must be finite and >= 0");
-  const double e = std::exp(-2.0 * beta);
-  return e / (n - 1 + e);
-}
-
 double lifted_diameter(const Vec& theta) {
   if (theta.size() == 0) throw InputError("lifted_diameter: empty state");
   return theta.maxCoeff() - theta.minCoeff();
@@ -377,7 +370,7 @@ DiameterDini diameter_dini(const PhaseParams& p, const Vec& theta, double tie_to
   DiameterDini r;
   r.D = lifted_diameter(theta);
   r.q = std::tan(0.5 * r.D);
-  r.a = circle_floor(p.beta, n);
+  r.a = softmax_floor(p.beta, n);
   Vec v1, v2;
   phase_velocity(p, theta, v1);
   phase_velocity_cartesian(p, theta, v2);
@@ -464,7 +457,7 @@ ContractionTrajectory circle_contraction(const PhaseParams& p, const Vec& theta0
   tr.omega = p.omega;
   tr.D0 = lifted_diameter(theta0);
   if (!(tr.D0 < kPi)) throw InputError("circle_contraction: initial lifted diameter must be < pi (Thm 6.3)");
-  tr.a = circle_floor(p.beta, n);
+  tr.a = softmax_floor(p.beta, n);
   tr.q0 = std::tan(0.5 * tr.D0);
   tr.method = opt.adaptive.method;
   tr.max_excess = -std::numeric_limits<double>::infinity();
@@ -521,7 +514,7 @@ std::vector<ContractionTrajectory> fig2a_trajectories(int samples) {
 
 std::vector<Fig2cPoint> fig2c_curve(double D0, const std::vector<double>& times, const AdaptiveOptions& opt) {
   const PhaseParams p{2.0, 0.0, {}};
-  const double a = circle_floor(p.beta, 2);
+  const double a = softmax_floor(p.beta, 2);
   PhaseField f(p, 2);
   Batch B = phase_batch(Vec{{0.0, D0}});
   std::vector<Fig2cPoint> out;
@@ -547,7 +540,7 @@ TailCheck circle_tail_check(const PhaseParams& p, const Vec& theta0, double t_en
   p.validate(n, "circle_tail_check");
   if (samples < 2 || !(t_end > 0.0)) throw InputError("circle_tail_check: need >= 2 samples and t_end > 0");
   TailCheck tc;
-  tc.a = circle_floor(p.beta, n);
+  tc.a = softmax_floor(p.beta, n);
   const double D0 = lifted_diameter(theta0);
   if (!(D0 < kPi)) throw InputError("circle_tail_check: initial lifted diameter must be < pi (Thm 6.3)");
   tc.q0 = std::tan(0.5 * D0);

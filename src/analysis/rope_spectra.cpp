@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tokdyn/error.hpp"
+#include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
 
 namespace tokdyn::rope {
@@ -265,8 +266,7 @@ PsdMinima psd_minima(const ConsensusKernel& k) {
 double local_gap_lower_bound(int n, double beta) {
   if (n < 2) bad("local_gap_lower_bound", "n must be >= 2, got " + std::to_string(n));
   check_beta("local_gap_lower_bound", beta);
-  const double e = std::exp(-2.0 * beta);
-  return n * e / (n - 1 + e);
+  return n * softmax_floor(beta, n);  // (38): gamma >= n a_{beta,n}, a of (7)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,10 +380,7 @@ double gap_asymptotic(int L, double beta) {
   if (L < 1) bad("gap_asymptotic", "L must be >= 1, got " + std::to_string(L));
   check_beta("gap_asymptotic", beta);
   if (L == 1) return 1.0;
-  if (L == 2) {
-    const double e = std::exp(-2.0 * beta);
-    return 2.0 * e / (1.0 + e);
-  }
+  if (L == 2) return 2.0 * softmax_floor(beta, 2);  // (26) = 2 a_{beta,2}; x2 is exact, so bit-equal
   const double s = std::sin(kPi / L);
   const double dL = 2.0 * s * s;
   return 2.0 * dL * std::exp(-beta * dL);

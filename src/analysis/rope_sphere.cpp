@@ -153,12 +153,6 @@ double chordal_diameter(const Eigen::Ref<const Tokens>& X) {
 
 double floor_time(double beta, int n, double t) { return 2.0 * softmax_floor(beta, n) * t; }
 
-double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y) {
-  const double c = x.dot(y);
-  const double s = (x - c * y).norm();
-  return std::atan2(s, c);
-}
-
 SphereObservables observe(const Eigen::Ref<const Tokens>& X, const RowVec& w) {
   SphereObservables o;
   o.m_w = w.size() == X.cols() ? hemisphere_min(X, w) : kNaN;
@@ -477,62 +471,65 @@ void finish(DiniGrid& g) {
 
 }  // namespace
 
-DiniGrid nonobtuse_grid(std::uint64_t seed) {
-  DiniGrid g;
+namespace {
+
+// The App. D.3 grid of the non-obtuse and hemisphere families: n x d x beta x config, each state
+// from the stream (seed, family, n, d, beta index, config); f(n, d, P, cfg, rng) per point.
+template <class F>
+void for_each_grid_point(std::uint64_t seed, std::uint64_t family, F&& f) {
   for (int ni = 0; ni < 3; ++ni)
     for (int di = 0; di < 3; ++di)
       for (int bi = 0; bi < 5; ++bi)
         for (int cfg = 0; cfg < kGridConfigs; ++cfg) {
           const int n = kGridN[ni], d = kGridD[di];
           const AttentionParams P = grid_params(d, kGridBeta[bi]);
-          Rng rng(seed, {1, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(bi),
+          Rng rng(seed, {family, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(bi),
                          static_cast<std::uint64_t>(cfg)});
-          const Tokens X = acute_state(rng, n, d);
-          const DiniValue f = nonobtuse_dini_c5(P, X, 0.0), r = nonobtuse_dini_direct(P, X, 0.0);
-          DiniRow row;
-          row.family = "nonobtuse";
-          row.n = n;
-          row.d = d;
-          row.beta = P.beta;
-          row.config = cfg;
-          row.c0 = row.value = f.value;
-          row.residual_formula = f.residual;
-          row.residual_direct = r.residual;
-          row.active = f.active;
-          g.rows.push_back(row);
+          f(n, d, P, cfg, rng);
         }
+}
+
+// One grid row from the formula (f) and direct (r) Dini values at c0 = f.value.
+DiniRow grid_row(const char* family, int n, int d, const AttentionParams& P, int cfg, const DiniValue& f,
+                 const DiniValue& r) {
+  DiniRow row;
+  row.family = family;
+  row.n = n;
+  row.d = d;
+  row.beta = P.beta;
+  row.config = cfg;
+  row.c0 = row.value = f.value;
+  row.residual_formula = f.residual;
+  row.residual_direct = r.residual;
+  row.active = f.active;
+  return row;
+}
+
+}  // namespace
+
+DiniGrid nonobtuse_grid(std::uint64_t seed) {
+  DiniGrid g;
+  for_each_grid_point(seed, 1, [&](int n, int d, const AttentionParams& P, int cfg, Rng& rng) {
+    const Tokens X = acute_state(rng, n, d);
+    const DiniValue f = nonobtuse_dini_c5(P, X, 0.0), r = nonobtuse_dini_direct(P, X, 0.0);
+    g.rows.push_back(grid_row("nonobtuse", n, d, P, cfg, f, r));
+  });
   finish(g);
   return g;
 }
 
 DiniGrid hemisphere_grid(std::uint64_t seed) {
   DiniGrid g;
-  for (int ni = 0; ni < 3; ++ni)
-    for (int di = 0; di < 3; ++di)
-      for (int bi = 0; bi < 5; ++bi)
-        for (int cfg = 0; cfg < kGridConfigs; ++cfg) {
-          const int n = kGridN[ni], d = kGridD[di];
-          const AttentionParams P = grid_params(d, kGridBeta[bi]);
-          Rng rng(seed, {2, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(bi),
-                         static_cast<std::uint64_t>(cfg)});
-          const bool boundary = cfg % 2 == 1;
-          const HemisphereState s = hemisphere_state(rng, n, d, boundary);
-          // Exact ties only (the boundary token's h = 0 is exact): tol = 0.
-          const DiniValue f = hemisphere_dini_c3(P, s.X, s.w, 0.0), r = hemisphere_dini_direct(P, s.X, s.w, 0.0);
-          DiniRow row;
-          row.family = "hemisphere";
-          row.variant = boundary ? "boundary" : "interior";
-          row.n = n;
-          row.d = d;
-          row.beta = P.beta;
-          row.config = cfg;
-          row.c0 = row.value = f.value;
-          row.residual_formula = f.residual;
-          row.residual_direct = r.residual;
-          row.active = f.active;
-          row.expected_active = boundary ? 1 : -1;
-          g.rows.push_back(row);
-        }
+  for_each_grid_point(seed, 2, [&](int n, int d, const AttentionParams& P, int cfg, Rng& rng) {
+    const bool boundary = cfg % 2 == 1;
+    const HemisphereState s = hemisphere_state(rng, n, d, boundary);
+    // Exact ties only (the boundary token's h = 0 is exact): tol = 0.
+    const DiniValue f = hemisphere_dini_c3(P, s.X, s.w, 0.0), r = hemisphere_dini_direct(P, s.X, s.w, 0.0);
+    DiniRow row = grid_row("hemisphere", n, d, P, cfg, f, r);
+    row.variant = boundary ? "boundary" : "interior";
+    row.expected_active = boundary ? 1 : -1;
+    g.rows.push_back(row);
+  });
   finish(g);
   return g;
 }

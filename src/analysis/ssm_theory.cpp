@@ -132,7 +132,7 @@ ChannelBounds channel_bounds(const SsmParams& p, int len) {
   cb.lambda_lo.resize(n, len);
   cb.lambda_hi.resize(n, len);
   for (int mu = 0; mu < n; ++mu) {
-    // |W^mu z| <= ||W^mu|| on the unit sphere, softplus increasing (§2.1).
+    // |W^mu z| <= ||W^mu|| on the unit sphere, softplus increasing (Lemma III.1).
     const double w = p.W_delta.row(mu).norm();
     const double lo = softplus(p.b_delta[mu] - w), hi = softplus(p.b_delta[mu] + w);
     cb.delta_lo[mu] = lo;
@@ -239,7 +239,7 @@ SpectralConstants spectral_constants(const std::vector<SsmParams>& samples, int 
   SpectralConstants k = spectral_constants(samples.front(), len, mu_tilde);
   for (std::size_t a = 1; a < samples.size(); ++a) {
     const SpectralConstants q = spectral_constants(samples[a], len, mu_tilde);
-    // inf/sup over t (§2.1): per-time bounds combined.
+    // inf/sup over t (Lemma III.1): per-time bounds combined.
     k.gamma = std::min(k.gamma, q.gamma);
     k.Gamma = std::max(k.Gamma, q.Gamma);
     k.Lambda = std::max(k.Lambda, q.Lambda);
@@ -405,15 +405,7 @@ SampledPe sampled_pe(const std::vector<double>& q, int T, double rho) {
   if (T < 1 || T > kappa) throw std::invalid_argument("sampled_pe: need 1 <= T <= record length");
   SampledPe r;
   r.T = T;
-  // W(T) = min_{0 <= t <= kappa-T} (1/T) sum_{s=t+1}^{t+T} q(s)  (23)
-  double sum = 0.0;
-  for (int s = 0; s < T; ++s) sum += q[static_cast<std::size_t>(s)];
-  double w = sum;
-  for (int t = 1; t + T <= kappa; ++t) {
-    sum += q[static_cast<std::size_t>(t + T - 1)] - q[static_cast<std::size_t>(t - 1)];
-    w = std::min(w, sum);
-  }
-  r.worst_average = w / T;
+  r.worst_average = worst_window_average(q, T);  // W(T) (23), of analysis/pe_window
   r.holds = r.worst_average > rho;
   r.T_star = smallest_admissible_window(worst_window_average(q));
   return r;
@@ -656,7 +648,7 @@ double prop_iv1_d_eps(double c, double eps, double Lambda, double sup_norm) {
 }
 
 double prop_iv1_M(double sup_norm_2, double D_norm_max) {
-  return 8.0 * sup_norm_2 * D_norm_max;  // bound of (26)+(27)+(28) (spec §2.5, [inferred])
+  return 8.0 * sup_norm_2 * D_norm_max;  // bound of (26)+(27)+(28) (our reading of the proof of Prop. IV.1)
 }
 
 double sup_kernel_norm_fro(const std::vector<SsmParams>& samples) {
@@ -777,15 +769,19 @@ AnisotropyConstants anisotropy(const std::vector<SsmParams>& samples, const Spec
 // =============================================================================================
 // Projected variables and the decomposition (24)-(28)
 
-double projected_b(const RowVec& z, int mu, int sigma) { return sigma * z[mu]; }  // (7)
+double projected_b(double z_mu, int sigma) { return sigma * z_mu; }  // b_i = sigma_i z_i^mu~, The Attention Within (7)
+double projected_b(const RowVec& z, int mu, int sigma) { return projected_b(z[mu], sigma); }
+
+// V = 1 - b = sum_{mu != mu~} (z^mu)^2 / (1 + b) on the sphere, The Attention Within (8).
+double lyapunov_V(double b, double tangential) { return b > 0.0 ? tangential / (1.0 + b) : 1.0 - b; }
 
 double lyapunov_V(const RowVec& z, int mu, int sigma) {
-  const double b = sigma * z[mu];
-  if (b <= 0.0) return 1.0 - b;  // no cancellation
+  const double b = projected_b(z, mu, sigma);
+  if (b <= 0.0) return lyapunov_V(b, 0.0);  // 1 - b: no cancellation, the tangential mass is not needed
   double t = 0.0;
   for (Eigen::Index k = 0; k < z.size(); ++k)
     if (k != mu) t += z[k] * z[k];
-  return t / (1.0 + b);  // (8) V = 1 - b = sum_{mu != mu~} (z^mu)^2 / (1 + b) on the sphere (§1.8)
+  return lyapunov_V(b, t);
 }
 
 double error_norm(const RowVec& z, int mu, int sigma) { return std::sqrt(2.0 * lyapunov_V(z, mu, sigma)); }  // |e|^2 = 2V
@@ -844,7 +840,7 @@ double bdot(const SsmParams& p, const Tokens& Z, int i, int mu, int sigma) {
 }
 
 // =============================================================================================
-// §2.6 linearisation
+// Linearisation of (5) at a consensus point (our derivation)
 
 Tokens consensus_point(int n, int mu, const std::vector<int>& Sigma) {
   check_mu(mu, n, "consensus_point");
@@ -868,7 +864,7 @@ Mat consensus_linearisation_diagonal(const SsmParams& p, int len, int mu, const 
       cross += sig[static_cast<std::size_t>(i)] * sig[static_cast<std::size_t>(j)] *
                interaction_kernel(p, silu_bc, Z.row(i), Z.row(j)) * L[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)][mu];
     for (int nu = 0; nu < n; ++nu)
-      if (nu != mu) D(i, nu) = -(Kii * (lii[mu] - lii[nu]) + cross);  // §2.6
+      if (nu != mu) D(i, nu) = -(Kii * (lii[mu] - lii[nu]) + cross);  // linearised (5)
   }
   return D;
 }

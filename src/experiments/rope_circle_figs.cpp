@@ -38,7 +38,7 @@ void run_fig2a(const Params& P, RunContext& ctx) {
 void run_fig2c(const Params& P, RunContext& ctx) {
   const long pts = P.get_int("samples");
   const double tau_max = P.get_double("tau_max");
-  const double a = circle_floor(2.0, 2);
+  const double a = softmax_floor(2.0, 2);
   std::vector<double> times(static_cast<std::size_t>(pts));
   for (long i = 0; i < pts; ++i) times[static_cast<std::size_t>(i)] = tau_max / (2.0 * a) * static_cast<double>(i) / static_cast<double>(pts - 1);
   CsvWriter w(ctx.dir / "trajectories.csv", {"case", "t", "tau", "D_over_pi", "bound_over_pi"});

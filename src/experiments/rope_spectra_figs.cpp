@@ -158,7 +158,7 @@ void run_fig4c(const Params& P, RunContext& ctx) {
   const bool faster2 = two_token_gap(beta, kPi, 2.0) > two_token_gap(beta, kPi / 2, 2.0);
   s.put("delta1_high_frequency_slower", static_cast<long>(slower1), "1");
   s.put("delta2_high_frequency_faster", static_cast<long>(faster2), "1");
-  ctx.notes["beta"] = "the paper does not give beta for Fig. 4c; 0.5 matches its y-axis range (spec §3.4)";
+  ctx.notes["beta"] = "the paper does not give beta for Fig. 4c; 0.5 matches its y-axis range";
 }
 
 const ExperimentRegistration r1a{Experiment{

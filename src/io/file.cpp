@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tokdyn/error.hpp"
+#include "tokdyn/io/json_strict.hpp"
 
 namespace tokdyn {
 
@@ -84,21 +85,8 @@ std::string bytes_text(std::uint64_t b) {
 
 namespace {
 
-// The input's name on one line (a path may hold a newline): control bytes become \xNN.
-std::string printable(const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+// The input's name on one line (a path may hold a newline): control bytes and DEL become \xNN.
+std::string printable(const std::string& s) { return json_strict::one_line(s); }
 
 const char* kind_of(mode_t m) {
   return S_ISDIR(m)    ? "a directory"

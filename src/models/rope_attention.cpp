@@ -12,12 +12,6 @@ namespace tokdyn::rope {
 
 namespace {
 
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  std::replace(s.begin(), s.end(), '\r', ' ');
-  return s;
-}
-
 [[noreturn]] void bad(const std::string& what, const std::string& msg) {
   throw InputError(one_line(fmt::format("{}: {}", what, msg)));
 }
@@ -49,6 +43,7 @@ std::vector<double> standard_frequencies(int d, double base, int offset) {
   return w;
 }
 
+// a_{beta,n} = e^{-2 beta} / (n - 1 + e^{-2 beta}): the RoPE paper's softmax floor, eq. (7).
 double softmax_floor(double beta, int n) {
   if (n < 2) bad("softmax_floor", fmt::format("n = {}; expected n >= 2 tokens", n));
   if (!(beta >= 0.0) || !std::isfinite(beta))

@@ -61,7 +61,7 @@ void set_interaction_kernel(SsmParams& p, const Mat& S_BC, int m, const Mat& Q) 
   if (S_BC.rows() != n || S_BC.cols() != n) throw std::invalid_argument("set_interaction_kernel: S_BC must be n x n");
   if (m == 0) m = Q.size() ? static_cast<int>(Q.rows()) : n;
   if (m < n) throw std::invalid_argument("set_interaction_kernel: a prescribed S_BC needs m >= n");
-  // S_C = Q [I_n; 0], S_B = Q [S_BC; 0] (§2.2): S_C^T S_B = [I 0] Q^T Q [S_BC; 0] = S_BC.
+  // S_C = Q [I_n; 0], S_B = Q [S_BC; 0] (our design): S_C^T S_B = [I 0] Q^T Q [S_BC; 0] = S_BC.
   Mat C = Mat::Zero(m, n), B = Mat::Zero(m, n);
   C.topRows(n).setIdentity();
   B.topRows(n) = S_BC;

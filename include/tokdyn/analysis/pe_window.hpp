@@ -10,6 +10,9 @@ namespace tokdyn {
 
 /// W(T) for T = 1..q.size() (entry T-1), by prefix sums: O(kappa^2).
 std::vector<double> worst_window_average(const std::vector<double>& q);
+/// W(T) of (23) for one window length T (1 <= T <= q.size(), else std::invalid_argument); the
+/// same value, to the bit, as entry T-1 of worst_window_average(q).
+double worst_window_average(const std::vector<double>& q, int T);
 
 /// Smallest admissible window T* of (23), or nullopt ("none").
 std::optional<int> smallest_admissible_window(const std::vector<double>& W);

@@ -1,7 +1,7 @@
 #pragma once
 // Analyses of the circle (d = 2) phase model (9) of RoPE self-attention (RoPE paper §3, §4.2,
-// §6.3, §7.1, App. A.2, A.3, B.4, C.3, D.1–D.4; spec rope-attention-dynamics.md P3.2, P4.2, T5.1
-// (rate fits), T6.3, P6.4, C6.5, P7.1, P7.2, LC.1, §4.3, §4.4, §4.9–§4.12).
+// §6.3, §7.1, App. A.2, A.3, B.4, C.3, D.1–D.4: Prop. 3.2, Prop. 4.2, Thm 5.1 (rate fits), Thm 6.3,
+// Prop. 6.4, Cor. 6.5, Props. 7.1-7.2, Lemma C.1).
 //
 //  * Natural energy E+ (10)/(A-1), the exact witnesses (A-2)/(A-3), the Fig. 3a field.
 //  * Twisted states (15): exact equilibrium test (16), drift and bounds (17), the twisted
@@ -11,8 +11,8 @@
 //  * Nonlinear slow-mode rate fits on resonant rings (12 triples of App. D.2).
 //  * RK4 order check (App. D.1) and the numerical order of fixed-step Fehlberg 7(8).
 //
-// Integrator substitution (spec §4.4.2): the paper's DOP853 is replaced by Boost.Odeint's
-// controlled runge_kutta_fehlberg78 at the same tolerances (recorded as `method` in results).
+// Integrator substitution (our decision; App. D.1 uses DOP853): the paper's DOP853 is replaced by
+// Boost.Odeint's controlled runge_kutta_fehlberg78 at the same tolerances (recorded as `method`).
 // Invalid user input raises tokdyn::InputError with a one-line message naming the input.
 #include <cmath>
 #include <cstdint>
@@ -23,13 +23,14 @@
 #include <vector>
 
 #include "tokdyn/drivers.hpp"
+#include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/models/rope_phase.hpp"
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn::rope {
 
 // =============================================================================================
-// Natural RoPE interaction energy (10), (11), (A-1)–(A-3); spec §1.8, P3.2, §4.3.
+// Natural RoPE interaction energy (8), (10), (11), (A-1)–(A-3); Prop. 3.2.
 
 /// u_i = sum_j W_ij sin delta_ij, v_i = sum_j W_ij sin(theta_i - theta_j), Z_i = sum_j W_ij with
 /// the unscaled W_ij = e^{beta cos delta_ij}; E = E+ (ordered pairs, diagonal included);
@@ -65,7 +66,7 @@ struct EnergyGrid {
 EnergyGrid energy_rate_grid(int points = 401);
 
 // =============================================================================================
-// Twisted states (15)–(17), (A-4), (A-5), (B-4), (40)–(43); spec P4.2, P7.1, P7.2, §4.11.
+// Twisted states (15)–(17), (A-4), (A-5), (B-4), (40)–(43); Props. 4.2, 7.1, 7.2.
 // Positions are p_j = j (j = 0..n-1) throughout.
 
 /// A twist frequency whose arithmetic nature is given exactly: omega = pi num / den with integers
@@ -171,8 +172,7 @@ std::vector<TwistedRow> twisted_nonresonant_grid(double beta = 2.0, int fd_max_n
 // =============================================================================================
 // Strict semicircle contraction (Thm 6.3), bipodal boundary (Prop. 6.4), Lemma C.1 active sets.
 
-/// a_{beta,n} = e^{-2 beta} / (n - 1 + e^{-2 beta}) (7).
-double circle_floor(double beta, int n);
+/// The softmax floor a_{beta,n} (7) is rope::softmax_floor (models/rope_attention.hpp).
 /// Lifted diameter D = max_i theta_i - min_i theta_i (no wrapping) and q = tan(D/2).
 double lifted_diameter(const Vec& theta);
 
@@ -263,8 +263,8 @@ std::vector<Fig2cPoint> fig2c_curve(double D0, const std::vector<double>& times,
 std::vector<Fig2cPoint> fig2c_checkpoints();
 
 /// Cor. 6.5 and (37) on the circle along one trajectory (integrated to t_end, sampled at
-/// `samples` equally spaced times): theta_inf = mean of the final lifted phases (spec C6.5:
-/// normalised mean of the final state), d_S(x_i, x_inf) = |theta_i - theta_inf|,
+/// `samples` equally spaced times): theta_inf = mean of the final lifted phases (our stand-in for
+/// the limit x_inf of Cor. 6.5: the normalised mean of the final state), d_S(x_i, x_inf) = |theta_i - theta_inf|,
 /// Q = q0 e^{-2at}. Excesses are signed so that <= 0 means the bound holds:
 ///   tail    max_i |theta_i - theta_inf| - arsinh(Q)/a          (36)
 ///   coarse  arsinh(Q)/a - (q0/a) e^{-2at}                       (36)
@@ -283,7 +283,7 @@ TailCheck circle_tail_check(const PhaseParams& p, const Vec& theta0, double t_en
                             const AdaptiveOptions& opt = {"fehlberg78", 1e-10, 1e-12, 1e-3, false});
 
 // =============================================================================================
-// Nonlinear slow-mode rate fits on resonant rings (T5.1 via (9); App. D.1, D.2; spec §4.12).
+// Nonlinear slow-mode rate fits on resonant rings (Thm 5.1 via (9); App. D.1, D.2).
 
 /// A* (attention at consensus theta = 0, from the phase model's own softmax), its eigenvalues
 /// (descending) by a dense symmetric eigensolve of S = D^{-1/2} W D^{-1/2} (W the scaled weights),
@@ -326,7 +326,7 @@ RateFit circle_rate_fit(const CircleRateTriple& c, const RateFitOptions& opt = {
 // =============================================================================================
 // Integrator order checks (App. D.1).
 
-/// The RK4 order-check circle problem (spec §4.4 suggestion; the paper's is unspecified): n = 6,
+/// The RK4 order-check circle problem (App. D.1 leaves it unspecified; our choice): n = 6,
 /// beta = 1, omega = 0.7, seeded state with lifted diameter 0.9 pi.
 PhaseParams order_check_params();
 Vec order_check_state();

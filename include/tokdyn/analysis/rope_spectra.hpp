@@ -1,6 +1,6 @@
 #pragma once
-// Consensus kernels of RoPE self-attention and their spectra (RoPE paper §4–§5, §7; spec
-// rope-attention-dynamics.md §1.9, §1.10, T5.1–T5.3, R6.L, T7.3, P7.4, P7.5, §4.5–§4.8).
+// Consensus kernels of RoPE self-attention and their spectra (RoPE paper §4–§5, §7: eqs. (13)-(14),
+// (21), Thms 5.1–5.3, eqs. (38)-(39), Thm 7.3, Props. 7.4-7.5).
 //
 //  * Scaled modified Bessel functions I~_k(beta) = e^{-beta} I_k(beta) (Miller's algorithm in
 //    ratio form, normalised by I~_0 + 2 sum_{k>=1} I~_k = 1; see bessel_i_scaled).
@@ -57,7 +57,7 @@ struct ConsensusKernel {
 ConsensusKernel consensus_kernel(const std::vector<double>& positions, const std::vector<double>& freqs,
                                  const std::vector<double>& energies, double beta);
 
-/// Three independent symmetric formulations of the spectrum of A (T7.3, spec §4.5):
+/// Three independent symmetric formulations of the spectrum of A (Thm 7.3):
 ///  Similarity: eigenvalues of S; Laplacian: second-smallest eigenvalue of I - S (diagonal
 ///  (Z_i - W_ii)/Z_i, cancellation-free); Generalized: W v = lambda D v (Cholesky-reduced).
 enum class GapMethod { Similarity, Laplacian, Generalized };
@@ -137,7 +137,7 @@ double prop74_beta();  ///< (3/4) ln 2
 double two_token_gap(double beta, double omega, double delta);
 
 // ---------------------------------------------------------------------------------------------
-// Configuration generators (App. D.2, D.5; spec §3.6) and their evaluations.
+// Configuration generators (App. D.2, D.5; the counts reconcile with the paper's §8 totals) and their evaluations.
 
 struct RingConfig {
   int n = 0, m = 0;

@@ -1,6 +1,6 @@
 #pragma once
-// Sphere-side geometry of RoPE self-attention (spec rope-attention-dynamics.md §1.12, §2 P6.1,
-// T6.2, C6.5, R37, T4.3, T7.3, §4.9-4.13): observables, Dini residuals through the finite
+// Sphere-side geometry of RoPE self-attention (RoPE paper eqs. (28)–(37), Prop. 6.1, Thm 6.2,
+// Cor. 6.5, Thm 4.3, Thm 7.3): observables, Dini residuals through the finite
 // active-set calculus (Lemma C.1, analysis/dini.hpp), seeded state generators, trajectory-vs-bound
 // comparisons along the retracted RK4, the App. D.3 Dini grids, and the nonlinear slow-mode rate
 // fit at a consensus point.
@@ -27,6 +27,7 @@
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/sphere.hpp"
 
 namespace tokdyn::rope {
 
@@ -53,8 +54,7 @@ inline double deficit_of(double c) { return 1.0 - c; }
 double chordal_diameter(const Eigen::Ref<const Tokens>& X);
 /// Floor-scaled time tau = 2 a_{beta,n} t.
 double floor_time(double beta, int n, double t);
-/// Geodesic distance arccos<x, y> in the accurate atan2 form.
-double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y);
+/// The geodesic distance arccos<x, y> is tokdyn::geodesic (sphere.hpp).
 
 struct SphereObservables {
   double m_w = 0.0;  ///< NaN when no w is given

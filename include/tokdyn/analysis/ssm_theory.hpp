@@ -1,7 +1,7 @@
 #pragma once
 // The theory of "The Attention Within" (arXiv 2609.17997), computed: every constant the
 // assumptions and theorems define, for a constant parameter set or for a schedule sampled on a
-// time grid or per layer (spec ssm-consensus.md §2.1, §2.5, §2.6).
+// time grid or per layer (§III–§V: Lemma III.1, Prop. IV.1, Thm IV.1, and the linearisation at consensus).
 //
 //  * Lemma III.1 / Assumption III.1: certified channel bounds lambda_lo/hi(s) per gap s = i - j,
 //    the principal channel mu~, gamma, Gamma, Lambda, lambda_max, lambda_min (+ sampled inner
@@ -14,7 +14,7 @@
 //  * Section V: c_star (Frobenius / spectral / column norm), c_eff and c_eff^proof (erratum E1),
 //    beta_i, kappa_i of Prop V.1.
 //  * The projected variables b_i (7), V_i (8) computed stably, e_i (9); the decomposition
-//    (24)-(28) of b_i'; the linearisation at a consensus point (§2.6); Lemma IV.1 Monte Carlo;
+//    (24)-(28) of b_i'; the linearisation at a consensus point (our derivation from (5)); Lemma IV.1 Monte Carlo;
 //    trajectory classification (converged to C_l(mu~), tail limsup of |z_i^mu~|).
 // Channel and token indices are 0-based in code (paper's mu~ = 1 is channel 0; token i = 1 is
 // row 0). Formulas that involve the token number (beta_i, kappa_i, rho_i) take the 1-based i.
@@ -42,7 +42,7 @@ std::vector<double> time_grid(double t0, double t1, int count);
 // =============================================================================================
 // Lemma III.1 and Assumption III.1: channel bounds and spectral constants
 
-/// Certified bounds on lambda_ij^mu for one parameter set and a sequence of len tokens (§2.1):
+/// Certified bounds on lambda_ij^mu for one parameter set and a sequence of len tokens (Lemma III.1, Assumption III.1):
 /// Delta_lo/hi^mu = softplus(b^mu -/+ ||W^mu||) (|W^mu z| <= ||W^mu|| on the sphere);
 /// lambda_lo^mu(s) = Delta_lo exp(-alpha s Delta_hi), lambda_hi^mu(s) = Delta_hi exp(-alpha s Delta_lo)
 /// for alpha >= 0 (lo and hi swapped in the exponentials for alpha < 0). Attained when W = 0.
@@ -70,7 +70,7 @@ struct SpectralConstants {
 SpectralConstants spectral_constants(const SsmParams& p, int len, int mu_tilde = -1);
 /// The same over a sample of parameter sets (a schedule on a time grid or per layer): gamma and
 /// lambda_min are minima, Gamma, Lambda, lambda_max, D_norm_max maxima over the samples (the
-/// inf/sup over t of §2.1). mu_tilde < 0 picks it from the first sample.
+/// inf/sup over t of the constants of Lemma III.1). mu_tilde < 0 picks it from the first sample.
 SpectralConstants spectral_constants(const std::vector<SsmParams>& samples, int len, int mu_tilde = -1);
 /// Principal channel with the largest certified gap, and that gap (may be <= 0).
 std::pair<int, double> principal_channel(const ChannelBounds& cb);
@@ -141,7 +141,7 @@ double a_c(double q, double c, const SpectralConstants& k);
 /// Minimum of z^T S z over the closed cap {z in S^{n-1} : z^mu~ >= c} (S symmetrised): interior
 /// bottom eigenvector when it reaches the cap; otherwise the boundary z = c e + sqrt(1-c^2) w,
 /// w ⊥ e, |w| = 1, a trust-region subproblem solved by the secular equation, with the hard case
-/// completed along the bottom eigenvector (§2.1).
+/// completed along the bottom eigenvector (Lemma III.1).
 struct CapMinimum {
   double q_min = 0;
   Vec z;                  ///< a minimiser (unit, z^mu~ >= c)
@@ -265,8 +265,13 @@ double prop_v1_kappa(double alpha_pd, double beta, double c);
 
 /// b_i = sigma_i z_i^mu~ (7).
 double projected_b(const RowVec& z, int mu_tilde, int sigma);
-/// V_i = 1 - b_i (8), computed stably as sum_{mu != mu~} (z^mu)^2 / (1 + b_i) (§1.8).
+/// b_i = sigma_i z_i^mu~ (7) from the principal coordinate z_mu = z_i^mu~ alone.
+double projected_b(double z_mu, int sigma);
+/// V_i = 1 - b_i (8), computed stably as sum_{mu != mu~} (z^mu)^2 / (1 + b_i) (1 - b^2 is that sum on the sphere; no cancellation near the pole).
 double lyapunov_V(const RowVec& z, int mu_tilde, int sigma);
+/// V_i (8) from b_i and the tangential mass t = sum_{mu != mu~} (z_i^mu)^2: t / (1 + b) for b > 0
+/// (no cancellation near the pole), 1 - b otherwise.
+double lyapunov_V(double b, double tangential);
 /// |e_i| = |z_i - sigma_i e^mu~| (9) = sqrt(2 V_i).
 double error_norm(const RowVec& z, int mu_tilde, int sigma);
 /// A unit token with V = 1 - b of the given (tiny or not) size: z = sigma (b e + sqrt(V (2 - V)) w),
@@ -285,7 +290,7 @@ BdotDecomposition bdot_decomposition(const SsmParams& p, const Tokens& Z, int i,
 double bdot(const SsmParams& p, const Tokens& Z, int i, int mu_tilde, int sigma);
 
 // =============================================================================================
-// §2.6: linearisation at a consensus point, rates
+// Linearisation of (5) at a consensus point (our derivation; not a result of the paper), rates
 
 /// Diagonal of the Jacobian of (5) at Z*_Sigma in tangent coordinates w_i^mu (mu != mu~):
 /// -S_mu~mu~ [(lambda_ii^mu~ - lambda_ii^mu) + sum_{j<i} lambda_ij^mu~] (bilinear kernel), or with
@@ -297,7 +302,7 @@ Mat consensus_linearisation_diagonal(const SsmParams& p, int len, int mu_tilde, 
 /// The consensus point Z*_Sigma = (s_1 e^mu~, ..., s_len e^mu~) (Definition III.1).
 Tokens consensus_point(int n, int mu_tilde, const std::vector<int>& Sigma);
 
-/// Predicted asymptotic decay rate of V_i (§2.6): 2 min_{i' <= i, mu != mu~} (-diagonal(i', mu)),
+/// Predicted asymptotic decay rate of V_i (linearised (5), our derivation): 2 min_{i' <= i, mu != mu~} (-diagonal(i', mu)),
 /// with the diagonal of consensus_linearisation_diagonal taken at time-averaged weights (e.g.
 /// g = mean of g(t)). Token i (0-based) inherits the slowest rate before it through the cascade.
 std::vector<double> predicted_V_rates(const Mat& diagonal, int mu_tilde);
@@ -320,14 +325,14 @@ struct SiluBiasEstimate {
 SiluBiasEstimate silu_bias_monte_carlo(int m, int n, const Vec& zi, const Vec& zj, long draws, RandomEntries dist,
                                        double scale, std::uint64_t seed);
 /// E[silu(X)] and E[silu(X)^2] for X ~ N(0, s^2), by Gauss-Kronrod quadrature. With unit z and
-/// iid N(0, s^2) entries, E[silu(S_C z_i)^T silu(S_B z_j)] = m E[silu(X)]^2 (§2.5 Lemma IV.1).
+/// iid N(0, s^2) entries, E[silu(S_C z_i)^T silu(S_B z_j)] = m E[silu(X)]^2 (Lemma IV.1).
 std::pair<double, double> silu_gaussian_moments(double s = 1.0);
 
 // =============================================================================================
-// Trajectory classification (Definition III.1, §2.4)
+// Trajectory classification (Definition III.1)
 
 /// Records, per run and token, max |z_i^mu~| over observations with t >= t_tail: the tail-window
-/// estimate of limsup |z_i^mu~(t)| (§2.4; e.g. the last 20% of a long horizon).
+/// estimate of limsup |z_i^mu~(t)| (Definition III.1; e.g. the last 20% of a long horizon).
 class TailObserver final : public Observer {
  public:
   TailObserver(int mu_tilde, double t_tail) : mu_(mu_tilde), t_tail_(t_tail) {}

@@ -1,7 +1,9 @@
 #pragma once
 // The tidy CSV files shared by the depth experiments of The Attention Within (§VI): Gram metrics
 // per depth, and the persistency-of-excitation windows of §VI-B (eq. (23)) under the four
-// readings of T* (spec U11: text, caption, envelope, envelope of the first token).
+// readings of T* (the paper does not say over which tokens and runs T* is maximised, so all are
+// reported: the text's max over all tokens and runs, the caption's first token only, the envelope
+// smallest T with min over tokens and runs of W(T) > 0, and that envelope for the first token).
 #include <filesystem>
 #include <memory>
 #include <string>

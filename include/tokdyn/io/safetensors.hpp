@@ -1,5 +1,5 @@
 #pragma once
-// Reading and writing .safetensors checkpoints (see docs / the mamba2 spec §4 for the format):
+// Reading and writing .safetensors checkpoints (the Hugging Face safetensors format):
 // bytes 0..8 hold N (u64 little-endian), bytes 8..8+N a UTF-8 JSON header, then the tensor data.
 // Every violation of the format is reported as one InputError line naming the file and what was
 // expected. This file and src/io/safetensors.cpp use only the standard library and nlohmann::json,

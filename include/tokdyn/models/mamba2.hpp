@@ -1,7 +1,7 @@
 #pragma once
 // The real Mamba-2 block (state-spaces/mamba, `Mamba2` + pre-norm `Block`), exactly as the
 // reference computes it, in fp32 with fp16/bf16 weights widened on load; batched over runs
-// and tokens. Specification: ../shared/specs/mamba2.md §1. Per token t of one sequence:
+// and tokens (The Attention Within §II-B). Per token t of one sequence:
 //   u        = RMSNorm(x; w_norm, 1e-5)
 //   [z|xBC|dt_raw] = W_in u                              (rows z, x, B, C, dt)
 //   xBC'     = SiLU(causal depthwise conv(xBC) + b)      (left zero padding; SiLU on x, B, C)
@@ -77,7 +77,7 @@ Model load(const std::filesystem::path& path);
 /// __metadata__ {"format": "pt"}. Written to a temporary directory, then renamed.
 void save(const Model& m, const std::filesystem::path& dir);
 
-/// Ablation switches, at exactly the points where they act (mamba2.md §1.3). Defaults: reference.
+/// Ablation switches of The Attention Within §VI, at exactly the points where they act. Defaults: reference.
 struct Switches {
   bool gate = true;        ///< off: v = y (the gated RMSNorm stays)
   bool silu_bc = true;     ///< off: B and C are conv + bias (no SiLU); x keeps its SiLU

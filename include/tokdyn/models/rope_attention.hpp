@@ -1,6 +1,6 @@
 #pragma once
 // RoPE self-attention on (S^{d-1})^n ("Self-Attention Dynamics with Rotary Position Embeddings",
-// spec rope-attention-dynamics.md §1): rotated queries and keys, unrotated values.
+// §2, eqs. (1)-(7)): rotated queries and keys, unrotated values.
 //  - rotate():          y_i = R_{p_i} x_i, R_p = ⊕_l rot(omega_l p) (eq. 1);
 //  - attention():       A_ij = softmax_j(beta <R_{p_i} Q x_i, R_{p_j} K x_j>) (eq. 2);
 //  - AttentionField:    the flow (5), dx_i = P_perp(x_i) y_i, y_i = sum_j A_ij V x_j;
@@ -8,7 +8,7 @@
 // The paper's model is the default: one head, no mask, Q = K = V = I. Multi-head, the causal mask
 // and Q/K/V matrices are extensions (outside the paper's theorems).
 //
-// Conventions (spec §1.1-1.2, §7.1-7.2):
+// Conventions (RoPE paper §2, eq. (1); heads, masks and the plane layout are tokdyn's choices):
 //  - plane l = coordinates (2l, 2l+1), 0-based ("interleaved"); rotation angle omega_l p_i,
 //    counter-clockwise: (x, y) -> (c x - s y, s x + c y);
 //  - heads split the d coordinates into `heads` consecutive blocks of size dh = d/heads; head h

@@ -1,6 +1,5 @@
 #pragma once
-// The circle (d = 2) phase model of RoPE self-attention (RoPE paper §2, eqs. (8)–(9); spec
-// rope-attention-dynamics.md §1.7, §4.2):
+// The circle (d = 2) phase model of RoPE self-attention (RoPE paper §2, eqs. (8)–(9)):
 //   x_i = (cos theta_i, sin theta_i),  delta_ij = theta_i - theta_j + omega (p_i - p_j),
 //   A_ij = row softmax_j of beta cos(delta_ij),
 //   dtheta_i/dt = sum_j A_ij sin(theta_j - theta_i)                                        (9)

@@ -1,10 +1,10 @@
 #pragma once
 // Weight designs for the theory of "The Attention Within" (arXiv 2609.17997): parameter sets and
 // schedules t -> (alpha, W_Delta, b_Delta, S_B, S_C) that satisfy, or deliberately violate, the
-// paper's assumptions (spec ssm-consensus.md §2.2). Channel indices are 0-based: the paper's
+// paper's assumptions (Assumptions III.1, IV.1 and §V). Channel indices are 0-based: the paper's
 // principal channel mu~ = 1 is channel 0 here.
 //
-// Every kernel-prescribed design is realised through the factorisation of §2.2:
+// Every kernel-prescribed design is realised through our factorisation (the paper prescribes S_BC, not S_B and S_C):
 //   S_C(t) = Q(t) [I_n; 0],  S_B(t) = Q(t) [S_BC(t); 0],  Q(t) = exp(t K0) in O(m), K0 skew,
 // so that S_C^T S_B = S_BC(t) exactly while S_B and S_C themselves move in time (only S_BC
 // enters the model, Lemma II.1). With K0 empty, Q = I and m = n.
@@ -31,13 +31,13 @@ using ScalarFn = std::function<double(double)>;
 // Channel parameter sets (alpha, W_Delta, b_Delta); S_B = S_C = I_n (S_BC = I_n) until a kernel
 // is set with set_interaction_kernel.
 
-/// G1, the principal channel with an exact gap (§2.2): n = 4, W_Delta = 0,
+/// G1, the principal channel with an exact gap (our design): n = 4, W_Delta = 0,
 /// b_Delta = (1, -1, -1.5, -2), alpha = (0, 0.5, 0.5, 0.5). gamma = 1 exactly.
 SsmParams design_g1();
 /// G1 with a small decay on the principal channel, alpha^mu~ = alpha_principal (still principal
-/// for 0.05, §2.2 variants).
+/// for 0.05, our variants).
 SsmParams design_g1_decay(double alpha_principal = 0.05);
-/// G1 with W_Delta rows ~ N(0, w_sd^2) (§2.2 variants; T7 uses w_sd = 0.1).
+/// G1 with W_Delta rows ~ N(0, w_sd^2) (our variants; T7 uses w_sd = 0.1).
 SsmParams design_g1_perturbed(Rng& rng, double w_sd = 0.1);
 /// S-TIE channels (Remark IV.2): b_Delta = (1, 1, -1.5, -2), alpha = (0, 0, 0.5, 0.5), W = 0.
 SsmParams design_tie_channels();
@@ -48,7 +48,7 @@ SsmParams design_ani2(double k = 11.0, double d = 25.0);
 Mat ani2_kernel(double k = 11.0, double d = 25.0);
 
 // ---------------------------------------------------------------------------------------------
-// Prescribed-S_BC factorisation (§2.2)
+// Prescribed-S_BC factorisation (our factorisation)
 
 /// Sets S_C = Q [I_n; 0] and S_B = Q [S_BC; 0] (m x n each), so that S_C^T S_B = S_BC.
 /// m = 0 means m = n; Q empty means Q = I_m. Throws std::invalid_argument when m < n or shapes
@@ -84,7 +84,7 @@ struct KernelRealisation {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Scalar modulations and their integrals G(t) = int_0^t g (the exact time change of §2.6).
+// Scalar modulations and their integrals G(t) = int_0^t g (the exact time change t -> G(t) of the flow (5)).
 
 double g_iso(double t);   ///< S-ISO: g(t) = 1 + 0.5 sin t
 double g_pe(double t);    ///< S-PE: g(t) = 1 + 1.2 sin(2 pi t)
@@ -96,7 +96,7 @@ double G_pef(double t);   ///< int_0^t g_pef = t + (1 / pi) (1 - cos 2 pi t)
 // ---------------------------------------------------------------------------------------------
 // Schedules
 
-/// t -> (channels of `base`, S_BC(t)) realised with Q(t) = exp(t K0) (§2.2). Smooth in t.
+/// t -> (channels of `base`, S_BC(t)) realised with Q(t) = exp(t K0) (our factorisation). Smooth in t.
 SsmSchedulePtr prescribed_kernel_schedule(SsmParams base, KernelFn S_BC, const KernelRealisation& r = {});
 
 /// S-ISO: S_BC(t) = g(t) I_n (c_star = 0, c_eff = 0; V.1 holds for any alpha_pd < inf g).
