@@ -39,7 +39,7 @@ void remove_path_and_suffixes(const fs::path& p) {
   std::error_code ec;
   fs::remove_all(p, ec);
   const fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  const std::string prefix = p.filename().string() + ".";
+  const std::string prefix = p.filename().string() + ".tmp-";  // only our nested temporaries
   for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.compare(0, prefix.size(), prefix) == 0) {

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <system_error>
 
@@ -130,6 +131,9 @@ FolderKind classify_folder(const fs::path& dir, std::string* why) {
   return FolderKind::TokdynResult;
 }
 
+/// Marks a folder as tokdyn's own temporary folder: only marked folders are ever removed as stale.
+constexpr const char* kTempMarker = ".tokdyn-temporary";
+
 int remove_stale_temporaries(const fs::path& dir) {
   const fs::path parent = dir.parent_path();
   const std::string name = dir.filename().string();
@@ -146,6 +150,8 @@ int remove_stale_temporaries(const fs::path& dir) {
     }
     if (pid < 0 || process_alive(pid)) continue;
     if (old && !target_exists) continue;  // the only copy of a previous result: keep it
+    std::error_code mk;
+    if (!old && !fs::is_regular_file(fs::symlink_status(it->path() / kTempMarker, mk))) continue;  // not ours
     std::error_code rm;
     fs::remove_all(it->path(), rm);
     if (!rm) ++removed;
@@ -231,7 +237,11 @@ OutputFolder::OutputFolder(const fs::path& out, bool overwrite, std::string what
     check_target();
     remove_stale_temporaries(target_);
     tmp_ = parent_ / (target_.filename().string() + ".tmp-" + pid);
-    fs::remove_all(tmp_, ec);  // a folder of an earlier process that had our pid
+    if (fs::exists(fs::symlink_status(tmp_, ec))) {  // an earlier process with our pid, or a user's folder
+      if (!fs::is_regular_file(fs::symlink_status(tmp_ / kTempMarker, ec)))
+        throw InputError(fmt::format("{}: '{}' exists and is not a tokdyn temporary folder; move it away", shown_, tmp_.string()));
+      fs::remove_all(tmp_, ec);
+    }
     tmp_guard_ = std::make_unique<interrupt::PathGuard>(tmp_);
     if (!fs::create_directory(tmp_, ec) || ec) {
       const int e = ec ? ec.value() : EEXIST;
@@ -239,6 +249,7 @@ OutputFolder::OutputFolder(const fs::path& out, bool overwrite, std::string what
       if (is_resource_errno(e)) throw ResourceError(msg);
       throw InputError(msg);
     }
+    std::ofstream(tmp_ / kTempMarker).put('\n');
   } catch (...) {
     tmp_guard_.reset();
     if (!tmp_.empty()) fs::remove_all(tmp_, ec);
@@ -280,6 +291,7 @@ void OutputFolder::commit() {
   interrupt::CriticalSection cs;  // an interrupt waits until the result is in place
   check_target();                 // the folder may have changed during the run
   std::error_code ec;
+  fs::remove(tmp_ / kTempMarker, ec);  // the published folder holds exactly the results
   const bool exists = fs::exists(fs::symlink_status(target_, ec));
   if (exists && replaces_) {
     // Atomic exchange: the new result takes the name, the previous one moves to our tmp name.

@@ -113,7 +113,8 @@ void write_manifest(const fs::path& file, const nlohmann::json& j) {
 std::vector<std::string> files_under(const fs::path& dir) {
   std::vector<std::string> files;
   for (const auto& entry : fs::recursive_directory_iterator(dir))
-    if (entry.is_regular_file()) files.push_back(entry.path().lexically_relative(dir).generic_string());
+    if (entry.is_regular_file() && entry.path().filename() != ".tokdyn-temporary")  // OutputFolder's marker
+      files.push_back(entry.path().lexically_relative(dir).generic_string());
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -270,11 +270,17 @@ TEST(OutputFolder, StaleTemporaryFoldersOfDeadProcessesAreRemoved) {
   // A pid that is not running (pid_max is at most 2^22).
   const long dead = 4194304 + 17;
   fs::create_directories(d.path() / ("r.tmp-" + std::to_string(dead)) / "x");
+  write_file(d.path() / ("r.tmp-" + std::to_string(dead)) / ".tokdyn-temporary", "\n");
+  const std::string users = "r.tmp-" + std::to_string(dead + 1) + "-mine";  // same shape, not ours
+  fs::create_directories(d.path() / users);
+  write_file(d.path() / users / "keep.txt", "keep");
   const std::string live = "r.tmp-" + std::to_string(static_cast<long>(getpid()));
   fs::create_directories(d.path() / live);
   const Result r = run_in(d.path(), {"run", kQuick, "--out", "r", "--no-figures"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(entries(d.path()), (std::vector<std::string>{"r", live}));
+  EXPECT_EQ(entries(d.path()), (std::vector<std::string>{"r", live, users}));
+  EXPECT_EQ(slurp(d.path() / users / "keep.txt"), "keep");
+  EXPECT_FALSE(fs::exists(d.path() / "r" / ".tokdyn-temporary"));
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
       const mamba2::Config cfg = mamba2::Config::named(mc_size);
       OutputFolder folder(mc_out, /*overwrite=*/false, "--out");
       const mamba2::Model m = mamba2::init_model(cfg, static_cast<std::uint64_t>(mc_seed));
+      std::filesystem::remove(folder.tmp() / ".tokdyn-temporary");  // save() wants an empty folder
       mamba2::save(m, folder.tmp());
       folder.commit();
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
