@@ -12,6 +12,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/models/mamba2_config.hpp"
+#include "tokdyn/io/mamba2_checkpoint.hpp"
 
 namespace {
 

@@ -44,7 +44,7 @@ sources_of() {  # the translation units of one target
   case $1 in
     safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
     npy_header) echo src/io/npy.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
-    mamba2_config) echo src/models/mamba2_config.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
+    mamba2_config) echo src/models/mamba2_config.cpp src/io/mamba2_config_json.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
   esac
 }
 
@@ -53,7 +53,7 @@ build() {  # build TARGET: rebuilds when a source, a header or this script is ne
   local -a sources
   read -r -a sources <<< "$(sources_of "$t")"
   [[ -x $bin ]] || rebuild=1
-  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp scripts/fuzz.sh; do
+  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp include/tokdyn/models/mamba2.hpp scripts/fuzz.sh; do
     if [[ $f -nt $bin ]]; then rebuild=1; fi
   done
   if [[ $rebuild == 1 ]]; then

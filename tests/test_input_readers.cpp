@@ -25,6 +25,7 @@
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/io/mamba2_checkpoint.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

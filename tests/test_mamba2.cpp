@@ -15,6 +15,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/schedule.hpp"
 

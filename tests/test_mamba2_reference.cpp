@@ -15,6 +15,7 @@
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/io/mamba2_checkpoint.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;

@@ -21,6 +21,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/interrupt.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/output_folder.hpp"
 
 namespace fs = std::filesystem;

@@ -14,6 +14,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/observers.hpp"
 
 namespace tokdyn {

@@ -2,6 +2,7 @@
 // non-finite number tokens accepted on request. Standard library and nlohmann::json only.
 #include "tokdyn/io/json_strict.hpp"
 
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -289,6 +290,12 @@ Result parse(std::string_view text, const Options& opt) {
   }
   if (r.problem != Problem::None) r.value = json();
   return r;
+}
+
+std::string number_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
 }  // namespace tokdyn::json_strict

@@ -43,4 +43,7 @@ std::string one_line(std::string_view s);
 /// infinities spelled NaN / Infinity / -Infinity, cut after `max_chars`.
 std::string brief(const nlohmann::json& v, std::size_t max_chars = 60);
 
+/// A double in messages: shortest round-trip form (%.17g).
+std::string number_text(double v);
+
 }  // namespace tokdyn::json_strict

@@ -65,18 +65,6 @@ Layer init_layer(const Config& cfg, std::uint64_t seed, std::uint64_t layer_id);
 /// A fresh model: layer l is init_layer(cfg, seed, l); embedding N(0, 0.02^2) from (seed, 0, ...).
 Model init_model(const Config& cfg, std::uint64_t seed);
 
-/// Loads a checkpoint: a directory holding config.json and model.safetensors (or a sharded
-/// model.safetensors.index.json), or a .safetensors file with config.json beside it. Both tensor
-/// naming schemes; tied embeddings (lm_head absent, or present and ignored). Every shape is
-/// checked against the config; missing or unexpected tensors and non-finite values are refused.
-/// Throws InputError (one line, naming the file).
-Model load(const std::filesystem::path& path);
-
-/// Writes config.json and model.safetensors into `dir` in the reference layout: state-spaces
-/// names, tied embedding without lm_head, F16 tensors except A_log, dt_bias and D (F32), and
-/// __metadata__ {"format": "pt"}. Written to a temporary directory, then renamed.
-void save(const Model& m, const std::filesystem::path& dir);
-
 /// Ablation switches of The Attention Within §VI, at exactly the points where they act. Defaults: reference.
 struct Switches {
   bool gate = true;        ///< off: v = y (the gated RMSNorm stays)
