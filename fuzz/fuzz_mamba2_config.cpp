@@ -12,7 +12,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/models/mamba2_config.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/io/mamba2_config_json.hpp"
 
 namespace {
 

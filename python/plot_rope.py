@@ -284,10 +284,8 @@ def plot_rope_flow(d):
     p = man.get("params", {})
     geo = _rows(d, "geometry.csv")
     met = _rows(d, "metrics.csv")
-    t_end = float(p.get("t_end", 1.0))
-    nobs = max(1, len(met) - 1)
     fig, ax = plt.subplots(3, 1, figsize=(6.4, 7.0), sharex=True)
-    t = [int(r["layer"]) * t_end / nobs for r in met]
+    t = [num(r["t"]) for r in met]
     ax[0].plot(t, [num(r["lambda1_mean"]) for r in met], color="C0")
     ax[0].set_ylabel(r"$\bar\lambda_1$ (mean over runs)")
     ax[1].plot(t, [num(r["pr_mean"]) for r in met], color="C1")

@@ -2,8 +2,14 @@
 # Output identity across a code change: runs every preset at a small size and records the SHA-256
 # of each result file (CSV, NPY; manifest.json and figures excluded: they hold times and versions).
 #
-#   scripts/output_identity.sh save  FILE   # before the change: write the hashes to FILE
+#   scripts/output_identity.sh save  FILE   # before the change: write the hashes to FILE (and the
+#                                           # result files themselves to FILE.d/)
 #   scripts/output_identity.sh check FILE   # after: recompute and compare; lists every file that differs
+#
+# A CSV file whose bytes differ is compared column by column against the saved copy (when FILE.d/
+# exists): when every saved column is still there, by name, with the same cells in the same rows,
+# it is reported as "same values, columns added: ..." and is not a difference (a change may add a
+# column). New files are listed and are not a difference; missing or changed ones are.
 #
 # Options (after the command): --build DIR (default build/), --threads N (default 2).
 # Uses the tokdyn of the build folder; builds nothing itself (run scripts/setup.sh first).
@@ -65,13 +71,56 @@ done
    printf '%s  %s  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "rope-table2" "${f#./}"
  done) >> "$out"
 
+# Map "preset args  file" -> folder of this run (for the column comparison).
+i=0; : > "$work/dirs.txt"
+for r in "${runs[@]}"; do i=$((i + 1)); printf '%s\t%s\n' "${r//$work/WORK}" "run$i" >> "$work/dirs.txt"; done
+printf '%s\t%s\n' "rope-table2" "t2" >> "$work/dirs.txt"
+
 case $cmd in
-  save) cp "$out" "$file"; echo "saved $(wc -l < "$file") file hashes to $file" ;;
+  save)
+    cp "$out" "$file"
+    rm -rf "$file.d"; mkdir -p "$file.d"
+    (cd "$work" && find . -type f \( -name '*.csv' -o -name '*.npy' \) -print0 | xargs -0 -r cp --parents -t "$file.d")
+    cp "$work/dirs.txt" "$file.d/dirs.txt"
+    echo "saved $(wc -l < "$file") file hashes to $file (files in $file.d)" ;;
   check)
     if diff <(sort "$file") <(sort "$out") > "$work/diff.txt"; then
       echo "identical: $(wc -l < "$out") result files"
     else
-      echo "DIFFERENT result files (< saved, > now):"; cat "$work/diff.txt"; exit 1
+      /usr/bin/python3 - "$file" "$out" "$work" <<'PY'
+import csv, sys, os
+saved_file, now_file, work = sys.argv[1:4]
+def load(f):
+    d = {}
+    for line in open(f):
+        h, rest = line.rstrip('\n').split('  ', 1)
+        args, name = rest.rsplit('  ', 1)
+        d[(args, name)] = h
+    return d
+old, new = load(saved_file), load(now_file)
+dirs = dict(l.rstrip('\n').split('\t') for l in open(os.path.join(work, 'dirs.txt')))
+saved_dirs = os.path.join(saved_file + '.d')
+bad = 0
+for key in sorted(set(old) | set(new)):
+    args, name = key
+    if key not in new:
+        print(f"MISSING  {args}  {name}"); bad += 1; continue
+    if key not in old:
+        print(f"new      {args}  {name}"); continue
+    if old[key] == new[key]:
+        continue
+    a = os.path.join(saved_dirs, dirs[args], name); b = os.path.join(work, dirs[args], name)
+    if name.endswith('.csv') and os.path.exists(a):
+        ra, rb = list(csv.reader(open(a))), list(csv.reader(open(b)))
+        ha, hb = ra[0], rb[0]
+        if set(ha) <= set(hb) and len(ra) == len(rb):
+            ib = [hb.index(c) for c in ha]
+            if all([row[i] for i in ib] == rowa for rowa, row in zip(ra[1:], rb[1:])):
+                print(f"same values, columns added {[c for c in hb if c not in ha]}:  {args}  {name}")
+                continue
+    print(f"DIFFERENT  {args}  {name}"); bad += 1
+sys.exit(1 if bad else 0)
+PY
     fi ;;
   *) echo "usage: $0 save|check FILE" >&2; exit 2 ;;
 esac

@@ -1,5 +1,7 @@
 #include "tokdyn/drivers.hpp"
 
+#include "tokdyn/parallel.hpp"
+
 #include <algorithm>
 #include <boost/numeric/odeint.hpp>
 #include <cmath>
@@ -13,27 +15,86 @@
 
 namespace tokdyn {
 
-void require_finite(const Batch& Z, const char* clock, double t) {
+namespace {
+
+template <class B>
+void require_finite_impl(const B& Z, const char* clock, double t, const std::string& lane, const std::string& hint) {
   if (Z.Z.allFinite()) return;
   Eigen::Index row = 0;
   for (; row < Z.Z.rows(); ++row)
     if (!Z.Z.row(row).allFinite()) break;
   const long len = std::max(1L, static_cast<long>(Z.len));
-  throw NonFiniteError(fmt::format("the state became non-finite (NaN or Inf) at {} {} (run {}, token {}): the "
-                                   "dynamics overflowed; check the weights and the step size. No result was written",
-                                   clock, t, static_cast<long>(row) / len, static_cast<long>(row) % len + 1));
+  throw NonFiniteError(fmt::format("the state became non-finite (NaN or Inf) at {} {} ({}run {}, token {}): {}. No result was written",
+                                   clock, t, lane.empty() ? std::string() : "variant " + lane + ", ",
+                                   static_cast<long>(row) / len, static_cast<long>(row) % len + 1,
+                                   hint.empty() ? "the dynamics overflowed; check the weights and the step size" : hint));
 }
 
-void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer*>& post,
-             const std::vector<Observer*>& pre, const ProgressFn& progress) {
-  for (auto* o : post) o->observe(0.0, Z);
+void apply_layer(const LayerMap& F, long k, Batch& Z) { F.apply(k, Z); }
+void apply_layer(const LayerMap& F, long k, BatchF& Z) { F.apply_float(k, Z); }
+void see(Observer* o, double t, const Batch& Z) { o->observe(t, Z); }
+void see(Observer* o, double t, const BatchF& Z) { o->observe_float(t, Z); }
+
+template <class B>
+void iterate_lanes_impl(const std::vector<Lane<B>>& lanes, long depth, const ProgressFn& progress) {
+  for (const Lane<B>& l : lanes) {
+    if (!l.map || !l.state) throw std::invalid_argument("iterate_lanes: a lane has no model or no state");
+    for (Observer* o : l.post) see(o, 0.0, *l.state);
+  }
   for (long k = 1; k <= depth; ++k) {
-    for (auto* o : pre) o->observe(static_cast<double>(k - 1), Z);
-    F.apply(k, Z);
-    require_finite(Z, "layer", static_cast<double>(k));
-    for (auto* o : post) o->observe(static_cast<double>(k), Z);
+    for (const Lane<B>& l : lanes) {
+      for (Observer* o : l.pre) see(o, static_cast<double>(k - 1), *l.state);
+      apply_layer(*l.map, k, *l.state);
+      require_finite_impl(*l.state, "layer", static_cast<double>(k), l.name, l.map->overflow_hint());
+      for (Observer* o : l.post) see(o, static_cast<double>(k), *l.state);
+    }
     if (progress) progress(static_cast<double>(k) / static_cast<double>(depth));
   }
+}
+
+}  // namespace
+
+void require_finite(const Batch& Z, const char* clock, double t, const std::string& lane, const std::string& hint) {
+  require_finite_impl(Z, clock, t, lane, hint);
+}
+void require_finite(const BatchF& Z, const char* clock, double t, const std::string& lane, const std::string& hint) {
+  require_finite_impl(Z, clock, t, lane, hint);
+}
+
+void iterate_lanes(const std::vector<Lane<Batch>>& lanes, long depth, const ProgressFn& progress) {
+  iterate_lanes_impl(lanes, depth, progress);
+}
+void iterate_lanes(const std::vector<Lane<BatchF>>& lanes, long depth, const ProgressFn& progress) {
+  iterate_lanes_impl(lanes, depth, progress);
+}
+
+void for_each_chunk(Batch& Z, int chunk, const std::function<void(int c, Batch& part)>& job) {
+  if (chunk < 1) throw std::invalid_argument("for_each_chunk: chunk must be >= 1");
+  const int chunks = (Z.runs + chunk - 1) / chunk;
+  ParallelErrors errors;
+#pragma omp parallel for schedule(dynamic)
+  for (int c = 0; c < chunks; ++c) {
+    if (errors.failed()) continue;
+    try {
+      const int r0 = c * chunk, nr = std::min(chunk, Z.runs - r0);
+      const Eigen::Index row0 = static_cast<Eigen::Index>(r0) * Z.len, rows = static_cast<Eigen::Index>(nr) * Z.len;
+      Batch part{Z.Z.middleRows(row0, rows), nr, Z.len};
+      job(c, part);
+      Z.Z.middleRows(row0, rows) = part.Z;
+    } catch (...) {
+      errors.capture();
+    }
+  }
+  errors.rethrow();
+}
+
+void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer*>& post, const std::vector<Observer*>& pre,
+             const ProgressFn& progress) {
+  iterate_lanes_impl(std::vector<Lane<Batch>>{{"", &F, &Z, post, pre}}, depth, progress);
+}
+void iterate(const LayerMap& F, BatchF& Z, long depth, const std::vector<Observer*>& post, const std::vector<Observer*>& pre,
+             const ProgressFn& progress) {
+  iterate_lanes_impl(std::vector<Lane<BatchF>>{{"", &F, &Z, post, pre}}, depth, progress);
 }
 
 namespace {

@@ -5,8 +5,12 @@
 
 namespace tokdyn {
 
-void VectorField::jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const {
-  // Central difference; the step is scaled to the direction's size.
+namespace {
+
+/// Central difference (f(Z + hV) - f(Z - hV)) / 2h of a map `f` (Batch in, value out), the step
+/// scaled to the direction's size: h = 1e-6 / |V|_F.
+template <class F>
+void central_difference(const Batch& Z, const Tokens& V, Tokens& out, F&& f) {
   const double vn = V.norm();
   if (vn == 0.0) {
     out.setZero(Z.Z.rows(), Z.Z.cols());
@@ -17,25 +21,29 @@ void VectorField::jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) co
   Zp.Z += h * V;
   Zm.Z -= h * V;
   Tokens fp, fm;
-  eval(t, Zp, fp);
-  eval(t, Zm, fm);
+  f(Zp, fp);
+  f(Zm, fm);
   out = (fp - fm) / (2.0 * h);
 }
 
+}  // namespace
+
+void VectorField::jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const {
+  central_difference(Z, V, out, [&](const Batch& X, Tokens& y) { eval(t, X, y); });
+}
+
 void LayerMap::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
-  // Central difference of the layer map; the step is scaled to the direction's size.
-  const double vn = V.norm();
-  if (vn == 0.0) {
-    out.setZero(Z.Z.rows(), Z.Z.cols());
-    return;
-  }
-  const double h = 1e-6 / vn;
-  Batch Zp = Z, Zm = Z;
-  Zp.Z += h * V;
-  Zm.Z -= h * V;
-  apply(k, Zp);
-  apply(k, Zm);
-  out = (Zp.Z - Zm.Z) / (2.0 * h);
+  central_difference(Z, V, out, [&](const Batch& X, Tokens& y) {
+    Batch Y = X;
+    apply(k, Y);
+    y = std::move(Y.Z);
+  });
+}
+
+void LayerMap::apply_float(long k, BatchF& Z) const {
+  Batch D{Z.Z.cast<double>(), Z.runs, Z.len};
+  apply(k, D);
+  Z.Z = D.Z.cast<float>();
 }
 
 void LayerMap::vjp(long, const Batch&, const Tokens&, Tokens&) const {

@@ -1,10 +1,20 @@
 #include "tokdyn/observers.hpp"
 
+#include "tokdyn/io/csv.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace tokdyn {
+
+void Observer::observe_float(double t, const BatchF& Z) {
+  const Batch D{Z.Z.cast<double>(), Z.runs, Z.len};
+  observe(t, D);
+}
+
+std::vector<Table> Observer::tables(const std::string&, const std::string&) const { return {}; }
 
 GramMetrics gram_metrics(const Eigen::Ref<const Tokens>& Z) {
   const Eigen::Index len = Z.rows();
@@ -77,6 +87,43 @@ void gram_stats(const std::vector<GramMetrics>& v, double GramMetrics::*f, doubl
   sd = std::sqrt(s2 / static_cast<double>(v.size()));
 }
 
+std::vector<Table> GramObserver::tables(const std::string& label, const std::string& variant) const {
+  Table sum{"metrics", {label, "layer", "t", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std", "consensus_dist_mean", "min_cosine_mean"}, {}};
+  Table per{"metrics_runs", {label, "run", "layer", "t", "lambda1", "participation", "min_cosine", "consensus_dist"}, {}};
+  for (std::size_t o = 0; o < t_.size(); ++o) {
+    double l1m, l1s, prm, prs, cd = 0.0, mc = 0.0;
+    lambda1_stats(o, l1m, l1s);
+    pr_stats(o, prm, prs);
+    const std::size_t runs = m_[o].size();
+    for (std::size_t r = 0; r < runs; ++r) {
+      cd += cd_[o][r];
+      mc += m_[o][r].min_cosine;
+    }
+    sum.rows.push_back({variant, static_cast<long>(o), t_[o], l1m, l1s, prm, prs, cd / static_cast<double>(runs),
+                        mc / static_cast<double>(runs)});
+  }
+  const std::size_t runs = t_.empty() ? 0 : m_[0].size();
+  for (std::size_t r = 0; r < runs; ++r)
+    for (std::size_t o = 0; o < t_.size(); ++o) {
+      const GramMetrics& g = m_[o][r];
+      per.rows.push_back({variant, static_cast<long>(r), static_cast<long>(o), t_[o], g.lambda1, g.participation, g.min_cosine,
+                          cd_[o][r]});
+    }
+  return {std::move(sum), std::move(per)};
+}
+
+void GramObserver::append_runs(const GramObserver& other) {
+  if (t_.empty()) {
+    *this = other;
+    return;
+  }
+  if (other.t_ != t_) throw std::invalid_argument("GramObserver::append_runs: the observation times differ");
+  for (std::size_t o = 0; o < t_.size(); ++o) {
+    m_[o].insert(m_[o].end(), other.m_[o].begin(), other.m_[o].end());
+    cd_[o].insert(cd_[o].end(), other.cd_[o].begin(), other.cd_[o].end());
+  }
+}
+
 void GramObserver::lambda1_stats(std::size_t o, double& mean, double& sd) const {
   gram_stats(m_.at(o), &GramMetrics::lambda1, mean, sd);
 }
@@ -84,11 +131,18 @@ void GramObserver::pr_stats(std::size_t o, double& mean, double& sd) const {
   gram_stats(m_.at(o), &GramMetrics::participation, mean, sd);
 }
 
-void InteractionObserver::observe(double t, const Batch& Z) {
-  f_(static_cast<long>(std::llround(t)) + 1, Z, buf_);
-  if (q_.empty()) q_.assign(static_cast<std::size_t>(Z.runs), std::vector<std::vector<double>>(static_cast<std::size_t>(Z.len)));
-  for (int r = 0; r < Z.runs; ++r)
-    for (int i = 0; i < Z.len; ++i) q_[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].push_back(buf_(r, i));
+StateTapObserver::StateTapObserver(std::filesystem::path dir, std::vector<long> layers)
+    : dir_(std::move(dir)), layers_(std::move(layers)) {}
+
+template <class B>
+void StateTapObserver::tap(double t, const B& Z) {
+  const long k = std::lround(t);
+  if (std::find(layers_.begin(), layers_.end(), k) == layers_.end()) return;
+  std::filesystem::create_directories(dir_);
+  write_npy(dir_ / ("layer_" + std::to_string(k) + ".npy"), Z.Z.data(),
+            {static_cast<std::size_t>(Z.runs), static_cast<std::size_t>(Z.len), static_cast<std::size_t>(Z.Z.cols())});
 }
+void StateTapObserver::observe(double t, const Batch& Z) { tap(t, Z); }
+void StateTapObserver::observe_float(double t, const BatchF& Z) { tap(t, Z); }
 
 }  // namespace tokdyn

@@ -277,7 +277,7 @@ TEST(Linearisation, Mamba2BlockMatchesFiniteDifferencesAndFp32Step) {
   using namespace mamba2;
   const Config cfg = Config::named("tiny");
   const Model model = init_model(cfg, 4);
-  const auto layer = [&model](long k) -> const Layer& { return model.layers[static_cast<std::size_t>((k - 1) % model.layers.size())]; };
+  const auto layer = cycle_layers(model);
   const int runs = 2, len = 5, d = cfg.d_model;
   struct Case {
     const char* name;
@@ -372,7 +372,7 @@ TEST(Linearisation, JvpCostsAFewForwardSteps) {
     using namespace mamba2;
     const Config cfg = Config::named("tiny");
     const Model model = init_model(cfg, 4);
-    BlockMap F(cfg, Switches{}, [&model](long) -> const Layer& { return model.layers[0]; }, Update::Residual);
+    BlockMap F(cfg, Switches{}, std::make_shared<ConstantSchedule<Layer>>(model.layers[0]), Update::Residual);
     const int runs = 2, len = 32;
     const Batch B = make_batch(normal(rng, runs * len, cfg.d_model), runs, len);
     const Tokens V = normal(rng, runs * len, cfg.d_model);

@@ -14,7 +14,9 @@
 #include "tokdyn/linalg.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/safetensors.hpp"
+#include "tokdyn/drivers.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/observers.hpp"
 #include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/schedule.hpp"
@@ -465,13 +467,12 @@ TEST(Mamba2Block, SameBitsOnOneToFourThreads) {
     auto depth_run = [&](int threads) {
       set_threads(threads);
       std::vector<MatF> states;
-      DepthRun opt;
-      opt.update = up;
-      opt.runs = runs;
-      opt.len = len;
-      opt.on_state = [&](std::size_t, long, const MatF& S) { states.push_back(S); };
-      run_depth(c, {{"gate", Switches{}}, {"no_gate", no_gate}}, [&](long k) -> const Layer& { return m.layers[(k - 1) % 4]; },
-                up == Update::Sphere ? MatF(X.rowwise().normalized()) : X, 3, opt);
+      const auto layers = cycle_layers(m);
+      const BlockMap gate(c, Switches{}, layers, up), nogate(c, no_gate, layers, up);
+      const MatF X0 = up == Update::Sphere ? MatF(X.rowwise().normalized()) : X;
+      BatchF A{X0, runs, len}, B{X0, runs, len};
+      CallbackObserver rec([&](double, const Batch& S) { states.push_back(S.Z.cast<float>()); });
+      iterate_lanes(std::vector<Lane<BatchF>>{{"gate", &gate, &A, {&rec}, {}}, {"no_gate", &nogate, &B, {&rec}, {}}}, 3);
       return states;
     };
     const auto ref = depth_run(1);
@@ -588,15 +589,10 @@ TEST(Mamba2Block, PaperFormAdapterEqualsTheAbstractSsmModel) {
     Batch Z{Rng(12).sphere_tokens(len, n), 1, len};
     const MatF X0 = Z.Z.cast<float>();
     SsmLayer(std::make_shared<ConstantSchedule<SsmParams>>(p), o, SsmForm::Recurrence).apply(1, Z);
-    DepthRun opt;
-    opt.update = Update::Sphere;
-    opt.tau = 0.3f;
-    opt.runs = 1, opt.len = len;
-    MatF got;
-    opt.on_state = [&](std::size_t, long k, const MatF& X) {
-      if (k == 1) got = X;
-    };
-    run_depth(c, {{"adapter", sw}}, [&](long) -> const Layer& { return L; }, X0, 1, opt);
+    const BlockMap adapter(c, sw, std::make_shared<ConstantSchedule<Layer>>(L), Update::Sphere, 0.3f);
+    BatchF S{X0, 1, len};
+    iterate(adapter, S, 1, {});
+    const MatF got = S.Z;
     EXPECT_LT((got.cast<double>() - Z.Z).cwiseAbs().maxCoeff(), 2e-6) << "silu " << silu;
   }
 }

@@ -14,7 +14,9 @@
 #include "test_util.hpp"
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/drivers.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/observers.hpp"
 #include "tokdyn/io/mamba2_checkpoint.hpp"
 
 using namespace tokdyn;
@@ -101,16 +103,14 @@ TEST(Mamba2Reference, AgreesWithTheIndependentNumPyImplementationLayerByLayer) {
           tmp.path().string());
       ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << tokdyn::testing::slurp(tmp.path() / "log.txt");
 
-      DepthRun opt;
-      opt.update = cs.update;
-      opt.tau = cs.tau;
-      opt.runs = runs, opt.len = len;
       std::vector<MatF> states;
       std::vector<std::vector<float>> qs;
-      opt.on_state = [&](std::size_t, long, const MatF& X) { states.push_back(X); };
-      opt.on_q = [&](std::size_t, long, const float* q) { qs.emplace_back(q, q + runs * len); };
-      run_depth(c, {{cs.name, cs.sw}}, [&](long k) -> const Layer& { return m.layers[static_cast<std::size_t>((k - 1) % c.n_layer)]; },
-                embed(m, ids, cs.update), depth, opt);
+      BlockMap block(c, cs.sw, cycle_layers(m), cs.update, cs.tau);
+      QTap qtap([&](const float* q, int, int) { qs.emplace_back(q, q + runs * len); });
+      block.watch(&qtap);
+      CallbackObserver rec([&](double, const Batch& X) { states.push_back(X.Z.cast<float>()); });
+      BatchF S{embed(m, ids, cs.update), runs, len};
+      iterate(block, S, depth, {&rec});
       ASSERT_EQ(states.size(), static_cast<std::size_t>(depth + 1));
       double worst_rel = 0.0;
       for (long k = 0; k <= depth; ++k) {

@@ -1,5 +1,6 @@
 // The ssm-random-silu preset end to end at small sizes: determinism across thread counts,
 // agreement of the two exact forms, and the paper's qualitative Fig. 3 separation.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,16 +38,22 @@ std::map<std::string, std::vector<std::pair<double, double>>> metrics(const fs::
   std::ifstream in(dir / "metrics.csv");
   std::string line;
   std::getline(in, line);
+  std::vector<std::string> head;
+  {
+    std::stringstream hs(line);
+    for (std::string c; std::getline(hs, c, ',');) head.push_back(c);
+  }
+  const auto col = [&](const char* name) {
+    return static_cast<std::size_t>(std::find(head.begin(), head.end(), name) - head.begin());
+  };
+  const std::size_t il1 = col("lambda1_mean"), ipr = col("pr_mean");
+  EXPECT_LT(ipr, head.size()) << "metrics.csv: " << line;
   std::map<std::string, std::vector<std::pair<double, double>>> out;
   while (std::getline(in, line)) {
     std::stringstream ss(line);
-    std::string v, layer, l1, l1s, pr;
-    std::getline(ss, v, ',');
-    std::getline(ss, layer, ',');
-    std::getline(ss, l1, ',');
-    std::getline(ss, l1s, ',');
-    std::getline(ss, pr, ',');
-    out[v].emplace_back(std::stod(l1), std::stod(pr));
+    std::vector<std::string> cells;
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    out[cells.at(0)].emplace_back(std::stod(cells.at(il1)), std::stod(cells.at(ipr)));
   }
   return out;
 }

@@ -16,7 +16,9 @@ namespace tokdyn {
 /// Throws NonFiniteError (exit code 4) naming the time/layer, run and token when the state holds a
 /// NaN or Inf. The drivers call it after every layer and at every stop; models with their own
 /// loops call it too. `clock` is "layer" or "t =".
-void require_finite(const Batch& Z, const char* clock, double t);
+/// `lane` (optional) names the lane (variant) in the message; `hint` replaces the default advice.
+void require_finite(const Batch& Z, const char* clock, double t, const std::string& lane = "", const std::string& hint = "");
+void require_finite(const BatchF& Z, const char* clock, double t, const std::string& lane = "", const std::string& hint = "");
 
 /// Progress callback: fraction done in [0, 1].
 using ProgressFn = std::function<void(double)>;
@@ -25,6 +27,32 @@ using ProgressFn = std::function<void(double)>;
 /// `pre` observers see (k-1, Z) with the state entering layer k, k = 1..depth.
 void iterate(const LayerMap& F, Batch& Z, long depth, const std::vector<Observer*>& post,
              const std::vector<Observer*>& pre = {}, const ProgressFn& progress = {});
+/// The same on a float batch (models whose state is float: LayerMap::float_state()); observers
+/// see it through Observer::observe_float.
+void iterate(const LayerMap& F, BatchF& Z, long depth, const std::vector<Observer*>& post,
+             const std::vector<Observer*>& pre = {}, const ProgressFn& progress = {});
+
+/// Runs `job(c, part)` on fixed chunks of `chunk` runs of Z (chunk c holds runs [c*chunk,
+/// min((c+1)*chunk, runs)); the last may be shorter), threaded over chunks (dynamic schedule), and
+/// writes each part back into Z. The partition depends only on the batch, so results are the same
+/// on any thread count (an adaptive integrator's steps depend on the runs it integrates together).
+/// After an exception no further chunk starts, and one is rethrown (ParallelErrors).
+void for_each_chunk(Batch& Z, int chunk, const std::function<void(int c, Batch& part)>& job);
+
+/// One lane of a lock-step depth run: a model, the batch it moves and its observers.
+template <class B>
+struct Lane {
+  std::string name;               ///< named in messages (e.g. the variant)
+  const LayerMap* map = nullptr;
+  B* state = nullptr;
+  std::vector<Observer*> post;    ///< see (k, Z) after layer k, k = 0..depth
+  std::vector<Observer*> pre;     ///< see (k-1, Z), the state entering layer k
+};
+/// Iterates layers 1..depth on every lane in lock step: layer k is applied to lanes 0, 1, ... before
+/// layer k+1, so lanes share each layer of a schedule (paired comparisons of model variants; a
+/// layer made on demand is made once). The state is checked for NaN/Inf after every layer.
+void iterate_lanes(const std::vector<Lane<Batch>>& lanes, long depth, const ProgressFn& progress = {});
+void iterate_lanes(const std::vector<Lane<BatchF>>& lanes, long depth, const ProgressFn& progress = {});
 
 // ---------------------------------------------------------------------------------------------
 // Step guard: a fixed step is checked against the field's local rate, the largest |eigenvalue|

@@ -3,6 +3,7 @@
 //  LayerMap:    Z_{k+1} = F_k(Z_k), one discrete layer at a time;
 //  VectorField: dZ/dt = f(t, Z), with its tangent map (Jacobian-vector product).
 // Both act on a Batch: a stack of equally long sequences processed together.
+#include <string>
 #include <vector>
 
 #include "tokdyn/tokens.hpp"
@@ -31,6 +32,15 @@ class LayerMap {
   /// model provides it (has_vjp()); the default throws std::logic_error.
   virtual void vjp(long k, const Batch& Z, const Tokens& W, Tokens& out) const;
   virtual bool has_vjp() const { return false; }
+
+  // ---- Float state (models computed in fp32: Mamba-2) ----
+  /// True when the model's own state is float: drivers then keep the batch in float (a BatchF)
+  /// and apply() on a double batch rounds it to float on entry.
+  virtual bool float_state() const { return false; }
+  /// Applies layer k to a float batch, in place. Default: widen to double, apply(), round back.
+  virtual void apply_float(long k, BatchF& Z) const;
+  /// What the message of a non-finite state suggests (drivers name the layer, run and token).
+  virtual std::string overflow_hint() const { return "the dynamics overflowed; check the weights and the step size"; }
 };
 
 class VectorField {

@@ -3,19 +3,38 @@
 // Metrics of The Attention Within §VI: normalised Gram spectrum lambda_bar_1 and participation
 // ratio r; the interaction term q_i(t) of §VI-B (model-supplied); min pairwise cosine; distance
 // to the nearest consensus configuration.
+#include <filesystem>
 #include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
 
+/// One cell of a tidy table: empty ("none"), text, integer or real.
+using Cell = std::variant<std::monostate, std::string, long, double>;
+
+/// A tidy table an observer emits: written to <name>.csv (io/reports.hpp write_tables), one row
+/// per observation, the key columns (variant, run, layer, t, ...) first.
+struct Table {
+  std::string name;
+  std::vector<std::string> columns;
+  std::vector<std::vector<Cell>> rows;
+};
+
 class Observer {
  public:
   virtual ~Observer() = default;
   /// Called with the state after layer k (k = 0: the initial tokens) or at time t.
   virtual void observe(double t, const Batch& Z) = 0;
+  /// The same for a float state (fp32 models). Default: observe() of the state widened to double
+  /// (exact), so every observer works on every model.
+  virtual void observe_float(double t, const BatchF& Z);
+  /// The tidy tables this observer emits for one variant (the first column, named `label`, holds
+  /// `variant`). Observers that write nothing themselves return none.
+  virtual std::vector<Table> tables(const std::string& label, const std::string& variant) const;
 };
 
 /// Per-sequence Gram metrics of one configuration Z (len x d), tokens normalised first.
@@ -39,10 +58,17 @@ struct ConsensusDistance {
 ConsensusDistance consensus_distance(const Eigen::Ref<const Tokens>& Z);
 
 /// Records gram_metrics and consensus_distance of every run at every observation.
-/// Values are stored as [observation][run] (a few numbers per layer and run).
+/// Values are stored as [observation][run] (a few numbers per layer and run). Tables:
+///   metrics.csv       `<label>,layer,t,lambda1_mean,lambda1_std,pr_mean,pr_std,consensus_dist_mean,min_cosine_mean`
+///                     (mean and population std over runs; `layer` is the observation index)
+///   metrics_runs.csv  `<label>,run,layer,t,lambda1,participation,min_cosine,consensus_dist` (every run)
 class GramObserver final : public Observer {
  public:
   void observe(double t, const Batch& Z) override;
+  std::vector<Table> tables(const std::string& label, const std::string& variant) const override;
+  /// Appends the runs of `other` (the same observation times: another chunk of the same batch)
+  /// after this observer's runs.
+  void append_runs(const GramObserver& other);
   const std::vector<double>& times() const { return t_; }
   const std::vector<std::vector<GramMetrics>>& metrics() const { return m_; }
   const std::vector<std::vector<double>>& consensus() const { return cd_; }
@@ -56,20 +82,20 @@ class GramObserver final : public Observer {
   std::vector<std::vector<double>> cd_;
 };
 
-/// Records q_i(t) for every run and token through a model-supplied function that writes
-/// q (runs x len) for the state entering layer k. Stored as q[run][token][observation].
-class InteractionObserver final : public Observer {
+/// Writes the state at chosen layers to <dir>/layer_K.npy, shape [runs, tokens, d], in the model's
+/// precision (float32 for float states, float64 otherwise): the per-layer states of any model. The
+/// folder is created at the first write.
+class StateTapObserver final : public Observer {
  public:
-  using QFunction = std::function<void(long k, const Batch& Z, Mat& q)>;
-  explicit InteractionObserver(QFunction f) : f_(std::move(f)) {}
-  /// Called by the driver with the state entering layer k = t + 1 (pre-layer hook).
+  StateTapObserver(std::filesystem::path dir, std::vector<long> layers);
   void observe(double t, const Batch& Z) override;
-  const std::vector<std::vector<std::vector<double>>>& q() const { return q_; }
+  void observe_float(double t, const BatchF& Z) override;
 
  private:
-  QFunction f_;
-  Mat buf_;
-  std::vector<std::vector<std::vector<double>>> q_;
+  template <class B>
+  void tap(double t, const B& Z);
+  std::filesystem::path dir_;
+  std::vector<long> layers_;
 };
 
 /// Calls a function at every observation (tests, taps).

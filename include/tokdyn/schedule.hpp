@@ -73,6 +73,59 @@ class CycleSchedule final : public WeightSchedule<P> {
   std::vector<std::shared_ptr<const P>> list_;
 };
 
+/// Entries of a shared list chosen by an index list cycled over layers: layer k uses
+/// list[index[(k-1) mod index.size()]]. Index 0..n-1 cycles the list (24 checkpoint blocks cycled to
+/// depth 200); {l} repeats entry l; any other list cycles those entries. The entries are shared,
+/// not copied (model weights).
+template <class P>
+class ListSchedule final : public WeightSchedule<P> {
+ public:
+  ListSchedule(std::vector<std::shared_ptr<const P>> list, std::vector<long> index) : list_(std::move(list)), index_(std::move(index)) {
+    if (list_.empty()) throw std::invalid_argument("ListSchedule: empty list");
+    if (index_.empty()) throw std::invalid_argument("ListSchedule: empty index list");
+    for (long i : index_)
+      if (i < 0 || i >= static_cast<long>(list_.size())) throw std::invalid_argument("ListSchedule: index out of range");
+  }
+  /// Every entry in order, cycled.
+  explicit ListSchedule(std::vector<std::shared_ptr<const P>> list) : ListSchedule(list, iota(list.size())) {}
+  std::shared_ptr<const P> at_layer(long k) const override {
+    const long n = static_cast<long>(index_.size());
+    return list_[static_cast<std::size_t>(index_[static_cast<std::size_t>(((k - 1) % n + n) % n)])];
+  }
+
+ private:
+  static std::vector<long> iota(std::size_t n) {
+    std::vector<long> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<long>(i);
+    return v;
+  }
+  std::vector<std::shared_ptr<const P>> list_;
+  std::vector<long> index_;
+};
+
+/// Parameters of layer k made on demand by a function of k (e.g. a fresh initialisation from the
+/// random stream of layer k), so any layer can be produced in any order with the same bits. The
+/// last few are cached: drivers running several lanes in lock step make each layer once.
+template <class P>
+class OnDemandSchedule final : public WeightSchedule<P> {
+ public:
+  explicit OnDemandSchedule(std::function<P(long k)> make) : make_(std::move(make)) {}
+  std::shared_ptr<const P> at_layer(long k) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, val] : cache_)
+      if (key == k) return val;
+    auto p = std::make_shared<const P>(make_(k));
+    cache_.emplace_back(k, p);
+    if (cache_.size() > 2) cache_.erase(cache_.begin());
+    return p;
+  }
+
+ private:
+  std::function<P(long)> make_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<long, std::shared_ptr<const P>>> cache_;
+};
+
 /// Parameters redrawn i.i.d. every `every` layers (every = 1: at every layer). Draw b (layers
 /// (b*every, (b+1)*every]) comes from the stream Rng(seed, {b}), so any layer can be produced
 /// on demand, in any order, on any thread, with the same bits. The last few draws are cached.

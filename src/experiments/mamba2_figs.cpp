@@ -9,6 +9,8 @@
 #include <optional>
 #include <set>
 
+#include "tokdyn/analysis/pe_window.hpp"
+#include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
@@ -39,10 +41,19 @@ struct Setup {
   int runs = 0, len = 0;
   long depth = 0;
   std::vector<std::int64_t> ids;  // [runs*len]
-  DepthRun opt;
+  Update update = Update::Residual;
+  float tau = 1.0f;
+  std::vector<long> mixing_depths;
+  std::vector<int> mixing_heads;
   Switches base;                  // the switches not set by a variant
   std::vector<long> taps;
   std::uint64_t random_seed = 0;
+  std::vector<std::shared_ptr<const Layer>> layers;  // the model's blocks (shared by schedules)
+};
+
+struct Variant {
+  std::string name;
+  Switches sw;
 };
 
 Setup make_setup(const Params& P, RunContext& ctx) {
@@ -59,10 +70,8 @@ Setup make_setup(const Params& P, RunContext& ctx) {
     S.synthetic = !S.model.generated_by.empty();  // written by make-checkpoint: not trained weights
   }
   const Config& c = S.model.cfg;
-  S.opt.update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;
-  S.opt.tau = static_cast<float>(P.get_double("tau"));
-  S.opt.runs = S.runs;
-  S.opt.len = S.len;
+  S.update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;
+  S.tau = static_cast<float>(P.get_double("tau"));
   S.base.conv = P.get_bool("conv");
   S.base.silu_x = P.get_bool("silu_x");
   S.base.d_skip = P.get_bool("d_skip");
@@ -75,10 +84,10 @@ Setup make_setup(const Params& P, RunContext& ctx) {
   for (long k : P.get_int_list("mixing"))
     if (k < 1 || k > S.depth)
       throw InputError(fmt::format("parameter 'mixing': expected layer steps in [1, depth = {}], got {}", S.depth, k));
-  S.opt.mixing_depths = P.get_int_list("mixing");
+  S.mixing_depths = P.get_int_list("mixing");
   for (long h : P.get_int_list("mixing_heads")) {
     if (h >= c.nheads()) throw InputError(fmt::format("parameter 'mixing_heads': the model has {} heads, got head {}", c.nheads(), h));
-    S.opt.mixing_heads.push_back(static_cast<int>(h));
+    S.mixing_heads.push_back(static_cast<int>(h));
   }
   if (P.get_string("schedule") == "single" && P.get_int("layer") >= c.n_layer)
     throw InputError(fmt::format("parameter 'layer': the model has {} layers (0..{}), got {}", c.n_layer, c.n_layer - 1, P.get_int("layer")));
@@ -117,8 +126,8 @@ Setup make_setup(const Params& P, RunContext& ctx) {
   ctx.notes["model_config"] = c.to_json();
   ctx.notes["model_config_layout"] = c.format;  // the config.json it was read from: state-spaces or hf
   ctx.notes["norm_epsilon"] = c.eps;            // of the three RMSNorms (HF layer_norm_epsilon; else 1e-5)
-  ctx.notes["update"] = S.opt.update == Update::Sphere
-                            ? fmt::format("sphere: z <- pi(z + {} * mixer(RMSNorm(z))), tokens start on the unit sphere", S.opt.tau)
+  ctx.notes["update"] = S.update == Update::Sphere
+                            ? fmt::format("sphere: z <- pi(z + {} * mixer(RMSNorm(z))), tokens start on the unit sphere", S.tau)
                             : "residual: x <- x + mixer(RMSNorm(x)) (the reference's residual stream, fp32); metrics on x/|x|";
   ctx.notes["vocab"] = {{"embedding_rows", S.model.embedding.rows()},
                         {"real_vocab_size", c.vocab_size},
@@ -127,100 +136,80 @@ Setup make_setup(const Params& P, RunContext& ctx) {
   ctx.notes["initial_tokens"] = idfile.empty()
                                     ? "embedding rows of token ids iid uniform in [0, vocab); run r uses stream (seed, r); ids in token_ids.npy"
                                     : "embedding rows of the given token ids (token_ids.npy)";
+  S.layers = share_layers(S.model);
   return S;
 }
 
-/// The layer used at depth step k under a schedule (random layers drawn on demand, one held).
-class LayerSource {
- public:
-  LayerSource(const Setup& S, Sched s, const Params& P) : S_(S), sched_(s) {
-    single_ = static_cast<int>(P.get_int("layer"));
-    for (long l : P.get_int_list("layers")) list_.push_back(static_cast<int>(l));
+/// The blocks acting at each depth step under a schedule (schedule.hpp: the model's blocks as a
+/// ListSchedule, or a fresh reference initialisation per step).
+std::shared_ptr<const LayerSchedule> make_schedule(const Setup& S, Sched sched, const Params& P) {
+  std::vector<long> index;
+  switch (sched) {
+    case Sched::Cycle: return std::make_shared<const ListSchedule<Layer>>(S.layers);
+    case Sched::Single: index = {P.get_int("layer")}; break;
+    case Sched::List: index = P.get_int_list("layers"); break;
+    case Sched::Random: return random_layers(S.model.cfg, S.random_seed);
   }
-  const Layer& operator()(long k) {
-    const int nl = S_.model.cfg.n_layer;
-    switch (sched_) {
-      case Sched::Cycle: return S_.model.layers[static_cast<std::size_t>((k - 1) % nl)];
-      case Sched::Single: return S_.model.layers[static_cast<std::size_t>(single_)];
-      case Sched::List: return S_.model.layers[static_cast<std::size_t>(list_[static_cast<std::size_t>((k - 1) % static_cast<long>(list_.size()))])];
-      case Sched::Random:
-        if (k != drawn_) {
-          // Fresh reference initialisation for every depth step: stream (random_seed, 1, 1000000 + k).
-          random_ = init_layer(S_.model.cfg, S_.random_seed, 1000000ULL + static_cast<std::uint64_t>(k));
-          drawn_ = k;
-        }
-        return random_;
-    }
-    return random_;
-  }
-  static std::string describe(Sched s, const Params& P, int n_layer) {
-    switch (s) {
-      case Sched::Cycle: return fmt::format("cycle: depth step k uses block (k-1) mod {}", n_layer);
-      case Sched::Single: return fmt::format("single: block {} at every depth step", P.get_int("layer"));
-      case Sched::List: return fmt::format("list: blocks [{}] cycled", fmt::join(P.get_int_list("layers"), ", "));
-      case Sched::Random:
-        return fmt::format("random: every depth step k a freshly initialised block (reference initialisation, stream "
-                           "(random_seed={}, 1, 1000000+k)), shared by runs and variants",
-                           P.get_int("random_seed"));
-    }
-    return {};
-  }
+  return std::make_shared<const ListSchedule<Layer>>(S.layers, index);
+}
 
- private:
-  const Setup& S_;
-  Sched sched_;
-  int single_ = 0;
-  std::vector<int> list_;
-  Layer random_;
-  long drawn_ = -1;
-};
+std::string describe_schedule(Sched s, const Params& P, int n_layer) {
+  switch (s) {
+    case Sched::Cycle: return fmt::format("cycle: depth step k uses block (k-1) mod {}", n_layer);
+    case Sched::Single: return fmt::format("single: block {} at every depth step", P.get_int("layer"));
+    case Sched::List: return fmt::format("list: blocks [{}] cycled", fmt::join(P.get_int_list("layers"), ", "));
+    case Sched::Random:
+      return fmt::format("random: every depth step k a freshly initialised block (reference initialisation, stream "
+                         "(random_seed={}, 1, 1000000+k)), shared by runs and variants",
+                         P.get_int("random_seed"));
+  }
+  return {};
+}
 
 struct PassResult {
   std::vector<std::string> names;
   std::vector<GramObserver> gram;
-  std::vector<QRecord> q;
+  std::vector<PeObserver> pe;
 };
 
-/// One depth pass over `variants` (labels `names`), sharing each layer between variants.
-PassResult run_pass(const Setup& S, Sched sched, const Params& P, const std::vector<Variant>& variants,
-                    const std::vector<std::string>& names, bool record_q, RunContext& ctx, double p0, double p1,
-                    bool write_taps) {
+/// One depth pass over `variants` (labels `names`): one BlockMap per variant, run by the generic
+/// driver in lock step so that variants share each layer (paired comparisons; a random layer is
+/// drawn once). Observers: Gram metrics, state taps (taps/), q (PE windows), mixing matrices.
+PassResult run_pass(const Setup& S, const std::shared_ptr<const LayerSchedule>& layers, const std::vector<Variant>& variants,
+                    const std::vector<std::string>& names, int fig_run, RunContext& ctx, double p0, double p1, bool write_taps) {
+  const bool record_q = fig_run >= 0;  // q and its PE windows (fig_run: the run written to q.csv)
+  const std::size_t n = variants.size();
   PassResult R;
   R.names = names;
-  R.gram.resize(variants.size());
-  if (record_q)
-    R.q.assign(variants.size(), QRecord(static_cast<std::size_t>(S.runs), std::vector<std::vector<double>>(static_cast<std::size_t>(S.len))));
-  LayerSource src(S, sched, P);
-  DepthRun opt = S.opt;
-  const std::set<long> taps(S.taps.begin(), S.taps.end());
-  opt.on_state = [&](std::size_t v, long k, const MatF& X) {
-    Batch b{X.cast<double>(), S.runs, S.len};
-    R.gram[v].observe(static_cast<double>(k), b);
-    if (write_taps && taps.count(k)) {
-      const fs::path dir = v == 0 ? ctx.dir / "taps" : ctx.dir / "taps" / names[v];
-      fs::create_directories(dir);
-      write_npy(dir / fmt::format("layer_{}.npy", k), X.data(),
-                {static_cast<std::size_t>(S.runs), static_cast<std::size_t>(S.len), static_cast<std::size_t>(X.cols())});
+  R.gram.resize(n);
+  R.pe.assign(n, PeObserver(fig_run));
+  std::vector<BlockMap> maps;
+  std::vector<BatchF> states;
+  std::vector<StateTapObserver> taps;
+  std::vector<QTap> qtaps;
+  std::vector<MixingTap> mixtaps;
+  maps.reserve(n), states.reserve(n), taps.reserve(n), qtaps.reserve(n), mixtaps.reserve(n);
+  const MatF X0 = embed(S.model, S.ids, S.update);
+  std::vector<Lane<BatchF>> lanes;
+  for (std::size_t v = 0; v < n; ++v) {
+    maps.emplace_back(S.model.cfg, variants[v].sw, layers, S.update, S.tau);
+    states.push_back(BatchF{X0, S.runs, S.len});
+    Lane<BatchF> lane{variants[v].name, &maps[v], &states[v], {&R.gram[v]}, {}};
+    if (write_taps && !S.taps.empty()) {
+      taps.emplace_back(v == 0 ? ctx.dir / "taps" : ctx.dir / "taps" / names[v], S.taps);
+      lane.post.push_back(&taps.back());
     }
-  };
-  if (record_q)
-    opt.on_q = [&](std::size_t v, long, const float* q) {
-      for (int r = 0; r < S.runs; ++r)
-        for (int i = 0; i < S.len; ++i)
-          R.q[v][static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].push_back(q[static_cast<long>(r) * S.len + i]);
-    };
-  if (write_taps && !opt.mixing_depths.empty() && !opt.mixing_heads.empty())
-    opt.on_mixing = [&](std::size_t v, long k, const float* m) {
-      const fs::path dir = ctx.dir / "mixing" / names[v];
-      fs::create_directories(dir);
-      write_npy(dir / fmt::format("layer_{}.npy", k), m,
-                {static_cast<std::size_t>(S.runs), opt.mixing_heads.size(), static_cast<std::size_t>(S.len),
-                 static_cast<std::size_t>(S.len)});
-    };
-  else
-    opt.on_mixing = nullptr;
-  const MatF X0 = embed(S.model, S.ids, S.opt.update);
-  run_depth(S.model.cfg, variants, [&](long k) -> const Layer& { return src(k); }, X0, S.depth, opt, [&](double f) {
+    if (record_q) {
+      qtaps.emplace_back([pe = &R.pe[v]](const float* q, int runs, int len) { pe->record(q, runs, len); });
+      maps[v].watch(&qtaps.back());
+    }
+    if (write_taps && !S.mixing_depths.empty() && !S.mixing_heads.empty()) {
+      mixtaps.emplace_back(ctx.dir / "mixing" / names[v], S.mixing_depths, S.mixing_heads);
+      maps[v].watch(&mixtaps.back());
+    }
+    lanes.push_back(std::move(lane));
+  }
+  iterate_lanes(lanes, S.depth, [&](double f) {
     if (ctx.progress) ctx.progress(p0 + (p1 - p0) * f);
   });
   return R;
@@ -295,21 +284,22 @@ void run_single_schedule(const Params& P, RunContext& ctx, const std::vector<std
     if (P.get_int("window") > S.depth)
       throw InputError(fmt::format("parameter 'window': expected a window <= depth ({}), got {}", S.depth, P.get_int("window")));
   }
-  const PassResult R = run_pass(S, sched, P, vars, names, pe, ctx, 0.0, 1.0, true);
-  std::vector<std::pair<std::string, const GramObserver*>> mv;
-  for (std::size_t v = 0; v < vars.size(); ++v) mv.emplace_back(names[v], &R.gram[v]);
-  write_metrics_csv(ctx.dir / "metrics.csv", mv);
+  const PassResult R = run_pass(S, make_schedule(S, sched, P), vars, names, pe ? fig_run : -1, ctx, 0.0, 1.0, true);
+  std::vector<std::pair<std::string, const Observer*>> mv, qv;
+  for (std::size_t v = 0; v < vars.size(); ++v) {
+    mv.emplace_back(names[v], &R.gram[v]);
+    qv.emplace_back(names[v], &R.pe[v]);
+  }
+  write_tables(ctx.dir, mv);
   if (pe) {
-    std::vector<std::pair<std::string, const QRecord*>> qv;
-    for (std::size_t v = 0; v < vars.size(); ++v) qv.emplace_back(names[v], &R.q[v]);
-    write_pe_csvs(ctx.dir, qv, fig_run);
+    write_tables(ctx.dir, qv);
     ctx.notes["fig_run"] = fig_run;
     ctx.notes["fig_token"] = P.get_int("fig_token");
     ctx.notes["window"] = P.get_int("window");
     ctx.notes["q"] = "q_i(t) = C_i . B_i (group 0) exactly as the block uses them at layer t (post-conv, post-SiLU when on), "
                      "for the state entering layer t";
   }
-  ctx.notes["schedule"] = LayerSource::describe(sched, P, S.model.cfg.n_layer);
+  ctx.notes["schedule"] = describe_schedule(sched, P, S.model.cfg.n_layer);
   ctx.notes["variants"] = vj;
 }
 
@@ -427,19 +417,21 @@ void run_fig6(const Params& P, RunContext& ctx) {
   };
   const Sched trained = sched_of(P.get_string("schedule"));
   if (trained == Sched::Random) throw InputError("parameter 'schedule': Fig. 6 compares the model's blocks with random ones; expected cycle, single or list");
-  const PassResult A = run_pass(S, trained, P, variants(true), {"mamba2_silu", "mamba2_no_silu"}, true, ctx, 0.0, 0.5, true);
-  const PassResult B = run_pass(S, Sched::Random, P, variants(false), {"random_silu", "random_no_silu"}, true, ctx, 0.5, 1.0, false);
-  std::vector<std::pair<std::string, const GramObserver*>> mv;
-  std::vector<std::pair<std::string, const QRecord*>> qv;
+  const int fig_run = static_cast<int>(P.get_int("fig_run"));
+  const PassResult A = run_pass(S, make_schedule(S, trained, P), variants(true), {"mamba2_silu", "mamba2_no_silu"}, fig_run, ctx, 0.0,
+                                0.5, true);
+  const PassResult B = run_pass(S, make_schedule(S, Sched::Random, P), variants(false), {"random_silu", "random_no_silu"}, fig_run,
+                                ctx, 0.5, 1.0, false);
+  std::vector<std::pair<std::string, const Observer*>> mv, qv;
   for (const PassResult* R : {&A, &B})
     for (std::size_t v = 0; v < R->names.size(); ++v) {
       mv.emplace_back(R->names[v], &R->gram[v]);
-      qv.emplace_back(R->names[v], &R->q[v]);
+      qv.emplace_back(R->names[v], &R->pe[v]);
     }
-  write_metrics_csv(ctx.dir / "metrics.csv", mv, "config");
-  write_pe_csvs(ctx.dir, qv, static_cast<int>(P.get_int("fig_run")), "config");
-  ctx.notes["schedule_trained"] = LayerSource::describe(trained, P, S.model.cfg.n_layer);
-  ctx.notes["schedule_random"] = LayerSource::describe(Sched::Random, P, S.model.cfg.n_layer);
+  write_tables(ctx.dir, mv, "config");
+  write_tables(ctx.dir, qv, "config");
+  ctx.notes["schedule_trained"] = describe_schedule(trained, P, S.model.cfg.n_layer);
+  ctx.notes["schedule_random"] = describe_schedule(Sched::Random, P, S.model.cfg.n_layer);
   ctx.notes["gate"] = false;
   ctx.notes["q"] = "q_i(t) = C_i . B_i (group 0) exactly as the block uses them at layer t, for the state entering layer t";
 }

@@ -136,7 +136,7 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
       ctx.notes["adaptive_steps"] = {{"accepted", st.accepted}, {"rejected", st.rejected}};
     }
   }
-  write_metrics_csv(ctx.dir / "metrics.csv", {{"flow", &gram}});
+  write_tables(ctx.dir, {{"flow", &gram}});
   ctx.notes["softmax_floor_a"] = a;
   ctx.notes["frequencies"] = AP.plane_frequencies();
   ctx.notes["model"] = "dx_i/dt = P_perp(x_i) sum_j A_ij V x_j, A = softmax(beta <R_{p_i} Q x_i, R_{p_j} K x_j>) per head (Q = K = V = I)";

@@ -23,7 +23,7 @@ namespace {
 struct VariantResult {
   std::string name;
   GramObserver gram;
-  std::vector<std::vector<std::vector<double>>> q;  // [run][token][layer-1]
+  PeObserver pe{0};
 };
 
 void run_ssm_random_silu(const Params& P, RunContext& ctx) {
@@ -67,10 +67,10 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
     o.silu_bc = R.name == "silu";
     o.gate = GateKind::Off;
     SsmLayer layer(sched, o, form);
-    R.q.assign(static_cast<std::size_t>(runs), std::vector<std::vector<double>>(static_cast<std::size_t>(len)));
-    layer.set_interaction_sink([&R, runs, len](long, const Mat& q) {
-      for (int r = 0; r < runs; ++r)
-        for (int i = 0; i < len; ++i) R.q[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].push_back(q(r, i));
+    R.pe = PeObserver(fig_run);
+    layer.set_interaction_sink([&R](long, const Mat& q) {
+      // q is runs x len, row-major: run r's tokens are consecutive.
+      R.pe.record(q.data(), static_cast<int>(q.rows()), static_cast<int>(q.cols()));
     });
     Batch Z = Z0;
     const double share = 1.0 / static_cast<double>(variants.size());
@@ -98,15 +98,14 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   }
 
   {
-    std::vector<std::pair<std::string, const GramObserver*>> mv;
-    std::vector<std::pair<std::string, const QRecord*>> qv;
+    std::vector<std::pair<std::string, const Observer*>> mv, qv;
     for (const auto& R : res) {
       mv.emplace_back(R.name, &R.gram);
-      qv.emplace_back(R.name, &R.q);
+      qv.emplace_back(R.name, &R.pe);
     }
-    write_metrics_csv(ctx.dir / "metrics.csv", mv);
+    write_tables(ctx.dir, mv);
     // PE windows (§VI-B, eq. (23)) for every run and token; envelopes over runs per token.
-    write_pe_csvs(ctx.dir, qv, fig_run);
+    write_tables(ctx.dir, qv);
   }
   // Assumption III.1 along the run (certified channel bounds per layer; Remark IV.1's sign of
   // (S_BC)_{mu~mu~}; Assumption V.1's margin), and the run-level verdict.

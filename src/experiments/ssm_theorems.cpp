@@ -15,9 +15,7 @@
 // Determinism: run r of variant v starts from the stream (seed, v, r); runs are integrated in
 // fixed chunks of 8 (threads over chunks), so results do not depend on the thread count.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <fmt/format.h>
 
 #include <limits>
@@ -30,6 +28,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/ssm_designs.hpp"
 #include "tokdyn/observers.hpp"
 
@@ -45,7 +44,7 @@ constexpr double kMaxRecorded = 2e8;  ///< recorded (token, observation) values 
 /// that b_i and the stable V_i can be formed for any sign pattern afterwards).
 struct Recorded {
   std::vector<double> t;
-  std::vector<std::vector<GramMetrics>> gram;  ///< [observation][run]
+  GramObserver gram;                           ///< Gram metrics of every run at every observation
   std::vector<double> zmu, tang;               ///< [(run * len + i) * nobs + o]
   Tokens final_state;                          ///< (runs * len) x n at t_end
   Mat tail;                                    ///< runs x len: max |z_i^mu~| over the last 20%
@@ -114,28 +113,17 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
   R.len = Z0.len;
   const int n = Z0.dim();
   const int chunks = (Z0.runs + kChunk - 1) / kChunk;
-  R.final_state.resize(Z0.Z.rows(), n);
   R.tail = Mat::Zero(Z0.runs, Z0.len);
   struct ChunkOut {
-    std::vector<double> t;
-    std::vector<std::vector<GramMetrics>> gram;
+    GramObserver gram;
     std::vector<std::vector<double>> zmu, tang;  ///< [observation][run-in-chunk * len + i]
   };
   std::vector<ChunkOut> out(static_cast<std::size_t>(chunks));
   const SsmFlow flow(s, SsmOptions{});
   int done = 0;
-  // An exception must not leave the parallel region: each chunk keeps its own, the first in
-  // chunk order is rethrown, and chunks not yet started are skipped once one failed.
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(chunks));
-  std::atomic<bool> failed{false};
-#pragma omp parallel for schedule(dynamic)
-  for (int c = 0; c < chunks; ++c) {
-    if (failed.load()) continue;
-    try {
-    const int r0 = c * kChunk, nr = std::min(kChunk, Z0.runs - r0);
-    const Eigen::Index row0 = static_cast<Eigen::Index>(r0) * Z0.len, rows = static_cast<Eigen::Index>(nr) * Z0.len;
-    Batch B{Z0.Z.middleRows(row0, rows), nr, Z0.len};
-    GramObserver gram;
+  Batch B = Z0;
+  for_each_chunk(B, kChunk, [&](int c, Batch& part) {
+    const Eigen::Index rows = part.Z.rows();
     TailObserver tail(kMu, 0.8 * t_end);
     ChunkOut& co = out[static_cast<std::size_t>(c)];
     CallbackObserver rec([&](double, const Batch& Z) {
@@ -157,19 +145,16 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
       o.guard.policy = StepPolicy::Refuse;  // a user's fixed step: never a silently unstable run
       o.guard.fix = kRk4Fix;
       o.report = &rep;
-      integrate_rk4(flow, B, 0.0, t_end, o, {&gram, &tail, &rec}, every);
+      integrate_rk4(flow, part, 0.0, t_end, o, {&co.gram, &tail, &rec}, every);
     } else {
       AdaptiveOptions o;
       o.method = in.method;
       o.rtol = in.rtol;
       o.atol = in.atol;
       o.retract = true;
-      st = integrate_adaptive(flow, B, 0.0, t_end, o, {&gram, &tail, &rec}, every);
+      st = integrate_adaptive(flow, part, 0.0, t_end, o, {&co.gram, &tail, &rec}, every);
     }
-    R.final_state.middleRows(row0, rows) = B.Z;
-    R.tail.middleRows(r0, nr) = tail.tail_max();
-    co.t = gram.times();
-    co.gram = gram.metrics();
+    R.tail.middleRows(c * kChunk, part.runs) = tail.tail_max();
 #pragma omp critical
     {
       log.steps.merge(rep);
@@ -178,40 +163,29 @@ Recorded integrate_runs(const SsmSchedulePtr& s, const Batch& Z0, double t_end, 
       ++done;
       if (progress) progress(static_cast<double>(done) / chunks);
     }
-    } catch (...) {
-      errors[static_cast<std::size_t>(c)] = std::current_exception();
-      failed.store(true);
-    }
-  }
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  R.t = out.front().t;
+  });
+  R.final_state = std::move(B.Z);
+  R.t = out.front().gram.times();
   const std::size_t nobs = R.t.size();
-  R.gram.assign(nobs, {});
   R.zmu.assign(static_cast<std::size_t>(Z0.Z.rows()) * nobs, 0.0);
   R.tang = R.zmu;
   for (int c = 0; c < chunks; ++c) {
     const ChunkOut& co = out[static_cast<std::size_t>(c)];
+    R.gram.append_runs(co.gram);
     const std::size_t row0 = static_cast<std::size_t>(c) * kChunk * static_cast<std::size_t>(Z0.len);
-    for (std::size_t o = 0; o < nobs; ++o) {
-      R.gram[o].insert(R.gram[o].end(), co.gram[o].begin(), co.gram[o].end());
+    for (std::size_t o = 0; o < nobs; ++o)
       for (std::size_t a = 0; a < co.zmu[o].size(); ++a) {
         R.zmu[(row0 + a) * nobs + o] = co.zmu[o][a];
         R.tang[(row0 + a) * nobs + o] = co.tang[o][a];
       }
-    }
   }
   return R;
 }
 
-void write_metrics(CsvWriter& csv, const std::string& variant, const Recorded& R) {
-  for (std::size_t o = 0; o < R.nobs(); ++o) {
-    double l1 = 0, l1_sd = 0, p1 = 0, p1_sd = 0;
-    gram_stats(R.gram[o], &GramMetrics::lambda1, l1, l1_sd);
-    gram_stats(R.gram[o], &GramMetrics::participation, p1, p1_sd);
-    csv.cell(variant).cell(static_cast<long>(o)).cell(l1).cell(l1_sd).cell(p1).cell(p1_sd).cell(R.t[o]);
-    csv.end_row();
-  }
+void write_metric_tables(const RunContext& ctx, const std::vector<std::pair<std::string, GramObserver>>& metrics) {
+  std::vector<std::pair<std::string, const Observer*>> v;
+  for (const auto& [name, gram] : metrics) v.emplace_back(name, &gram);
+  write_tables(ctx.dir, v);
 }
 
 void write_convergence(CsvWriter& csv, const std::string& variant, const Recorded& R,
@@ -328,7 +302,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   if (which == "all" || which == "pef") variants.push_back({"pef", design_s_pef(design_g1(), real), c, 1.0, T});
   if (which == "all" || which == "cap") variants.push_back({"cap", design_s_cap(0.5, real), P.get_double("c_cap"), two_pi, two_pi});
 
-  CsvWriter metrics(ctx.dir / "metrics.csv", {"variant", "layer", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std", "t"});
+  std::vector<std::pair<std::string, GramObserver>> metrics;  // per variant, written by write_tables
   CsvWriter conv(ctx.dir / "convergence.csv", {"variant", "run", "token", "t", "b", "V"});
   CsvWriter rates(ctx.dir / "rates.csv", {"variant", "token", "fitted_rate_mean", "fitted_rate_min", "fitted_rate_max",
                                           "predicted_rate", "certified_rho", "max_V_end", "converged_runs", "runs"});
@@ -391,7 +365,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
     const Recorded R = integrate_runs(V.sched, Z0, t_end, in, every, log, [&](double f) {
       if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
     });
-    write_metrics(metrics, V.name, R);
+    metrics.emplace_back(V.name, std::move(R.gram));
     write_convergence(conv, V.name, R, signs, runs);
     // Predicted rates (linearised (5), our derivation) at the time-averaged kernel over the fit window.
     const double t0 = 0.5 * t_end;
@@ -430,6 +404,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   ctx.notes["designs"] = "G1 channels; pe: S_BC = (1 + 1.2 sin 2 pi t) I; pef: (1 + 2 sin 2 pi t) I; cap: diag(1,-.5,-.5,-.5) + 0.5 sin t (e1 e2^T - e2 e1^T)";
   ctx.notes["realisation"] = "S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q(t) = exp(t K0), K0 skew with N(0, rotation^2) entries (stream seed, 0x6b30)";
   ctx.notes["initial_tokens"] = "run r of variant v: stream (seed, v, r); V_i(0) uniform in [0, v0], random signs and tangential directions";
+  write_metric_tables(ctx, metrics);
   write_integration_notes(ctx, in, log);
   ctx.notes["rates"] = "fitted: least-squares slope of ln V_i over [t_end/2, t_end]; predicted: 2 x slowest rate of (5) linearised at consensus at the time-averaged kernel; certified: rho_i of Theorem IV.1's proof (eps = rho/2)";
 }
@@ -469,7 +444,7 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
                         design_s_ani2(k, d, realisation(seed, 2, m, rotation)), 2, 2, 1.0});
   }
 
-  CsvWriter metrics(ctx.dir / "metrics.csv", {"variant", "layer", "lambda1_mean", "lambda1_std", "pr_mean", "pr_std", "t"});
+  std::vector<std::pair<std::string, GramObserver>> metrics;  // per variant, written by write_tables
   CsvWriter conv(ctx.dir / "convergence.csv", {"variant", "run", "token", "t", "b", "V"});
   CsvWriter doa(ctx.dir / "doa.csv", {"design", "c_star", "c_eff", "c_eff_proof", "lambda_max", "lambda_min", "runs",
                                       "converged", "fraction", "trapped", "c_star_column", "alpha_pd"});
@@ -514,7 +489,7 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
     const Recorded R = integrate_runs(V.sched, Z0, t_end, in, every, log, [&](double f) {
       if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
     });
-    write_metrics(metrics, V.name, R);
+    metrics.emplace_back(V.name, std::move(R.gram));
     const auto signs = final_signs(R);
     write_convergence(conv, V.name, R, signs, runs);
     int converged = 0, trapped = 0;
@@ -537,6 +512,7 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   ctx.notes["initial_tokens"] = pin_first
       ? "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l for s-iso; anisotropic designs: token 1 = +e^1, token 2 uniform on S^1"
       : "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l";
+  write_metric_tables(ctx, metrics);
   write_integration_notes(ctx, in, log);
   ctx.notes["classification"] = "converged: max_i V_i(t_end) < 1e-8 with signs of the final state; trapped: some token with max |z_i^mu~| over [0.8 t_end, t_end] <= c_eff";
 }

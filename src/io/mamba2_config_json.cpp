@@ -1,7 +1,7 @@
 // Mamba-2 checkpoints: config.json (both layouts) and safetensors weights, read and written
 // (see io/mamba2_checkpoint.hpp). The config reader uses the standard library, nlohmann::json and
 // tokdyn's strict JSON and file helpers only (fuzzed standalone: scripts/fuzz.sh mamba2_config).
-#include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/io/mamba2_config_json.hpp"
 
 #include <algorithm>
 #include <cmath>

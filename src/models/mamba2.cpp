@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/error.hpp"
+#include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/linalg.hpp"
@@ -262,63 +263,97 @@ MatF embed(const Model& m, const std::vector<std::int64_t>& ids, Update update) 
   return X;
 }
 
-void run_depth(const Config& cfg, const std::vector<Variant>& variants, const std::function<const Layer&(long k)>& layer,
-               const MatF& X0, long depth, const DepthRun& opt, const std::function<void(double)>& progress) {
-  const long RT = static_cast<long>(opt.runs) * opt.len;
-  if (X0.rows() != RT || X0.cols() != cfg.d_model) throw std::invalid_argument("mamba2::run_depth: initial state has the wrong shape");
-  std::vector<MatF> X(variants.size(), X0);
-  std::vector<Engine> eng;
-  eng.reserve(variants.size());
-  for (const Variant& v : variants) eng.emplace_back(cfg, v.sw);
-  MatF out;
-  std::vector<float> q(static_cast<std::size_t>(RT));
-  std::vector<float> mix;
-  if (opt.on_state)
-    for (std::size_t v = 0; v < variants.size(); ++v) opt.on_state(v, 0, X[v]);
-  for (long k = 1; k <= depth; ++k) {
-    const Layer& L = layer(k);
-    const bool want_mix = opt.on_mixing && !opt.mixing_heads.empty() &&
-                          std::find(opt.mixing_depths.begin(), opt.mixing_depths.end(), k) != opt.mixing_depths.end();
-    for (std::size_t v = 0; v < variants.size(); ++v) {
-      MixerTaps taps;
-      if (opt.on_q) taps.q = q.data();
-      if (want_mix) {
-        mix.assign(static_cast<std::size_t>(opt.runs) * opt.mixing_heads.size() * opt.len * opt.len, 0.0f);
-        taps.heads = opt.mixing_heads;
-        taps.mixing = mix.data();
-      }
-      eng[v].mixer(L, X[v], opt.runs, opt.len, out, taps);
-      if (opt.on_q) opt.on_q(v, k, q.data());
-      if (want_mix) opt.on_mixing(v, k, mix.data());
-      MatF& S = X[v];
-      if (opt.update == Update::Residual) {
-        S += out;
-      } else {
-#pragma omp parallel for schedule(static) if (par(RT, cfg.d_model))
-        for (long i = 0; i < RT; ++i) {
-          double ss = 0.0;
-          for (int j = 0; j < cfg.d_model; ++j) {
-            const float y = S(i, j) + opt.tau * out(i, j);
-            S(i, j) = y;
-            ss += static_cast<double>(y) * y;
-          }
-          const float inv = static_cast<float>(1.0 / std::sqrt(ss));
-          for (int j = 0; j < cfg.d_model; ++j) S(i, j) *= inv;
-        }
-      }
-      if (!S.allFinite()) {
-        Eigen::Index row = 0;
-        while (row < S.rows() && S.row(row).allFinite()) ++row;
-        throw NonFiniteError(fmt::format("the state became non-finite (NaN or Inf) at layer step {} (variant {}, run {}, "
-                                         "token {}): the block overflowed; check the checkpoint's weights (e.g. A_log, "
-                                         "dt_bias). No result was written",
-                                         k, variants[v].name, static_cast<long>(row) / opt.len,
-                                         static_cast<long>(row) % opt.len + 1));
-      }
-      if (opt.on_state) opt.on_state(v, k, S);
-    }
-    if (progress) progress(static_cast<double>(k) / static_cast<double>(depth));
+std::vector<std::shared_ptr<const Layer>> share_layers(Model& m) {
+  std::vector<std::shared_ptr<const Layer>> out;
+  out.reserve(m.layers.size());
+  for (Layer& L : m.layers) out.push_back(std::make_shared<const Layer>(std::move(L)));
+  m.layers.clear();
+  return out;
+}
+
+std::shared_ptr<const LayerSchedule> cycle_layers(const Model& m) {
+  std::vector<std::shared_ptr<const Layer>> v;
+  for (const Layer& L : m.layers) v.push_back(std::make_shared<const Layer>(L));
+  return std::make_shared<const ListSchedule<Layer>>(std::move(v));
+}
+
+std::shared_ptr<const LayerSchedule> random_layers(const Config& cfg, std::uint64_t seed) {
+  return std::make_shared<const OnDemandSchedule<Layer>>(
+      [cfg, seed](long k) { return init_layer(cfg, seed, 1000000ULL + static_cast<std::uint64_t>(k)); });
+}
+
+BlockMap::BlockMap(Config cfg, Switches sw, std::shared_ptr<const LayerSchedule> layers, Update update, float tau)
+    : cfg_(std::move(cfg)), sw_(sw), layers_(std::move(layers)), update_(update), tau_(tau) {
+  cfg_.validate("mamba2::BlockMap");
+  if (!layers_) throw std::invalid_argument("mamba2::BlockMap: no layer schedule");
+  eng_ = std::make_unique<Engine>(cfg_, sw_);
+}
+BlockMap::~BlockMap() = default;
+BlockMap::BlockMap(BlockMap&&) noexcept = default;
+
+double BlockMap::flops(int runs, int len) const { return eng_->flops(runs, len); }
+
+void BlockMap::apply_float(long k, BatchF& Z) const {
+  const std::shared_ptr<const Layer> L = layers_->at_layer(k);
+  const long RT = static_cast<long>(Z.runs) * Z.len;
+  if (Z.Z.rows() != RT || Z.Z.cols() != cfg_.d_model) throw std::invalid_argument("mamba2::BlockMap: the state has the wrong shape");
+  MixerTaps taps;
+  bool want_q = false;
+  InsideObserver* mixer_watcher = nullptr;
+  for (InsideObserver* w : watchers_) {
+    want_q = want_q || w->wants_q(k);
+    std::vector<int> heads = w->mixing_heads(k);
+    if (heads.empty()) continue;
+    if (mixer_watcher) throw std::logic_error("mamba2::BlockMap: two observers want mixing matrices at the same layer");
+    mixer_watcher = w;
+    taps.heads = std::move(heads);
   }
+  if (want_q) {
+    q_.resize(static_cast<std::size_t>(RT));
+    taps.q = q_.data();
+  }
+  if (mixer_watcher) {
+    mix_.assign(static_cast<std::size_t>(Z.runs) * taps.heads.size() * static_cast<std::size_t>(Z.len) * static_cast<std::size_t>(Z.len), 0.0f);
+    taps.mixing = mix_.data();
+  }
+  eng_->mixer(*L, Z.Z, Z.runs, Z.len, out_, taps);
+  if (want_q)
+    for (InsideObserver* w : watchers_)
+      if (w->wants_q(k)) w->q(k, q_.data(), Z.runs, Z.len);
+  if (mixer_watcher) mixer_watcher->mixing(k, mix_.data(), Z.runs, Z.len, taps.heads);
+  MatF& S = Z.Z;
+  if (update_ == Update::Residual) {
+    S += out_;
+  } else {
+#pragma omp parallel for schedule(static) if (rows_in_parallel(RT, cfg_.d_model))
+    for (long i = 0; i < RT; ++i) {
+      double ss = 0.0;
+      for (int j = 0; j < cfg_.d_model; ++j) {
+        const float y = S(i, j) + tau_ * out_(i, j);
+        S(i, j) = y;
+        ss += static_cast<double>(y) * y;
+      }
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss));
+      for (int j = 0; j < cfg_.d_model; ++j) S(i, j) *= inv;
+    }
+  }
+}
+
+void BlockMap::apply(long k, Batch& Z) const {
+  BatchF F{Z.Z.cast<float>(), Z.runs, Z.len};
+  apply_float(k, F);
+  Z.Z = F.Z.cast<double>();
+}
+
+std::vector<int> MixingTap::mixing_heads(long k) const {
+  if (heads_.empty() || std::find(layers_.begin(), layers_.end(), k) == layers_.end()) return {};
+  return heads_;
+}
+
+void MixingTap::mixing(long k, const float* m, int runs, int len, const std::vector<int>& heads) {
+  fs::create_directories(dir_);
+  write_npy(dir_ / fmt::format("layer_{}.npy", k), m,
+            {static_cast<std::size_t>(runs), heads.size(), static_cast<std::size_t>(len), static_cast<std::size_t>(len)});
 }
 
 }  // namespace tokdyn::mamba2

@@ -43,36 +43,6 @@ void rmsnorm_pair(S x, S dx, const W& w, double eps) {
 
 }  // namespace
 
-BlockMap::BlockMap(Config cfg, Switches sw, std::function<const Layer&(long k)> layer, Update update, float tau)
-    : cfg_(std::move(cfg)), sw_(sw), layer_(std::move(layer)), update_(update), tau_(tau) {
-  cfg_.validate("mamba2::BlockMap");
-  if (!layer_) throw std::invalid_argument("mamba2::BlockMap: no layer function");
-}
-
-void BlockMap::apply(long k, Batch& Z) const {
-  // Exactly run_depth's step (fp32 mixer, fp32 update).
-  const Layer& L = layer_(k);
-  MatF S = Z.Z.cast<float>();
-  MatF out;
-  Engine eng(cfg_, sw_);
-  eng.mixer(L, S, Z.runs, Z.len, out);
-  if (update_ == Update::Residual) {
-    S += out;
-  } else {
-    for (Eigen::Index i = 0; i < S.rows(); ++i) {
-      double ss = 0.0;
-      for (Eigen::Index j = 0; j < S.cols(); ++j) {
-        const float y = S(i, j) + tau_ * out(i, j);
-        S(i, j) = y;
-        ss += static_cast<double>(y) * y;
-      }
-      const float inv = static_cast<float>(1.0 / std::sqrt(ss));
-      for (Eigen::Index j = 0; j < S.cols(); ++j) S(i, j) *= inv;
-    }
-  }
-  Z.Z = S.cast<double>();
-}
-
 void BlockMap::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
   Tokens Y;
   step_double(k, Z, V, Y, out);
@@ -88,7 +58,8 @@ void BlockMap::step_double(long k, const Batch& Zb, const Tokens& V, Tokens& You
   if (X.cols() != d || RT != static_cast<Eigen::Index>(runs) * len)
     throw std::invalid_argument("mamba2::BlockMap: state has the wrong shape");
   if (V.rows() != RT || V.cols() != d) throw std::invalid_argument("mamba2::BlockMap: direction must have the shape of the state");
-  const Layer& L = layer_(k);
+  const std::shared_ptr<const Layer> layer_k = layers_->at_layer(k);
+  const Layer& L = *layer_k;
   const double eps = c.eps;
 
   // 1. pre-norm

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "tokdyn/dynamics.hpp"
 #include "tokdyn/models/mamba2_config.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/schedule.hpp"
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn::mamba2 {
@@ -110,53 +112,106 @@ class Engine {
 /// Token update across depth.
 enum class Update { Residual, Sphere };
 
-/// One pass of a depth run: applies `layer(k)` for k = 1..depth to every variant's state, so
-/// that variants share each layer (paired comparisons, one random draw per layer).
-struct Variant {
-  std::string name;
-  Switches sw;
-};
-struct DepthRun {
-  Update update = Update::Residual;
-  float tau = 1.0f;
-  int runs = 1, len = 1;
-  /// Called after every layer with (variant, k, state); k = 0 is the initial state.
-  std::function<void(std::size_t, long, const MatF&)> on_state;
-  /// Called with q (runs*len) of the state entering layer k (k = 1..depth), when set.
-  std::function<void(std::size_t, long, const float*)> on_q;
-  /// Mixing matrices: depths (layer steps k) and heads to record; on_mixing(variant, k, data).
-  std::vector<long> mixing_depths;
-  std::vector<int> mixing_heads;
-  std::function<void(std::size_t, long, const float*)> on_mixing;
-};
-void run_depth(const Config& cfg, const std::vector<Variant>& variants, const std::function<const Layer&(long k)>& layer,
-               const MatF& X0, long depth, const DepthRun& opt, const std::function<void(double)>& progress = {});
+/// Which block acts at depth step k: a WeightSchedule of layers (schedule.hpp). The model's
+/// blocks cycled (ListSchedule over all of them), one block repeated or a list cycled
+/// (ListSchedule with an index list), or a fresh reference initialisation at every depth step
+/// (random_layers).
+using LayerSchedule = WeightSchedule<Layer>;
+/// The model's blocks as shared layers (moved out of the model, no copy), for a ListSchedule.
+std::vector<std::shared_ptr<const Layer>> share_layers(Model& m);
+/// The model's blocks cycled (block (k-1) mod n_layer at step k), copied out of the model.
+std::shared_ptr<const LayerSchedule> cycle_layers(const Model& m);
+/// Fresh reference initialisation at every depth step k: init_layer(cfg, seed, 1000000 + k), made on
+/// demand (the last few cached, so lanes in lock step draw each layer once).
+std::shared_ptr<const LayerSchedule> random_layers(const Config& cfg, std::uint64_t seed);
 
-/// One depth step of the block as a LayerMap (src/models/mamba2_jvp.cpp), for linearisation:
-/// apply() is exactly run_depth's step (fp32 Engine::mixer, then the residual or sphere update in
-/// fp32; the double state is rounded to float on entry). jvp() is exact forward mode of the same
-/// step evaluated in double at Z as given (a state of a depth run is float-representable): value and tangent are propagated
-/// together through RMSNorm, in_proj, conv, SiLU, softplus dt, the SSD quadratic form, the gated
-/// RMSNorm and out_proj (weights widened to double). The tangent is computed in double because an
-/// fp32 tangent would carry ~1e-7 relative noise per operation; the double step agrees with the
-/// fp32 one to fp32 round-off. Cost: about two double forward passes (one GEMM each for value and
-/// tangent per projection, the SSD products twice); never a dense Jacobian.
+/// Quantities computed inside the block that observers may want (they are not functions of the
+/// state alone without recomputing the mixer): q_i = C_i . B_i and the mixing matrices, at layer k.
+class InsideObserver {
+ public:
+  virtual ~InsideObserver() = default;
+  /// Whether q of the state entering layer k is wanted.
+  virtual bool wants_q(long) const { return false; }
+  /// q_i = C_i . B_i (group 0) as the block uses them: [runs*len], run-major.
+  virtual void q(long, const float*, int, int) {}
+  /// Heads whose mixing matrices are wanted at layer k (empty: none).
+  virtual std::vector<int> mixing_heads(long) const { return {}; }
+  /// Mixing matrices [runs][heads][len][len] of the heads asked for.
+  virtual void mixing(long, const float*, int, int, const std::vector<int>&) {}
+};
+
+/// Forwards q of every layer to a recorder (analysis/pe_window.hpp PeObserver, through a
+/// function so that models stay below analyses).
+class QTap final : public InsideObserver {
+ public:
+  explicit QTap(std::function<void(const float* q, int runs, int len)> sink) : sink_(std::move(sink)) {}
+  bool wants_q(long) const override { return true; }
+  void q(long, const float* q, int runs, int len) override { sink_(q, runs, len); }
+
+ private:
+  std::function<void(const float*, int, int)> sink_;
+};
+
+/// Writes the mixing matrices of `heads` at the layer steps `layers` to <dir>/layer_K.npy,
+/// shape [runs, heads, tokens, tokens] (entry (t, s): (C_t.B_s) exp(A sum dt) dt_s for s <= t, 0 above).
+class MixingTap final : public InsideObserver {
+ public:
+  MixingTap(std::filesystem::path dir, std::vector<long> layers, std::vector<int> heads)
+      : dir_(std::move(dir)), layers_(std::move(layers)), heads_(std::move(heads)) {}
+  std::vector<int> mixing_heads(long k) const override;
+  void mixing(long k, const float* m, int runs, int len, const std::vector<int>& heads) override;
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<long> layers_;
+  std::vector<int> heads_;
+};
+
+/// One depth step of the block as a LayerMap over a float batch (src/models/mamba2.cpp): the
+/// mixer (fp32 Engine::mixer of the schedule's layer k) and the residual or sphere update in fp32:
+///   residual  x <- x + mixer(RMSNorm(x));   sphere  z <- pi(z + tau mixer(RMSNorm(z))).
+/// apply() on a double batch rounds it to float on entry (a state of a depth run is float-
+/// representable, so the result is the same). Holds its Engine (working buffers): one BlockMap
+/// per concurrent caller.
+/// jvp() (src/models/mamba2_jvp.cpp) is exact forward mode of the same step evaluated in double at Z
+/// as given: value and tangent are propagated together through RMSNorm, in_proj, conv, SiLU,
+/// softplus dt, the SSD quadratic form, the gated RMSNorm and out_proj (weights widened to double).
+/// The tangent is computed in double because an fp32 tangent would carry ~1e-7 relative noise per
+/// operation; the double step agrees with the fp32 one to fp32 round-off. Cost: about two double
+/// forward passes; never a dense Jacobian.
 class BlockMap final : public LayerMap {
  public:
-  BlockMap(Config cfg, Switches sw, std::function<const Layer&(long k)> layer, Update update, float tau = 1.0f);
+  BlockMap(Config cfg, Switches sw, std::shared_ptr<const LayerSchedule> layers, Update update, float tau = 1.0f);
+  ~BlockMap() override;
+  BlockMap(BlockMap&&) noexcept;
   void apply(long k, Batch& Z) const override;
+  void apply_float(long k, BatchF& Z) const override;
+  bool float_state() const override { return true; }
+  std::string overflow_hint() const override {
+    return "the block overflowed; check the checkpoint's weights (e.g. A_log, dt_bias)";
+  }
   void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const override;
   bool has_exact_jvp() const override { return true; }
   bool on_sphere() const override { return update_ == Update::Sphere; }
   /// The step in double (Y = F_k(Z), Z not rounded) and its tangent dY = D F_k(Z)[V].
   void step_double(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const;
+  /// Registers an observer of q / mixing matrices (called during apply; not owned).
+  void watch(InsideObserver* o) { watchers_.push_back(o); }
+  const Config& config() const { return cfg_; }
+  const Switches& switches() const { return sw_; }
+  /// Multiply-adds of one step over `runs` sequences of `len` tokens.
+  double flops(int runs, int len) const;
 
  private:
   Config cfg_;
   Switches sw_;
-  std::function<const Layer&(long k)> layer_;
+  std::shared_ptr<const LayerSchedule> layers_;
   Update update_;
   float tau_;
+  std::unique_ptr<Engine> eng_;  // mutable working buffers
+  mutable MatF out_;
+  mutable std::vector<float> q_, mix_;
+  std::vector<InsideObserver*> watchers_;
 };
 
 /// Default token ids: run r draws `len` ids iid uniform in [0, vocab) from stream (seed, r);
