@@ -11,6 +11,7 @@
 
 #include "tokdyn/analysis/rope_circle.hpp"
 #include "tokdyn/error.hpp"
+#include "tokdyn/experiments/rope_circle_configs.hpp"
 #include "tokdyn/rng.hpp"
 
 namespace {
@@ -418,7 +419,7 @@ TEST(RopeCircleRates, TwelveResonantSlowModeFitsRecoverTheGap) {
 }
 
 TEST(RopeCircleRates, Rk4IsFourthOrderAgainstTheAdaptiveReference) {
-  const OrderCheck oc = circle_rk4_order_check();
+  const OrderCheck oc = rk4_order_check_d1();
   std::printf("[rope-circle] RK4 errors %.3e %.3e %.3e ratios %.3f %.3f (reference ~%.1e)\n", oc.errors[0], oc.errors[1],
               oc.errors[2], oc.ratios[0], oc.ratios[1], oc.reference_error_estimate);
   ASSERT_EQ(oc.ratios.size(), 2u);
@@ -429,7 +430,7 @@ TEST(RopeCircleRates, Rk4IsFourthOrderAgainstTheAdaptiveReference) {
 }
 
 TEST(RopeCircleRates, FixedStepFehlberg78ConvergesAtHighOrder) {
-  const OrderCheck oc = circle_rk78_order_check();
+  const OrderCheck oc = rk78_order_check_d1();
   std::printf("[rope-circle] RK78 errors %.3e %.3e %.3e ratios %.1f %.1f (2^7 = 128, 2^8 = 256)\n", oc.errors[0],
               oc.errors[1], oc.errors[2], oc.ratios[0], oc.ratios[1]);
   ASSERT_EQ(oc.ratios.size(), 2u);

@@ -13,6 +13,7 @@
 
 #include "tokdyn/analysis/rope_spectra.hpp"
 #include "tokdyn/error.hpp"
+#include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/rng.hpp"
 
 namespace tr = tokdyn::rope;

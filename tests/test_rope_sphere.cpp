@@ -11,6 +11,7 @@
 #include "tokdyn/analysis/rope_sphere.hpp"
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
+#include "tokdyn/experiments/rope_sphere_configs.hpp"
 #include "tokdyn/sphere.hpp"
 
 using namespace tokdyn;

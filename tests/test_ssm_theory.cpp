@@ -7,7 +7,11 @@
 #include <numbers>
 
 #include "ssm_fixtures.hpp"
-#include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/analysis/ssm_bounds.hpp"
+#include "tokdyn/analysis/ssm_lemma_iv1.hpp"
+#include "tokdyn/analysis/ssm_pe_certificate.hpp"
+#include "tokdyn/analysis/ssm_section5.hpp"
+#include "tokdyn/analysis/ssm_trajectory.hpp"
 #include "tokdyn/models/ssm_designs.hpp"
 #include "tokdyn/sphere.hpp"
 

@@ -9,7 +9,10 @@
 #include <string>
 #include <numbers>
 
-#include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/analysis/ssm_bounds.hpp"
+#include "tokdyn/analysis/ssm_pe_certificate.hpp"
+#include "tokdyn/analysis/ssm_section5.hpp"
+#include "tokdyn/analysis/ssm_trajectory.hpp"
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/models/ssm_designs.hpp"
 

@@ -116,13 +116,6 @@ void check_pole(const AttentionParams& P, const RowVec& w, const char* what) {
   if (w.size() != P.d) throw InputError(fmt::format("{}: pole w has {} entries; expected d = {}", what, w.size(), P.d));
 }
 
-AttentionParams grid_params(int d, double beta) {
-  AttentionParams P;
-  P.d = d;
-  P.beta = beta;
-  return P;  // positions 0..n-1, standard frequencies
-}
-
 }  // namespace
 
 // ---- Observables ----
@@ -450,135 +443,6 @@ TrajectoryReport sphere_trajectory_bounds(const AttentionParams& P, const Tokens
   return R;
 }
 
-// ---- Grids ----
-
-namespace {
-
-const int kGridN[] = {2, 5, 10};
-const int kGridD[] = {2, 4, 8};
-const double kGridBeta[] = {0.0, 0.5, 2.0, 4.0, 8.0};
-constexpr int kGridConfigs = 40;
-
-void finish(DiniGrid& g) {
-  g.count = static_cast<long>(g.rows.size());
-  g.min_residual = std::numeric_limits<double>::infinity();
-  g.active_mismatches = 0;
-  for (const auto& r : g.rows) {
-    g.min_residual = std::min({g.min_residual, r.residual_formula, r.residual_direct});
-    if (r.expected_active >= 0 && r.active != r.expected_active) ++g.active_mismatches;
-  }
-}
-
-}  // namespace
-
-namespace {
-
-// The App. D.3 grid of the non-obtuse and hemisphere families: n x d x beta x config, each state
-// from the stream (seed, family, n, d, beta index, config); f(n, d, P, cfg, rng) per point.
-template <class F>
-void for_each_grid_point(std::uint64_t seed, std::uint64_t family, F&& f) {
-  for (int ni = 0; ni < 3; ++ni)
-    for (int di = 0; di < 3; ++di)
-      for (int bi = 0; bi < 5; ++bi)
-        for (int cfg = 0; cfg < kGridConfigs; ++cfg) {
-          const int n = kGridN[ni], d = kGridD[di];
-          const AttentionParams P = grid_params(d, kGridBeta[bi]);
-          Rng rng(seed, {family, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(bi),
-                         static_cast<std::uint64_t>(cfg)});
-          f(n, d, P, cfg, rng);
-        }
-}
-
-// One grid row from the formula (f) and direct (r) Dini values at c0 = f.value.
-DiniRow grid_row(const char* family, int n, int d, const AttentionParams& P, int cfg, const DiniValue& f,
-                 const DiniValue& r) {
-  DiniRow row;
-  row.family = family;
-  row.n = n;
-  row.d = d;
-  row.beta = P.beta;
-  row.config = cfg;
-  row.c0 = row.value = f.value;
-  row.residual_formula = f.residual;
-  row.residual_direct = r.residual;
-  row.active = f.active;
-  return row;
-}
-
-}  // namespace
-
-DiniGrid nonobtuse_grid(std::uint64_t seed) {
-  DiniGrid g;
-  for_each_grid_point(seed, 1, [&](int n, int d, const AttentionParams& P, int cfg, Rng& rng) {
-    const Tokens X = acute_state(rng, n, d);
-    const DiniValue f = nonobtuse_dini_c5(P, X, 0.0), r = nonobtuse_dini_direct(P, X, 0.0);
-    g.rows.push_back(grid_row("nonobtuse", n, d, P, cfg, f, r));
-  });
-  finish(g);
-  return g;
-}
-
-DiniGrid hemisphere_grid(std::uint64_t seed) {
-  DiniGrid g;
-  for_each_grid_point(seed, 2, [&](int n, int d, const AttentionParams& P, int cfg, Rng& rng) {
-    const bool boundary = cfg % 2 == 1;
-    const HemisphereState s = hemisphere_state(rng, n, d, boundary);
-    // Exact ties only (the boundary token's h = 0 is exact): tol = 0.
-    const DiniValue f = hemisphere_dini_c3(P, s.X, s.w, 0.0), r = hemisphere_dini_direct(P, s.X, s.w, 0.0);
-    DiniRow row = grid_row("hemisphere", n, d, P, cfg, f, r);
-    row.variant = boundary ? "boundary" : "interior";
-    row.expected_active = boundary ? 1 : -1;
-    g.rows.push_back(row);
-  });
-  finish(g);
-  return g;
-}
-
-DiniGrid equiangular_grid(std::uint64_t seed) {
-  const int ns[] = {3, 5, 7};
-  const double c0s[] = {0.0, 1e-12, 1e-6, 0.1, 0.5};
-  const double betas[] = {0.0, 2.0, 8.0, 16.0};
-  DiniGrid g;
-  for (int n : ns)
-    for (int orient = 0; orient < 2; ++orient)
-      for (int ci = 0; ci < 5; ++ci)
-        for (double beta : betas) {
-          const int d = n + 1;
-          const AttentionParams P = grid_params(d, beta);
-          const bool rotated = orient == 1;
-          const Tokens X = rotated ? equiangular_rotated(n, c0s[ci], seed) : equiangular_state(n, c0s[ci]);
-          // Plane-aligned: every Gram entry is the same bits (exact tie, tol = 0). Rotated: the tie
-          // is exact in real arithmetic only and rounding spreads it over a few ulp.
-          const double tol = rotated ? kNearTieTol : 0.0;
-          const DiniValue f = nonobtuse_dini_c5(P, X, tol), r = nonobtuse_dini_direct(P, X, tol);
-          DiniRow row;
-          row.family = "equiangular";
-          row.variant = rotated ? "rotated" : "plane-aligned";
-          row.n = n;
-          row.d = d;
-          row.beta = beta;
-          row.config = ci;
-          row.c0 = c0s[ci];
-          row.value = f.value;
-          row.residual_formula = f.residual;
-          row.residual_direct = r.residual;
-          row.active = std::min(f.active, r.active);
-          row.expected_active = n * (n - 1) / 2;
-          row.tol = tol;
-          g.rows.push_back(row);
-        }
-  finish(g);
-  return g;
-}
-
-DiniGrid sphere_dini_grids(std::uint64_t seed) {
-  DiniGrid g;
-  for (DiniGrid part : {nonobtuse_grid(seed), hemisphere_grid(seed), equiangular_grid(seed)})
-    g.rows.insert(g.rows.end(), part.rows.begin(), part.rows.end());
-  finish(g);
-  return g;
-}
-
 // ---- Consensus and slow modes ----
 
 RowVec consensus_point(const std::vector<double>& energies, const std::vector<double>& angles) {
@@ -702,25 +566,6 @@ SlowModeFit slow_mode_fit(const AttentionParams& P, int n, const RowVec& xstar, 
   fit.gamma_fit = -sxy / sxx;
   fit.rel_error = std::abs(fit.gamma_fit - fit.gamma) / fit.gamma;
   return fit;
-}
-
-std::vector<SlowModeFit> multifrequency_rate_fits(const SlowModeOptions& opt, const std::vector<int>& which) {
-  const double energies[] = {0.0, 0.25, 0.5, 0.75, 1.0};
-  std::vector<int> idx = which;
-  if (idx.empty()) idx = {0, 1, 2, 3, 4};
-  AttentionParams P;
-  P.d = 4;
-  P.beta = 4.0;
-  P.freqs = {1.0, 0.01};
-  std::vector<SlowModeFit> out;
-  for (int k : idx) {
-    if (k < 0 || k > 4) throw InputError(fmt::format("multifrequency_rate_fits: index {}; expected 0..4", k));
-    const double a = energies[k];
-    SlowModeFit f = slow_mode_fit(P, 16, consensus_point({a, 1.0 - a}), opt);
-    f.energy_high = a;
-    out.push_back(f);
-  }
-  return out;
 }
 
 }  // namespace tokdyn::rope

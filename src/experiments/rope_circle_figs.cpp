@@ -9,6 +9,7 @@
 #include "tokdyn/analysis/rope_circle.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/rope_circle_configs.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 

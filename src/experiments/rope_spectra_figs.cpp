@@ -10,6 +10,7 @@
 #include "tokdyn/analysis/rope_spectra.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/analysis/ssm_lemma_iv1.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "tokdyn/analysis/pe_window.hpp"
-#include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/analysis/ssm_bounds.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"

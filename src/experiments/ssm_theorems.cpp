@@ -23,7 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/analysis/ssm_bounds.hpp"
+#include "tokdyn/analysis/ssm_pe_certificate.hpp"
+#include "tokdyn/analysis/ssm_section5.hpp"
+#include "tokdyn/analysis/ssm_trajectory.hpp"
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"

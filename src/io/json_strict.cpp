@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokdyn/io/printable.hpp"
+
 namespace tokdyn::json_strict {
 
 namespace {
@@ -234,21 +236,7 @@ void render(const json& v, std::string& out, std::size_t budget) {
 
 }  // namespace
 
-std::string one_line(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string one_line(std::string_view s) { return escape_bytes(s, false); }
 
 std::string brief(const json& v, std::size_t max_chars) {
   std::string out;

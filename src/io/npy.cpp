@@ -12,6 +12,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/file.hpp"
+#include "tokdyn/io/printable.hpp"
 
 namespace tokdyn::npy {
 
@@ -23,20 +24,7 @@ const char* const kExpectDict =
     "a .npy header dict like {'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }";
 
 // Any text made printable on one line: control bytes, DEL and non-ASCII bytes become \xNN.
-std::string printable(const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c >= 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string printable(const std::string& s) { return escape_bytes(s, true); }
 
 // A user-supplied string in quotes for a message, shortened if long.
 std::string in_quotes(const std::string& s) {

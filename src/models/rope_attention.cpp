@@ -350,6 +350,23 @@ void check_direction(const Batch& Z, const Tokens& V, const char* who) {
                                  V.cols(), Z.Z.rows(), Z.Z.cols()));
 }
 
+/// The forward-mode loop shared by the field's and the step's jvp: checks the batch and the
+/// direction V, sizes out, and calls token(row, x, v, y, dy) for every token of every run, with
+/// y = attention output and dy its tangent along V (attend_tangent), one run at a time.
+template <class Token>
+void for_each_token_tangent(const Resolved& R, int n, int d, const Batch& Z, const Tokens& V, Tokens& out,
+                            const char* who, Token&& token) {
+  check_batch(Z, n, d, who);
+  check_direction(Z, V, who);
+  out.resize(Z.Z.rows(), Z.Z.cols());
+  Tokens Y, dY;
+  for (int r = 0; r < Z.runs; ++r) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n;
+    attend_tangent(R, Z.run(r), V.middleRows(r0, n), Y, dY);
+    for (int i = 0; i < n; ++i) token(r0 + i, Z.Z.row(r0 + i), V.row(r0 + i), Y.row(i), dY.row(i));
+  }
+}
+
 }  // namespace
 
 void rotate(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Tokens& Y) {
@@ -400,20 +417,11 @@ void AttentionField::eval(double, const Batch& Z, Tokens& dZ) const {
 }
 
 void AttentionField::jvp(double, const Batch& Z, const Tokens& V, Tokens& out) const {
-  check_batch(Z, n_, P_.d, "rope::AttentionField::jvp");
-  check_direction(Z, V, "rope::AttentionField::jvp");
-  out.resize(Z.Z.rows(), Z.Z.cols());
-  Tokens Y, dY;
-  for (int r = 0; r < Z.runs; ++r) {
-    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
-    attend_tangent(*R_, Z.run(r), V.middleRows(r0, n_), Y, dY);
-    for (int i = 0; i < n_; ++i) {
-      const auto x = Z.Z.row(r0 + i);
-      const auto v = V.row(r0 + i);
-      // d(y - <x, y> x) = dy - (<v, y> + <x, dy>) x - <x, y> v
-      out.row(r0 + i) = dY.row(i) - (v.dot(Y.row(i)) + x.dot(dY.row(i))) * x - x.dot(Y.row(i)) * v;
-    }
-  }
+  for_each_token_tangent(*R_, n_, P_.d, Z, V, out, "rope::AttentionField::jvp",
+                         [&](Eigen::Index k, const auto& x, const auto& v, const auto& y, const auto& dy) {
+                           // d(y - <x, y> x) = dy - (<v, y> + <x, dy>) x - <x, y> v
+                           out.row(k) = dy - (v.dot(y) + x.dot(dy)) * x - x.dot(y) * v;
+                         });
 }
 
 // ---- AttentionStep ----
@@ -466,25 +474,18 @@ void AttentionStep::vjp(long, const Batch& Z, const Tokens& W, Tokens& out) cons
 }
 
 void AttentionStep::jvp(long, const Batch& Z, const Tokens& V, Tokens& out) const {
-  check_batch(Z, n_, P_.d, "rope::AttentionStep::jvp");
-  check_direction(Z, V, "rope::AttentionStep::jvp");
-  out.resize(Z.Z.rows(), Z.Z.cols());
-  Tokens Y, dY;
-  for (int r = 0; r < Z.runs; ++r) {
-    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * n_;
-    attend_tangent(*R_, Z.run(r), V.middleRows(r0, n_), Y, dY);
-    for (int i = 0; i < n_; ++i) {
-      const RowVec u = Z.Z.row(r0 + i) + h_ * Y.row(i);
-      const RowVec du = V.row(r0 + i) + h_ * dY.row(i);
-      const double nu = u.norm();
-      if (nu == 0.0) {  // apply() leaves a zero vector unnormalised
-        out.row(r0 + i) = du;
-        continue;
-      }
-      const RowVec pi = u / nu;
-      out.row(r0 + i) = (du - pi.dot(du) * pi) / nu;
-    }
-  }
+  for_each_token_tangent(*R_, n_, P_.d, Z, V, out, "rope::AttentionStep::jvp",
+                         [&](Eigen::Index k, const auto& x, const auto& v, const auto& y, const auto& dy) {
+                           const RowVec u = x + h_ * y;
+                           const RowVec du = v + h_ * dy;
+                           const double nu = u.norm();
+                           if (nu == 0.0) {  // apply() leaves a zero vector unnormalised
+                             out.row(k) = du;
+                             return;
+                           }
+                           const RowVec pi = u / nu;
+                           out.row(k) = (du - pi.dot(du) * pi) / nu;
+                         });
 }
 
 }  // namespace tokdyn::rope

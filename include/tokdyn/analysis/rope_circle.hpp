@@ -3,13 +3,15 @@
 // §6.3, §7.1, App. A.2, A.3, B.4, C.3, D.1–D.4: Prop. 3.2, Prop. 4.2, Thm 5.1 (rate fits), Thm 6.3,
 // Prop. 6.4, Cor. 6.5, Props. 7.1-7.2, Lemma C.1).
 //
-//  * Natural energy E+ (10)/(A-1), the exact witnesses (A-2)/(A-3), the Fig. 3a field.
+//  * Natural energy E+ (10)/(A-1), the exact witnesses (A-2)/(A-3).
 //  * Twisted states (15): exact equilibrium test (16), drift and bounds (17), the twisted
-//    Jacobian (B-4), its exact spectra (41)–(43), the 70 + 50 configurations of App. D.4.
-//  * Strict semicircle contraction (Thm 6.3): lifted diameter, Dini residuals via (C-2), the
-//    3240-row circle Dini grid, the 72 integrated comparisons, Figs. 2a and 2c.
-//  * Nonlinear slow-mode rate fits on resonant rings (12 triples of App. D.2).
+//    Jacobian (B-4), its exact spectra (41)–(43), the per-configuration checks of App. D.4.
+//  * Strict semicircle contraction (Thm 6.3): lifted diameter, Dini residuals via (C-2), seeded
+//    states of a given diameter, integrated comparisons, the tail bounds of Cor. 6.5.
+//  * Nonlinear slow-mode rate fits on resonant rings (App. D.2).
 //  * RK4 order check (App. D.1) and the numerical order of fixed-step Fehlberg 7(8).
+// The paper's fixed configurations (Prop. 3.2's setup, the App. D.1, D.2, D.4 grids, the Thm 6.3
+// grids, Figs. 2a, 2c and 3a) are in experiments/rope_circle_configs.hpp.
 //
 // Integrator substitution (our decision; App. D.1 uses DOP853): the paper's DOP853 is replaced by
 // Boost.Odeint's controlled runge_kutta_fehlberg78 at the same tolerances (recorded as `method`).
@@ -48,22 +50,11 @@ double energy_rate(const PhaseParams& p, const Vec& theta);
 /// Centred difference along the field: [E+(theta + h F) - E+(theta - h F)] / (2h), F = (9).
 double energy_rate_fd(const PhaseParams& p, const Vec& theta, double h = 1e-6);
 
-/// Prop. 3.2 setup: n = 3, p = (0,1,2), beta = 1, omega = pi; states (0, pi/6, pi/3), (0, pi/6, 0).
-PhaseParams prop32_params();
-Vec prop32_state_plus();
-Vec prop32_state_minus();
+/// Closed forms at the Prop. 3.2 states (experiments/rope_circle_configs.hpp):
 /// (-1 + 3e^{1+sqrt3}) / (e^{sqrt3/2} + e^{1/2+sqrt3} + e^{1+sqrt3}) = 1.666364304459315...
 double energy_witness_plus_closed();
 /// (A-3): -(5e^{1+sqrt3/2} + 4) / (e^{sqrt3/2} (1 + 2e^{1+sqrt3/2}) (2 + e^{1+sqrt3/2})) = -0.1296131359239394...
 double energy_witness_minus_closed();
-
-/// Fig. 3a: dE+/dt at theta = (0, axis[i], axis[j]) (Prop. 3.2 parameters), axis = `points`
-/// equally spaced values on [-pi, pi] (both ends included). rate(i, j): theta_1 = axis[i], theta_2 = axis[j].
-struct EnergyGrid {
-  Vec axis;
-  Mat rate;
-};
-EnergyGrid energy_rate_grid(int points = 401);
 
 // =============================================================================================
 // Twisted states (15)–(17), (A-4), (A-5), (B-4), (40)–(43); Props. 4.2, 7.1, 7.2.
@@ -158,16 +149,6 @@ struct TwistedSummary {
 };
 TwistedSummary summarize_twisted(std::vector<TwistedRow> rows);
 
-/// The 70 equilibrium configurations: n = 3..12 with every m = 1..n-1 (65, omega = 2 pi m / n),
-/// then omega = pi for n = 3,5,7,9,11 (5); beta = 2.
-std::vector<TwistedRow> twisted_equilibrium_grid(double beta = 2.0);
-/// The 50 nonresonant configurations: omega in {0.37, 0.73, 1.11, sqrt 2, 2.17} x n in
-/// kNonresonantN (decision: the paper lists no n; 10 values log-spaced from 10 to 200,
-/// round(10 * 20^{k/9})); beta = 2 (the drift is beta-independent). The FD Jacobian is skipped
-/// for n > fd_max_n (it costs 2n field evaluations of O(n^2)).
-inline const std::vector<int> kNonresonantN = {10, 14, 19, 27, 38, 53, 74, 103, 143, 200};
-std::vector<double> nonresonant_omegas();
-std::vector<TwistedRow> twisted_nonresonant_grid(double beta = 2.0, int fd_max_n = 1 << 30);
 
 // =============================================================================================
 // Strict semicircle contraction (Thm 6.3), bipodal boundary (Prop. 6.4), Lemma C.1 active sets.
@@ -195,23 +176,6 @@ DiameterDini diameter_dini(const PhaseParams& p, const Vec& theta, double tie_to
 Vec circle_state_with_diameter(int n, double D0, std::uint64_t seed, std::initializer_list<std::uint64_t> ids,
                                int ties = 0);
 
-inline constexpr std::uint64_t kCircleSeed = 630;
-struct CircleDiniGridSpec {
-  std::vector<int> n{2, 5, 10};
-  std::vector<double> beta{0.5, 1, 2, 4, 8, 16};
-  std::vector<double> omega{0.0, 0.7, std::numbers::pi};
-  std::vector<double> D0{std::numbers::pi / 2, 0.9 * std::numbers::pi, std::numbers::pi - 1e-6};
-  int configs = 20;  ///< configuration c uses ties = c % 4
-  std::uint64_t seed = kCircleSeed;
-  double tie_tol = 1e-14;
-};
-struct CircleDiniRow {
-  int n = 0, config = 0, ties = 0;
-  double beta = 0, omega = 0, D0 = 0;
-  DiameterDini dini;
-};
-/// Default spec: 3 x 6 x 3 x 3 x 20 = 3240 rows.
-std::vector<CircleDiniRow> circle_dini_grid(const CircleDiniGridSpec& spec = {});
 
 /// One integrated comparison: q(t)/q0 against e^{-tau}, tau = 2 a t, sampled at `samples`
 /// equally spaced tau in [0, tau_max]; sampling stops after the first sample with
@@ -237,30 +201,6 @@ struct ContractionOptions {
 };
 ContractionTrajectory circle_contraction(const PhaseParams& p, const Vec& theta0, const ContractionOptions& opt = {});
 
-struct ContractionGridSpec {
-  std::vector<int> n{2, 6};
-  std::vector<double> beta{0, 1, 2, 4};
-  std::vector<double> omega{0.0, 0.7, std::numbers::pi};
-  std::vector<double> D0{std::numbers::pi / 2, 0.9 * std::numbers::pi, std::numbers::pi - 1e-3};
-  std::uint64_t seed = kCircleSeed;
-  ContractionOptions options{};
-};
-/// Default spec: 2 x 4 x 3 x 3 = 72 trajectories, one seeded state each (ties = 0).
-std::vector<ContractionTrajectory> circle_contraction_grid(const ContractionGridSpec& spec = {});
-
-/// Fig. 2a: (n=2, beta=0, D0=0.9 pi) [exact q0 e^{-t}], (n=6, beta=1, omega=0.7, D0=0.9 pi, seeded),
-/// (n=2, beta=2, omega=0, D0=pi-0.05); tau in [0, 5], stopped once q/q0 < 1e-10.
-std::vector<ContractionTrajectory> fig2a_trajectories(int samples = 501);
-
-/// Fig. 2c: n = 2, beta = 2, omega = 0, theta(0) = (0, D0). D(t)/pi and the comparison
-/// 2 atan(tan(D0/2) e^{-tau}) / pi at the requested times.
-struct Fig2cPoint {
-  double t = 0, tau = 0, D_over_pi = 0, bound_over_pi = 0;
-};
-std::vector<Fig2cPoint> fig2c_curve(double D0, const std::vector<double>& times,
-                                    const AdaptiveOptions& opt = {"fehlberg78", 1e-10, 1e-12, 1e-3, false});
-/// The paper's marked points: t = 20, 40, 60 (tau = 0.719, 1.439, 2.158) for D0 = pi - 0.05.
-std::vector<Fig2cPoint> fig2c_checkpoints();
 
 /// Cor. 6.5 and (37) on the circle along one trajectory (integrated to t_end, sampled at
 /// `samples` equally spaced times): theta_inf = mean of the final lifted phases (our stand-in for
@@ -301,8 +241,6 @@ struct CircleRateTriple {
   long m = 0;
   double beta = 0;
 };
-/// App. D.2: (8,0,2) (8,1,2) (8,2,2) (8,4,2) (16,1,1) (16,4,4) (16,8,4) (32,2,2) (32,8,2) (32,16,2) (64,16,1) (128,64,1).
-std::vector<CircleRateTriple> circle_rate_fit_triples();
 
 struct RateFitOptions {
   double eps = 1e-4;          ///< amplitude in the slow mode (unit max-norm)
@@ -326,25 +264,15 @@ RateFit circle_rate_fit(const CircleRateTriple& c, const RateFitOptions& opt = {
 // =============================================================================================
 // Integrator order checks (App. D.1).
 
-/// The RK4 order-check circle problem (App. D.1 leaves it unspecified; our choice): n = 6,
-/// beta = 1, omega = 0.7, seeded state with lifted diameter 0.9 pi.
-PhaseParams order_check_params();
-Vec order_check_state();
-/// The Fehlberg 7(8) order problem: the same state with beta = 4 (larger error constants, so the
-/// h^8 regime sits well above the ~1e-14 roundoff floor at h = 0.5, 0.25, 0.125 over T = 4).
-PhaseParams rk78_order_params();
-
 struct OrderCheck {
   std::vector<double> steps, errors, ratios;  ///< errors: max-abs endpoint error; ratios e(h)/e(h/2)
   double reference_error_estimate = 0;        ///< |adaptive reference - fixed-step RK78 at T/4096| (diagnostic)
 };
 /// Classical RK4 (drivers' integrate_rk4, no retraction: phases) at the given steps to t = T
 /// against adaptive fehlberg78 at rtol 1e-13 / atol 1e-15. T must be a multiple of every step.
-OrderCheck circle_rk4_order_check(const PhaseParams& p = order_check_params(), const Vec& theta0 = order_check_state(),
-                                  double T = 5.0, const std::vector<double>& steps = {0.1, 0.05, 0.025});
+OrderCheck circle_rk4_order_check(const PhaseParams& p, const Vec& theta0, double T, const std::vector<double>& steps);
 /// Fixed-step Boost.Odeint runge_kutta_fehlberg78 (do_step, its 8th-order solution) against the
 /// same adaptive reference.
-OrderCheck circle_rk78_order_check(const PhaseParams& p = rk78_order_params(), const Vec& theta0 = order_check_state(),
-                                   double T = 4.0, const std::vector<double>& steps = {0.5, 0.25, 0.125});
+OrderCheck circle_rk78_order_check(const PhaseParams& p, const Vec& theta0, double T, const std::vector<double>& steps);
 
 }  // namespace tokdyn::rope

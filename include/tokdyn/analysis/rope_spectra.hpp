@@ -9,8 +9,8 @@
 //  * The resonant single-frequency ring (21): the congruence-filtered Bessel-aliasing spectrum
 //    (22) with the exact gcd reachability mask, the DFT of the first row, a dense eigensolve,
 //    the cancellation-free L-grid gap (B-3) and the large-beta asymptotics (26)–(27).
-//  * The analytic cases (45)–(46) and (47), and the paper's configuration grids (App. D.2, D.5)
-//    with evaluations that report the Table 2 discrepancies.
+//  * The analytic cases (45)–(46) and (47), and the evaluations of configuration grids (App. D.2,
+//    D.5) that report the Table 2 discrepancies (the grids: experiments/rope_spectra_configs.hpp).
 //
 // Invalid user input raises tokdyn::InputError with a one-line message naming the input.
 #include <cstdint>
@@ -137,17 +137,12 @@ double prop74_beta();  ///< (3/4) ln 2
 double two_token_gap(double beta, double omega, double delta);
 
 // ---------------------------------------------------------------------------------------------
-// Configuration generators (App. D.2, D.5; the counts reconcile with the paper's §8 totals) and their evaluations.
+// Evaluations of configurations (App. D.2, D.5; the paper's grids: experiments/rope_spectra_configs.hpp).
 
 struct RingConfig {
   int n = 0, m = 0;
   double beta = 0.0;
 };
-/// The 144 resonant configurations: n in {8,16,32,64,128} x beta in {0.5,1,2,4,8,16} x the distinct
-/// modes among {0, 1, 2, n/4, n/2} (in that order of first appearance).
-std::vector<RingConfig> resonant_grid();
-/// The 12 nonlinear rate-fit triples (n, m, beta) of App. D.2.
-std::vector<RingConfig> rate_fit_triples();
 
 struct ResonantRow {
   RingConfig cfg;
@@ -169,13 +164,6 @@ struct ResonantSummary {
 };
 ResonantSummary evaluate_resonant_grid(const std::vector<RingConfig>& cfgs);
 
-/// Theory rows for the rate-fit schedule: gap from Bessel (22) and from (B-3).
-struct RateTheoryRow {
-  RingConfig cfg;
-  int g = 0, L = 0;
-  double gap_bessel = 0, gap_lgrid = 0;
-};
-std::vector<RateTheoryRow> rate_fit_theory();
 
 /// Two-plane multi-frequency configuration on positions 0..n-1; energies[0] belongs to freqs[0].
 struct MultiFreqConfig {
@@ -183,17 +171,6 @@ struct MultiFreqConfig {
   double beta = 0.0;
   std::vector<double> freqs, energies;
 };
-/// The paper's standard two-plane frequencies (1, 0.01).
-std::vector<double> standard_two_plane_freqs();
-/// The 9 three-way comparisons: n in {128,256,384} x a in {0, 1/2, 1} (a = energy in omega = 1), beta = 4.
-std::vector<MultiFreqConfig> three_way_grid();
-/// Default seed of the PSD stress grid.
-inline constexpr std::uint64_t kPsdStressSeed = 20260727;
-/// The 320 PSD stress configurations: n in {8,16,32,64} x beta in {0,1,4,16} x 20 allocations.
-/// Decision (the paper says only "20 fixed seeded energy allocations", D.5 fixes the frequencies
-/// (1, 0.01) for all multi-frequency calculations): frequencies (1, 0.01), energies (u, 1 - u)
-/// with u ~ U[0,1) drawn from Rng(seed, {n, beta index, allocation index}).
-std::vector<MultiFreqConfig> psd_stress_grid(std::uint64_t seed = kPsdStressSeed);
 
 struct ThreeWayRow {
   MultiFreqConfig cfg;

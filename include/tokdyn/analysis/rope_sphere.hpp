@@ -2,8 +2,8 @@
 // Sphere-side geometry of RoPE self-attention (RoPE paper eqs. (28)–(37), Prop. 6.1, Thm 6.2,
 // Cor. 6.5, Thm 4.3, Thm 7.3): observables, Dini residuals through the finite
 // active-set calculus (Lemma C.1, analysis/dini.hpp), seeded state generators, trajectory-vs-bound
-// comparisons along the retracted RK4, the App. D.3 Dini grids, and the nonlinear slow-mode rate
-// fit at a consensus point.
+// comparisons along the retracted RK4, and the nonlinear slow-mode rate fit at a consensus point.
+// The paper's App. D.3 Dini grids and Fig. 4d's fits are in experiments/rope_sphere_configs.hpp.
 //
 // All bounds are the paper's, proved for its model: one head, no mask, Q = K = V = I
 // (AttentionParams::is_paper_model()); the functions that evaluate them throw InputError otherwise.
@@ -33,8 +33,6 @@ namespace tokdyn::rope {
 
 /// Tie tolerance for ties that are exact only in real arithmetic (rotated equiangular states).
 inline constexpr double kNearTieTol = 1e-14;
-/// Seed of the App. D.3 grids.
-inline constexpr std::uint64_t kGridSeed = 0x5eed'd3'0000ULL;
 
 // ---------------------------------------------------------------------------------------------
 // Observables (eqs. 28-37). X: n x d unit tokens.
@@ -164,36 +162,6 @@ struct TrajectoryReport {
 TrajectoryReport sphere_trajectory_bounds(const AttentionParams& P, const Tokens& X0, const TrajectoryOptions& opt);
 
 // ---------------------------------------------------------------------------------------------
-// App. D.3 Dini grids (positions 0..n-1, standard frequencies 10000^{-2l/d}).
-
-struct DiniRow {
-  std::string family;   ///< "nonobtuse" | "hemisphere" | "equiangular"
-  std::string variant;  ///< hemisphere: "interior" | "boundary"; equiangular: "plane-aligned" | "rotated"; else ""
-  int n = 0, d = 0;
-  double beta = 0.0;
-  int config = 0;                 ///< seeded configuration 0..39 (equiangular: index of c0)
-  double c0 = 0.0;                ///< equiangular c0 (else the state's value c or m)
-  double value = 0.0;             ///< c (pairwise) or m (hemisphere)
-  double residual_formula = 0.0;  ///< via (C-5) (pairwise) or (C-3) (hemisphere)
-  double residual_direct = 0.0;   ///< via the vector field
-  int active = 0;                 ///< active-set size (formula)
-  int expected_active = -1;       ///< n(n-1)/2 for equiangular, 1 for a boundary token, else -1
-  double tol = 0.0;               ///< tie tolerance used
-};
-
-struct DiniGrid {
-  std::vector<DiniRow> rows;
-  long count = 0;               ///< rows.size()
-  double min_residual = 0.0;    ///< over both residuals of every row
-  int active_mismatches = 0;    ///< rows whose active count differs from expected_active
-};
-
-DiniGrid nonobtuse_grid(std::uint64_t seed = kGridSeed);    ///< 3 n x 3 d x 5 beta x 40 = 1800
-DiniGrid hemisphere_grid(std::uint64_t seed = kGridSeed);   ///< 1800, odd configs with a boundary token
-DiniGrid equiangular_grid(std::uint64_t seed = kGridSeed);  ///< 3 n x 2 orientations x 5 c0 x 4 beta = 120
-DiniGrid sphere_dini_grids(std::uint64_t seed = kGridSeed); ///< the three, 3720 rows
-
-// ---------------------------------------------------------------------------------------------
 // Consensus and the nonlinear slow-mode rate (T4.3, T7.3; App. D.1, D.5).
 
 /// x* with plane energies ||x*^{(l)}||^2 = a_l and in-plane angles phi_l (default 0):
@@ -240,8 +208,5 @@ struct SlowModeFit {
 /// e a unit tangent vector at x*), retract, integrate with retracted RK4, and fit the decay of
 /// N(t) = (sum_i |x_i - xbar|^2)^{1/2} (xbar the arithmetic mean).
 SlowModeFit slow_mode_fit(const AttentionParams& P, int n, const RowVec& xstar, const SlowModeOptions& opt = {});
-/// The paper's five fits (Fig. 4d): n = 16, beta = 4, d = 4, freqs (1, 0.01), energy a in the
-/// omega = 1 plane, a in {0, 1/4, 1/2, 3/4, 1}. `which`: indices into that list (empty: all).
-std::vector<SlowModeFit> multifrequency_rate_fits(const SlowModeOptions& opt = {}, const std::vector<int>& which = {});
 
 }  // namespace tokdyn::rope
