@@ -22,7 +22,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ ! -f "$build/build.ninja" ]; then
+# Configure a new build folder; reconfigure an existing one when options are given (so that e.g.
+# -DTOKDYN_WERROR=ON also reaches a folder configured without it).
+if [ ! -f "$build/build.ninja" ] || [ $# -gt 0 ]; then
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
 cmake --build "$build" -j "$(nproc)"

@@ -141,7 +141,7 @@ namespace {
 std::vector<double> stop_times(const VectorField& f, double t0, double t1, double every) {
   std::vector<double> s = f.switching_times(t0, t1);
   if (every > 0.0 && !((t1 - t0) / every <= kMaxOutputTimes))
-    throw InputError(fmt::format("output interval {} over [{}, {}] gives {:.3g} output times; at most {:.0e} are allowed "
+    throw std::invalid_argument(fmt::format("output interval {} over [{}, {}] gives {:.3g} output times; at most {:.0e} are allowed "
                                  "(expected an interval >= {:.3g})",
                                  every, t0, t1, (t1 - t0) / every, kMaxOutputTimes, (t1 - t0) / kMaxOutputTimes));
   if (every > 0.0)
@@ -280,7 +280,7 @@ std::string step_refusal(const std::string& method, const std::string& param, do
 double checked_step_count(const std::string& param, double h, double t0, double t1, const std::string& method) {
   const double n = (t1 - t0) / h;
   if (!(h > 0.0) || !(n <= kMaxFixedSteps))
-    throw InputError(fmt::format("parameter '{}' = {}: {} would take {:.3g} steps over [{}, {}]; more than {:.0e} steps are "
+    throw std::invalid_argument(fmt::format("parameter '{}' = {}: {} would take {:.3g} steps over [{}, {}]; more than {:.0e} steps are "
                                  "refused (expected a step >= {:.3g})",
                                  param, h, method, n, t0, t1, kMaxFixedSteps, (t1 - t0) / kMaxFixedSteps));
   return n;
@@ -303,7 +303,7 @@ bool StepGuard::before_step(double t, const Batch& Z, double h) {
     bool replan = false;
     if (!(hr <= opt_.max_h_rate)) {
       if (opt_.policy == StepPolicy::Refuse || !std::isfinite(rate))
-        throw InputError(step_refusal(rep_.method, opt_.param, rep_.h_requested, rate, t, opt_.max_h_rate, opt_.fix));
+        throw std::invalid_argument(step_refusal(rep_.method, opt_.param, rep_.h_requested, rate, t, opt_.max_h_rate, opt_.fix));
       int k = 0;
       while (!(std::ldexp(h, -k) * rate <= opt_.max_h_rate)) ++k;
       shrink_ = std::ldexp(shrink_, -k);

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <functional>
 #include <new>
 #include <system_error>
 
@@ -87,6 +88,16 @@ std::string one_line(std::string s) {
     }
   }
   return out;
+}
+
+void as_input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    throw InputError(one_line(e.what()));
+  } catch (const std::domain_error& e) {
+    throw InputError(one_line(e.what()));
+  }
 }
 
 Failure failure_of(std::exception_ptr e) {

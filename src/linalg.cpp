@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace tokdyn {
 
 namespace {
@@ -42,9 +44,13 @@ void blas_gemm_nt(int m, int n, int k, const float* A, int lda, const float* B, 
 
 template <class M>
 void gemm_impl(const Eigen::Ref<const M>& A, const Eigen::Ref<const M>& B, M& C, bool parallel, GemmPart part) {
-  if (A.cols() != B.cols()) throw std::invalid_argument("gemm_nt_blocked: inner dimensions differ");
+  // Shapes are computed by tokdyn itself: a mismatch is a bug (std::logic_error, error.hpp).
+  if (A.cols() != B.cols())
+    throw std::logic_error(fmt::format("gemm_nt_blocked: expected A and B with the same number of columns, got {} and {}",
+                                       A.cols(), B.cols()));
   const Index m = A.rows(), n = B.rows(), k = A.cols();
-  if (part == GemmPart::Upper && m != n) throw std::invalid_argument("gemm_nt_blocked: the upper part needs a square product");
+  if (part == GemmPart::Upper && m != n)
+    throw std::logic_error(fmt::format("gemm_nt_blocked: the upper part expected a square product, got {} x {}", m, n));
   C.resize(m, n);
   if (C.size() == 0) return;
   if (k == 0) {

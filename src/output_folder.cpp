@@ -32,8 +32,6 @@ bool is_resource_errno(int e) {
          e == ENFILE || e == ENOMEM || e == EFBIG;
 }
 
-std::string quoted_name(const fs::path& p) { return "'" + p.filename().string() + "'"; }
-
 /// Process `pid` is alive (or exists but is not ours to signal).
 bool process_alive(long pid) {
   if (pid <= 0) return false;

@@ -56,14 +56,19 @@ double Rng::normal() {
   return u * f;
 }
 
+namespace {
+// GCC's and Clang's 128-bit integer: an extension, not ISO C++ (__extension__ keeps -Wpedantic quiet).
+__extension__ typedef unsigned __int128 u128;
+}  // namespace
+
 std::uint64_t Rng::below(std::uint64_t n) {
   // Lemire's nearly divisionless method with rejection: exact uniformity.
-  unsigned __int128 m = static_cast<unsigned __int128>(next_u64()) * n;
+  u128 m = static_cast<u128>(next_u64()) * n;
   std::uint64_t l = static_cast<std::uint64_t>(m);
   if (l < n) {
     const std::uint64_t t = (0 - n) % n;
     while (l < t) {
-      m = static_cast<unsigned __int128>(next_u64()) * n;
+      m = static_cast<u128>(next_u64()) * n;
       l = static_cast<std::uint64_t>(m);
     }
   }

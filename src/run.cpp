@@ -124,7 +124,7 @@ std::vector<std::string> files_under(const fs::path& dir) {
 RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
                           bool show_progress, bool overwrite) {
   threads = std::max(threads, 1);
-  check_resources(e, p, threads, show_progress);
+  as_input_error([&] { check_resources(e, p, threads, show_progress); });  // runs the preset's estimate
   OutputFolder folder(out, overwrite);
   const fs::path& tmp = folder.tmp();
 
@@ -154,7 +154,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
       check_write_failures();  // forget failures of an earlier run in this process
     } catch (const ResourceError&) {
     }
-    e.run(p, ctx);
+    as_input_error([&] { e.run(p, ctx); });
     check_write_failures();  // a writer that could only record its failure (disk full at close)
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (line) line->finish();

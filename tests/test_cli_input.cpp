@@ -479,6 +479,85 @@ TEST(RunExperiment, InputErrorDuringRunRemovesTemporaryDirectory) {
   EXPECT_FALSE(fs::exists(d.path() / "res"));
 }
 
+// ---------------------------------------------------------------------------------------------
+// One error convention (error.hpp, docs/reliability.md): the library refuses a value with
+// std::invalid_argument / std::domain_error; while a preset runs, run_experiment reports it as
+// InputError (exit 2) with the library's message; a broken invariant (std::logic_error and its
+// other kinds) stays an internal error (exit 1).
+
+namespace {
+
+void throwing_run(const Params& p, RunContext&) {
+  const std::string& k = p.get_string("kind");
+  if (k == "invalid_argument") throw std::invalid_argument("lib_fn: expected x > 0, got -1");
+  if (k == "domain_error") throw std::domain_error("lib_fn: expected beta in [0, 700], got 800");
+  if (k == "logic_error") throw std::logic_error("lib_fn: expected A and B with the same number of columns, got 2 and 3");
+  throw std::out_of_range("vector::_M_range_check");
+}
+
+const ExperimentRegistration throwing_registration{Experiment{
+    "test-library-throws",
+    "test-only: the library refuses a value (or breaks an invariant) during the run or the estimate",
+    {p_string("kind", "invalid_argument", "what the run throws", {"invalid_argument", "domain_error", "logic_error", "out_of_range"}),
+     p_bool("in_estimate", false, "throw std::invalid_argument from the estimate instead")},
+    throwing_run, "",
+    [](const Params& p) {
+      if (p.get_bool("in_estimate")) throw std::invalid_argument("estimate_fn: expected n >= 2, got 1");
+      return ResourceEstimate{};
+    }}};
+
+const Experiment& throwing() { return *find_experiment("test-library-throws"); }
+
+}  // namespace
+
+TEST(RunExperiment, LibraryValueRefusalIsInputErrorWithTheSameMessage) {
+  TempDir d;
+  const auto msg = [&](const Sets& sets) {
+    return input_error_of([&] { run_experiment(throwing(), resolve_params(throwing(), sets), d.path() / "res", 1, false, false); });
+  };
+  EXPECT_EQ(msg({{"kind", "invalid_argument"}}), "lib_fn: expected x > 0, got -1");
+  EXPECT_EQ(msg({{"kind", "domain_error"}}), "lib_fn: expected beta in [0, 700], got 800");
+  EXPECT_EQ(msg({{"in_estimate", "true"}}), "estimate_fn: expected n >= 2, got 1");
+  EXPECT_TRUE(entries(d.path()).empty());
+  const Failure f = failure_of([&] {
+    try {
+      run_experiment(throwing(), resolve_params(throwing(), {}), d.path() / "res", 1, false, false);
+    } catch (...) {
+      return std::current_exception();
+    }
+    return std::exception_ptr();
+  }());
+  EXPECT_EQ(f.code, exit_code::bad_input);
+  EXPECT_EQ(f.line, "error: lib_fn: expected x > 0, got -1");
+}
+
+TEST(RunExperiment, BrokenInvariantStaysAnInternalError) {
+  TempDir d;
+  for (const char* kind : {"logic_error", "out_of_range"}) {
+    std::exception_ptr e;
+    try {
+      run_experiment(throwing(), resolve_params(throwing(), {{"kind", kind}}), d.path() / "res", 1, false, false);
+    } catch (...) {
+      e = std::current_exception();
+    }
+    ASSERT_TRUE(e) << kind;
+    EXPECT_EQ(failure_of(e).code, exit_code::internal) << kind;
+    EXPECT_EQ(failure_of(e).line.rfind("internal error: ", 0), 0u) << failure_of(e).line;
+  }
+  EXPECT_TRUE(entries(d.path()).empty());
+}
+
+TEST(AsInputError, MapsOnlyValueRefusals) {
+  EXPECT_THROW(as_input_error([] { throw std::invalid_argument("a"); }), InputError);
+  EXPECT_THROW(as_input_error([] { throw std::domain_error("b"); }), InputError);
+  EXPECT_THROW(as_input_error([] { throw std::logic_error("c"); }), std::logic_error);
+  EXPECT_THROW(as_input_error([] { throw std::length_error("d"); }), std::length_error);
+  EXPECT_THROW(as_input_error([] { throw std::runtime_error("e"); }), std::runtime_error);
+  EXPECT_THROW(as_input_error([] { throw NonFiniteError("f"); }), NonFiniteError);
+  EXPECT_EQ(input_error_of([] { as_input_error([] { throw std::invalid_argument("two\nlines\n"); }); }), "two; lines");
+  EXPECT_NO_THROW(as_input_error([] {}));
+}
+
 TEST(RunExperiment, FailureKeepsPreviousResultsIntact) {
   TempDir d;
   const fs::path out = d.path() / "res";
@@ -653,6 +732,20 @@ TEST(CliInput, UnknownOption) { expect_input_error({"run", kPreset, "--bogus"}, 
 TEST(CliInput, MissingOptionArgument) { expect_input_error({"run", kPreset, "--out"}, "--out"); }
 
 TEST(CliInput, ShowUnknownPreset) { expect_input_error({"show", "no-such-preset"}, "unknown preset 'no-such-preset'"); }
+
+// A bad value that only the library can refuse, on each side: exit 2 and one line, like a
+// schema violation (the step guard and the step count of drivers.cpp throw std::invalid_argument).
+TEST(CliInput, SsmValueRefusedByTheLibrary) {
+  expect_input_error({"run", "ssm-theorem-pe", "--no-figures", "--set", "runs=1", "--set", "variants=pe", "--set",
+                      "integrator=rk4", "--set", "every=1", "--set", "h=0.3"},
+                     "parameter 'h' = 0.3: the RK4 step is outside its stability region");
+}
+
+TEST(CliInput, RopeValueRefusedByTheLibrary) {
+  // --quiet: without it, the estimated work of so long a run is announced on stderr first.
+  expect_input_error({"run", "rope-flow", "--no-figures", "--quiet", "--set", "n=4", "--set", "runs=1", "--set", "h=1e-300"},
+                     "parameter 'h' = 1e-300: RK4 would take 2e+301 steps over [0, 20]");
+}
 
 TEST(Cli, VersionPrintsVersion) {
   TempDir d;

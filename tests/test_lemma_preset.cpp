@@ -25,10 +25,14 @@ TEST(LemmaSiluBiasPreset, BilinearMeanIsZeroAndSiluMeanMatchesClosedForm) {
     for (std::string x; std::getline(ss, x, ',');) c.push_back(x);
     ASSERT_GE(c.size(), 7u);
     const double mean = std::stod(c[3]), se = std::stod(c[4]);
-    if (c[2] == "bilinear") EXPECT_LT(std::abs(mean), 4 * se) << line;
+    if (c[2] == "bilinear") {
+      EXPECT_LT(std::abs(mean), 4 * se) << line;
+    }
     if (c[2] == "silu") {
       EXPECT_GT(mean / se, 100.0) << line;
-      if (!c[6].empty()) EXPECT_LT(std::abs(mean - std::stod(c[6])), 4 * se) << line;
+      if (!c[6].empty()) {
+        EXPECT_LT(std::abs(mean - std::stod(c[6])), 4 * se) << line;
+      }
     }
     ++rows;
   }

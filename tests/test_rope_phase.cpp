@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
 #include <string>
 
 #include "tokdyn/analysis/rope_circle.hpp"
@@ -206,10 +207,11 @@ TEST(RopePhase, BadInputRaisesOneLineInputError) {
   EXPECT_TRUE(one_line(input_error_message([&] { PhaseField(PhaseParams{1.0, 0.0, {}}, 1); })));
   PhaseField f(PhaseParams{1.0, 0.0, {}}, 3);
   Tokens dZ;
+  // A batch of the wrong shape is tokdyn's own bug, not bad input (error.hpp): std::logic_error.
   Batch wide{Tokens::Zero(3, 2), 1, 3};
-  EXPECT_TRUE(one_line(input_error_message([&] { f.eval(0.0, wide, dZ); })));
+  EXPECT_THROW(f.eval(0.0, wide, dZ), std::logic_error);
   Batch shortb{Tokens::Zero(2, 1), 1, 2};
-  EXPECT_TRUE(one_line(input_error_message([&] { f.eval(0.0, shortb, dZ); })));
+  EXPECT_THROW(f.eval(0.0, shortb, dZ), std::logic_error);
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ double local_rate(const VectorField& f, double t, const Batch& Z, bool tangent, 
 
 /// What to do when a fixed step is outside the method's stability region.
 enum class StepPolicy {
-  Refuse,  ///< throw InputError naming the parameter, the rate, the largest safe step and the fix
+  Refuse,  ///< throw std::invalid_argument naming the parameter, the rate, the largest safe step and the fix
   Refine,  ///< halve the step until it is inside (reported in StepReport)
   Off,     ///< no check (only for deliberate experiments on the integrator itself)
 };
@@ -136,7 +136,7 @@ class StepGuard {
   StepGuard(const VectorField& f, bool tangent, StepGuardOptions opt, double h_requested, double t_end);
   /// Before a step of size h from (t, Z): true when the step may be taken (it is counted);
   /// false when it was refined (Refine: target() shrank by 2^k; plan again with the new target
-  /// and call again). Throws InputError when refused.
+  /// and call again). Throws std::invalid_argument when refused (exit 2 in a preset run, error.hpp).
   bool before_step(double t, const Batch& Z, double h);
   /// After a step of size h: `stage_rate` is the step's free stiffness estimate (RK4: stage
   /// differences, 0 when unavailable). When it is large, or grew past the last measured rate,
@@ -159,11 +159,11 @@ class StepGuard {
   double shrink_ = 1.0;  ///< refinement factor applied to every later step (Refine)
 };
 
-/// The InputError message of a refused step (shared by every fixed-step loop).
+/// The message of a refused step (shared by every fixed-step loop).
 std::string step_refusal(const std::string& method, const std::string& param, double h, double rate, double t,
                          double max_h_rate, const std::string& fix);
 
-/// Refuses (InputError) a fixed-step run over [t0, t1] with step h that would take more than
+/// Refuses (std::invalid_argument) a fixed-step run over [t0, t1] with step h that would take more than
 /// kMaxFixedSteps steps; returns the step count as a double (never cast before this check).
 double checked_step_count(const std::string& param, double h, double t0, double t1, const std::string& method = "RK4");
 

@@ -3,7 +3,8 @@
 //
 //   0   success
 //   1   internal error (a bug: please report it)
-//   2   bad input: config, CLI, checkpoint, token ids, or a run that cannot fit this machine
+//   2   bad input: config, CLI, checkpoint, token ids, a parameter value the library refuses, or a
+//       run that cannot fit this machine
 //   3   resource failure: disk full (ENOSPC), permission denied (EACCES), I/O error, out of memory
 //   4   non-finite state: the dynamics produced NaN or Inf; no result written
 //   5   figures failed: the CSV/NPY results were written and kept, the figures were not drawn
@@ -11,6 +12,24 @@
 //   128 + signal: interrupted (SIGHUP 129, SIGINT 130, SIGTERM 143); nothing half-written kept
 //
 // Every message names the input (or the path, or the quantity) and says what was expected.
+//
+// Who throws what (docs/reliability.md, "One error convention"):
+//
+//  * The library (models, drivers, analyses, linalg, schedules) does not know where its values
+//    come from. It refuses a bad argument value with std::invalid_argument (std::domain_error for
+//    a value outside a mathematical domain), one line: "<function or quantity>: expected X, got Y".
+//  * A broken internal invariant, a condition no parameter value can produce (a shape or index
+//    tokdyn computed itself, a writer used out of order, a malformed preset schema), is a bug:
+//    std::logic_error (the base class itself, or std::out_of_range / std::length_error), never
+//    std::invalid_argument. It stays exit 1, "internal error".
+//  * The parameter layer turns a user's input into a run: params.cpp / registry.cpp (schema and
+//    TOML checks), the presets (src/experiments: combinations the schema cannot express, naming
+//    the parameter), run.cpp, the CLI (apps/tokdyn/main.cpp), and the readers of user files
+//    (src/io: config.json, safetensors, .npy, output folders). It throws InputError directly.
+//  * run_experiment calls the preset's estimate and run through as_input_error: every value a
+//    preset passes to the library comes from the user's parameters or files, so a
+//    std::invalid_argument / std::domain_error escaping them is a bad parameter value: InputError,
+//    exit 2, with the library's message unchanged. Everything else keeps its own code.
 #include <stdexcept>
 #include <string>
 
@@ -53,6 +72,7 @@ class BusyError : public std::runtime_error {
 }  // namespace tokdyn
 
 #include <exception>
+#include <functional>
 #include <string_view>
 
 namespace tokdyn {
@@ -68,6 +88,11 @@ std::string one_line(std::string s);
 
 /// How the CLI reports an exception: its exit code and its line ("error: ...", "internal error:
 /// ...", "out of memory ..."), per the table at the top of this header.
+/// Runs f; a std::invalid_argument or std::domain_error escaping it becomes an InputError with
+/// the same (one-line) message. For calls whose every argument value comes from the user's input
+/// (run_experiment: a preset's estimate and run). Other exceptions pass through unchanged.
+void as_input_error(const std::function<void()>& f);
+
 struct Failure {
   int code = exit_code::internal;
   std::string line;

@@ -1,6 +1,7 @@
 #include "tokdyn/models/rope_phase.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "tokdyn/error.hpp"
@@ -136,17 +137,22 @@ Batch phase_batch(const Vec& theta) {
 }
 
 Vec batch_phases(const Batch& Z, int run) {
-  if (Z.Z.cols() != 1) throw InputError("batch_phases: expected a one-column phase batch");
-  if (run < 0 || run >= Z.runs) throw InputError("batch_phases: run index out of range");
+  // Batches and run indices are built by tokdyn: a mismatch is a bug (std::logic_error, error.hpp).
+  if (Z.Z.cols() != 1)
+    throw std::logic_error("batch_phases: expected a one-column phase batch, got " + std::to_string(Z.Z.cols()) + " columns");
+  if (run < 0 || run >= Z.runs)
+    throw std::logic_error("batch_phases: expected a run index in [0, " + std::to_string(Z.runs) + "), got " +
+                           std::to_string(run));
   return Z.run(run).col(0);
 }
 
 PhaseField::PhaseField(PhaseParams p, int n) : p_(std::move(p)), n_(n) { p_.validate(n, "PhaseField"); }
 
 void PhaseField::check(const Batch& Z) const {
-  if (Z.Z.cols() != 1) throw InputError("PhaseField: expected a batch with one column (the phase), got " + std::to_string(Z.Z.cols()));
+  if (Z.Z.cols() != 1)
+    throw std::logic_error("PhaseField: expected a batch with one column (the phase), got " + std::to_string(Z.Z.cols()));
   if (Z.len != n_ || Z.Z.rows() != static_cast<Eigen::Index>(Z.runs) * Z.len)
-    throw InputError("PhaseField: expected runs of " + std::to_string(n_) + " tokens, got len " + std::to_string(Z.len));
+    throw std::logic_error("PhaseField: expected runs of " + std::to_string(n_) + " tokens, got len " + std::to_string(Z.len));
 }
 
 void PhaseField::eval(double, const Batch& Z, Tokens& dZ) const {
@@ -162,7 +168,7 @@ void PhaseField::eval(double, const Batch& Z, Tokens& dZ) const {
 
 void PhaseField::jvp(double, const Batch& Z, const Tokens& V, Tokens& out) const {
   check(Z);
-  if (V.rows() != Z.Z.rows() || V.cols() != 1) throw InputError("PhaseField::jvp: direction must match the batch shape");
+  if (V.rows() != Z.Z.rows() || V.cols() != 1) throw std::logic_error("PhaseField::jvp: expected a direction with the batch's shape");
   out.resize(Z.Z.rows(), 1);
   Vec th;
   Mat J;

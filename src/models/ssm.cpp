@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tokdyn/linalg.hpp"
@@ -14,15 +15,18 @@ double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 void SsmParams::validate(bool need_gate) const {
   const Eigen::Index nn = alpha.size();
-  auto bad = [](const std::string& what) { throw std::invalid_argument("SsmParams: " + what); };
-  if (nn < 1) bad("n must be >= 1");
-  if (W_delta.rows() != nn || W_delta.cols() != nn) bad("W_delta must be n x n");
-  if (b_delta.size() != nn) bad("b_delta must have n entries");
+  // The shapes are built by tokdyn (designs, random draws): a mismatch is a bug (std::logic_error,
+  // error.hpp). The entries' values come from the user's parameters: std::invalid_argument.
+  auto bad_shape = [](const std::string& what) { throw std::logic_error("SsmParams: " + what); };
+  if (nn < 1) bad_shape("expected n >= 1, got 0");
+  if (W_delta.rows() != nn || W_delta.cols() != nn) bad_shape("expected W_delta n x n");
+  if (b_delta.size() != nn) bad_shape("expected b_delta with n entries");
   if (S_B.cols() != nn || S_C.cols() != nn || S_B.rows() != S_C.rows() || S_B.rows() < 1)
-    bad("S_B and S_C must both be m x n with m >= 1");
-  if (need_gate && (W_g.rows() != nn || W_g.cols() != nn || b_g.size() != nn)) bad("gate needs W_g (n x n) and b_g (n)");
+    bad_shape("expected S_B and S_C both m x n with m >= 1");
+  if (need_gate && (W_g.rows() != nn || W_g.cols() != nn || b_g.size() != nn))
+    bad_shape("the gate expected W_g (n x n) and b_g (n)");
   if (!alpha.allFinite() || !W_delta.allFinite() || !b_delta.allFinite() || !S_B.allFinite() || !S_C.allFinite())
-    bad("non-finite entries");
+    throw std::invalid_argument("SsmParams: expected finite weights, got NaN or Inf entries");
 }
 
 void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmBranches& out) {
@@ -107,7 +111,7 @@ Vec step_sizes(const SsmParams& p, const RowVec& z) {
 }
 
 Vec io_lambda(const SsmParams& p, const Tokens& Z, int i, int j) {
-  if (j > i) throw std::invalid_argument("io_lambda: need j <= i");
+  if (j > i) throw std::logic_error("io_lambda: expected j <= i, got j = " + std::to_string(j) + ", i = " + std::to_string(i));
   const Vec dj = step_sizes(p, Z.row(j));
   Vec dsum = Vec::Zero(p.n());
   for (int l = j + 1; l <= i; ++l) dsum += step_sizes(p, Z.row(l));
@@ -125,7 +129,7 @@ double interaction_kernel(const SsmParams& p, bool silu_bc, const RowVec& zi, co
 
 SsmLayer::SsmLayer(std::shared_ptr<const WeightSchedule<SsmParams>> sched, SsmOptions opt, SsmForm form)
     : sched_(std::move(sched)), opt_(opt), form_(form) {
-  if (!(opt_.tau > 0.0)) throw std::invalid_argument("SsmLayer: tau must be > 0");
+  if (!(opt_.tau > 0.0)) throw std::invalid_argument("SsmLayer: expected tau > 0, got " + std::to_string(opt_.tau));
 }
 
 void SsmLayer::apply(long k, Batch& Z) const {
@@ -213,7 +217,7 @@ void project_tangent_rows(const Tokens& U, const Tokens& dU, Tokens& out) {
 
 void ssm_tangent(const SsmParams& p, const SsmOptions& o, const Batch& Zb, const Tokens& V, Tokens& Y, Tokens& dY) {
   const Tokens& Z = Zb.Z;
-  if (V.rows() != Z.rows() || V.cols() != Z.cols()) throw std::invalid_argument("ssm_tangent: V must have the shape of Z");
+  if (V.rows() != Z.rows() || V.cols() != Z.cols()) throw std::logic_error("ssm_tangent: expected V with the shape of Z");
   const int n = p.n();
   const Eigen::Index N = Z.rows();
   // Pre-activations and their tangents (the maps are linear in z before the nonlinearity).

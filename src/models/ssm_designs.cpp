@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <string>
 
 namespace tokdyn {
 
@@ -58,15 +59,17 @@ SsmParams design_ani2(double k, double d) {
 
 void set_interaction_kernel(SsmParams& p, const Mat& S_BC, int m, const Mat& Q) {
   const int n = p.n();
-  if (S_BC.rows() != n || S_BC.cols() != n) throw std::invalid_argument("set_interaction_kernel: S_BC must be n x n");
+  if (S_BC.rows() != n || S_BC.cols() != n) throw std::logic_error("set_interaction_kernel: expected S_BC n x n");
   if (m == 0) m = Q.size() ? static_cast<int>(Q.rows()) : n;
-  if (m < n) throw std::invalid_argument("set_interaction_kernel: a prescribed S_BC needs m >= n");
+  if (m < n)
+    throw std::invalid_argument("set_interaction_kernel: a prescribed S_BC expected m >= n = " + std::to_string(n) +
+                                ", got m = " + std::to_string(m));
   // S_C = Q [I_n; 0], S_B = Q [S_BC; 0] (our design): S_C^T S_B = [I 0] Q^T Q [S_BC; 0] = S_BC.
   Mat C = Mat::Zero(m, n), B = Mat::Zero(m, n);
   C.topRows(n).setIdentity();
   B.topRows(n) = S_BC;
   if (Q.size()) {
-    if (Q.rows() != m || Q.cols() != m) throw std::invalid_argument("set_interaction_kernel: Q must be m x m");
+    if (Q.rows() != m || Q.cols() != m) throw std::logic_error("set_interaction_kernel: expected Q m x m");
     p.S_C.noalias() = Q * C;
     p.S_B.noalias() = Q * B;
   } else {
@@ -77,9 +80,9 @@ void set_interaction_kernel(SsmParams& p, const Mat& S_BC, int m, const Mat& Q) 
 
 SkewRotation::SkewRotation(const Mat& K0) {
   const Eigen::Index m = K0.rows();
-  if (K0.cols() != m) throw std::invalid_argument("SkewRotation: K0 must be square");
+  if (K0.cols() != m) throw std::logic_error("SkewRotation: expected a square K0");
   if ((K0 + K0.transpose()).cwiseAbs().maxCoeff() > 1e-12 * std::max(1.0, K0.cwiseAbs().maxCoeff()))
-    throw std::invalid_argument("SkewRotation: K0 must be skew-symmetric");
+    throw std::invalid_argument("SkewRotation: expected a skew-symmetric K0");
   if (m == 0) return;
   // Real Schur form K0 = U T U^T; T is block diagonal for a normal matrix, with 2x2 blocks
   // [[a, b], [c, a]], a ~ 0, c ~ -b: exp(t T) is a rotation by omega = (b - c)/2 per block.
@@ -130,8 +133,10 @@ namespace {
 std::function<SsmParams(double)> realiser(SsmParams base, KernelFn S_BC, const KernelRealisation& r) {
   auto rot = std::make_shared<SkewRotation>(r.K0.size() ? SkewRotation(r.K0) : SkewRotation());
   const int m = r.m ? r.m : (r.K0.size() ? static_cast<int>(r.K0.rows()) : base.n());
-  if (rot->dim() != 0 && rot->dim() != m) throw std::invalid_argument("KernelRealisation: K0 must be m x m");
-  if (m < base.n()) throw std::invalid_argument("KernelRealisation: a prescribed S_BC needs m >= n");
+  if (rot->dim() != 0 && rot->dim() != m) throw std::logic_error("KernelRealisation: expected K0 m x m");
+  if (m < base.n())
+    throw std::invalid_argument("KernelRealisation: a prescribed S_BC expected m >= n = " + std::to_string(base.n()) +
+                                ", got m = " + std::to_string(m));
   return [base = std::move(base), S_BC = std::move(S_BC), rot, m](double t) {
     SsmParams p = base;
     set_interaction_kernel(p, S_BC(t), m, rot->empty() ? Mat() : rot->at(t));
@@ -230,7 +235,7 @@ SsmSchedulePtr design_by_name(const std::string& name, const KernelRealisation& 
   if (name == "s-tie") return design_s_tie(g_iso, r);
   if (name == "s-sw") return design_s_sw(5.0, g_iso, r);
   if (name == "s-ani2") return design_s_ani2(11.0, 25.0, r);
-  throw std::invalid_argument("design_by_name: unknown design '" + name + "'");
+  throw std::invalid_argument("design_by_name: expected s-iso, s-pe, s-pef, s-cap, s-tie, s-sw or s-ani2, got '" + name + "'");
 }
 
 }  // namespace tokdyn

@@ -28,7 +28,7 @@ SsmParams draw_ssm_layer(const SsmRandomSpec& spec, Rng& rng) {
     rng.fill_normal(p.S_B, spec.sigma);
     rng.fill_normal(p.S_C, spec.sigma);
   } else {
-    throw std::invalid_argument("draw_ssm_layer: unknown weights '" + spec.weights + "'");
+    throw std::invalid_argument("draw_ssm_layer: expected weights mamba2 or gaussian, got '" + spec.weights + "'");
   }
   return p;
 }

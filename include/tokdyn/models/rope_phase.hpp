@@ -10,7 +10,8 @@
 // max-subtracted weights are W~_ij = exp(beta (cos delta_ij - 1)) = exp(-2 beta sin^2(delta_ij / 2))
 // in (0, 1] with W~_ii = 1 (no overflow for any finite beta; no cancellation in cos - 1).
 //
-// Invalid input raises tokdyn::InputError with a one-line message naming the input.
+// Invalid parameters (n, beta, omega, positions) raise tokdyn::InputError with a one-line message
+// naming the input; a batch of the wrong shape is a bug (std::logic_error, error.hpp).
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ class PhaseField final : public VectorField {
  public:
   /// Validates the parameters for n tokens per run (InputError).
   PhaseField(PhaseParams p, int n);
-  /// InputError unless Z has one column and runs of exactly n tokens.
+  /// std::logic_error unless Z has one column and runs of exactly n tokens.
   void eval(double t, const Batch& Z, Tokens& dZ) const override;
   /// Exact tangent map through phase_jacobian, run by run.
   void jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const override;

@@ -28,7 +28,8 @@ struct SsmParams {
   int m() const { return static_cast<int>(S_B.rows()); }
   /// S_BC = S_C^T S_B (n x n), the interaction kernel.
   Mat S_BC() const { return S_C.transpose() * S_B; }
-  /// Throws std::invalid_argument when shapes disagree or entries are not finite.
+  /// Throws std::logic_error when shapes disagree (tokdyn builds them: a bug, error.hpp) and
+  /// std::invalid_argument when entries are not finite.
   void validate(bool need_gate) const;
 };
 

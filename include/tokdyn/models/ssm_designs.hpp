@@ -51,8 +51,8 @@ Mat ani2_kernel(double k = 11.0, double d = 25.0);
 // Prescribed-S_BC factorisation (our factorisation)
 
 /// Sets S_C = Q [I_n; 0] and S_B = Q [S_BC; 0] (m x n each), so that S_C^T S_B = S_BC.
-/// m = 0 means m = n; Q empty means Q = I_m. Throws std::invalid_argument when m < n or shapes
-/// disagree (for m < n, S_BC has rank <= m and cannot be prescribed in general).
+/// m = 0 means m = n; Q empty means Q = I_m. Throws std::invalid_argument when m < n (S_BC has
+/// rank <= m and cannot be prescribed in general), std::logic_error when shapes disagree.
 void set_interaction_kernel(SsmParams& p, const Mat& S_BC, int m = 0, const Mat& Q = Mat());
 
 /// Q(t) = exp(t K0) for a skew-symmetric K0, evaluated exactly through the real Schur form
