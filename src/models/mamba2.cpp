@@ -17,6 +17,8 @@
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/linalg.hpp"
 
+#include "mamba2_ssd.hpp"
+
 namespace fs = std::filesystem;
 
 namespace tokdyn::mamba2 {
@@ -166,7 +168,6 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   Y_.resize(RT, di);
   const int hpg = H / G;
   using Strided = Eigen::Map<const MatF, 0, Eigen::OuterStride<>>;
-  using StridedOut = Eigen::Map<MatF, 0, Eigen::OuterStride<>>;
 #pragma omp parallel if (par(RT, static_cast<long>(di) * len))
   {
     MatF CB(len, len), M(len, len);
@@ -189,16 +190,13 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
             cum[t] = (acc += dts[t]);
           }
           for (int t = 0; t < len; ++t) {
-            const int n = t + 1;
-            M.row(t).head(n).array() =
-                CB.row(t).head(n).array() * (A * (cum[t] - cum.head(n))).exp().cast<float>().transpose() *
-                dts.head(n).transpose();
-            M.row(t).tail(len - n).setZero();
+            float* m = &M(t, 0);
+            const float* cb = &CB(t, 0);
+            for (int s = 0; s <= t; ++s) m[s] = cb[s] * static_cast<float>(std::exp(A * (cum[t] - cum[s]))) * dts[s];
+            for (int s = t + 1; s < len; ++s) m[s] = 0.0f;
           }
-          const Strided Xh(&XBC_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(cd));
-          StridedOut Yh(&Y_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(di));
-          Yh.noalias() = M * Xh;
-          if (sw_.d_skip) Yh += L.D[h] * Xh;
+          // y_h = M_h x_h (+ D_h x_h): the causal product, only the s <= t terms (register-blocked)
+          detail::causal_head_product(M.data(), len, &XBC_(r0, h * Pd), cd, Pd, &Y_(r0, h * Pd), di, sw_.d_skip, L.D[h]);
           if (taps.mixing && !taps.heads.empty()) {
             const auto it = std::find(taps.heads.begin(), taps.heads.end(), h);
             if (it != taps.heads.end()) {

@@ -1,0 +1,15 @@
+#pragma once
+// Private kernels of mamba2::Engine::mixer (src/models/mamba2.cpp): the products of the SSD
+// quadratic form. Every output entry is computed by the same code on whichever thread calls it:
+// the bits depend on the data and the shapes only.
+
+namespace tokdyn::mamba2::detail {
+
+/// Y[t, 0:P] = sum_{s <= t} M[t, s] X[s, 0:P] (+ D X[t, 0:P] when d_skip) for t < T: the causal
+/// (lower-triangular) product of one head. M is T x T row-major and zero above the diagonal (the
+/// entries right of the diagonal inside a block of rows are read and multiply X like the others);
+/// X and Y are T x P with row strides ldx, ldy. Each entry is a sum over s in increasing order
+/// (fused multiply-adds where the build has them), then the D term is added.
+void causal_head_product(const float* M, int T, const float* X, long ldx, int P, float* Y, long ldy, bool d_skip, float D);
+
+}  // namespace tokdyn::mamba2::detail
