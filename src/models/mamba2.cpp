@@ -141,12 +141,12 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   const int dtoff = xoff + cd;
 
   // 3. causal depthwise conv (left zero padding; tap K-1 is the current token) + SiLU;
-  // 4. dt = softplus(dt_raw + dt_bias)
+  // 4. dt = softplus(dt_raw + dt_bias)   (one row: token i)
   convT_ = L.conv_w.transpose();  // K x cd: one contiguous row per tap
   XBC_.resize(RT, cd);
   dt_.resize(RT, H);
-#pragma omp parallel for schedule(static) if (par(RT, cd * K))
-  for (long i = 0; i < RT; ++i) {
+  Y_.resize(RT, di);
+  auto conv_row = [&](long i) {
     const int t = static_cast<int>(i % len);
     auto o = XBC_.row(i).array();
     if (sw_.conv) {
@@ -161,59 +161,60 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
     if (sw_.silu_x) silu_inplace(XBC_.row(i).head(di).array());
     if (sw_.silu_bc) silu_inplace(XBC_.row(i).tail(cd - di).array());
     for (int h = 0; h < H; ++h) dt_(i, h) = softplus(P_(i, dtoff + h) + L.dt_bias[h]);
-  }
+  };
 
   // 5. SSD, quadratic form per run and head (exact; the reference's in-chunk computation):
   //    M_h(t, s) = (C_t . B_s) exp(A_h (cum_t - cum_s)) dt_s for s <= t,  y_h = M_h x_h + D_h x_h.
-  Y_.resize(RT, di);
+  //    (one run: rows r*len .. r*len+len-1; needs those rows of XBC_ and dt_)
   const int hpg = H / G;
   using Strided = Eigen::Map<const MatF, 0, Eigen::OuterStride<>>;
-#pragma omp parallel if (par(RT, static_cast<long>(di) * len))
-  {
-    MatF CB(len, len), M(len, len);
-    Eigen::ArrayXd cum(len);
-    Eigen::ArrayXf dts(len);
-#pragma omp for schedule(static)
-    for (int r = 0; r < runs; ++r) {
-      const long r0 = static_cast<long>(r) * len;
-      for (int g = 0; g < G; ++g) {
-        const Strided B(&XBC_(r0, di + g * N), len, N, Eigen::OuterStride<>(cd));
-        const Strided C(&XBC_(r0, di + G * N + g * N), len, N, Eigen::OuterStride<>(cd));
-        CB.noalias() = C * B.transpose();
-        if (taps.q && g == 0)
-          for (int t = 0; t < len; ++t) taps.q[r0 + t] = CB(t, t);
-        for (int h = g * hpg; h < (g + 1) * hpg; ++h) {
-          const double A = -std::exp(static_cast<double>(L.A_log[h]));
-          double acc = 0.0;
-          for (int t = 0; t < len; ++t) {
-            dts[t] = dt_(r0 + t, h);
-            cum[t] = (acc += dts[t]);
-          }
-          for (int t = 0; t < len; ++t) {
-            float* m = &M(t, 0);
-            const float* cb = &CB(t, 0);
-            for (int s = 0; s <= t; ++s) m[s] = cb[s] * static_cast<float>(std::exp(A * (cum[t] - cum[s]))) * dts[s];
-            for (int s = t + 1; s < len; ++s) m[s] = 0.0f;
-          }
-          // y_h = M_h x_h (+ D_h x_h): the causal product, only the s <= t terms (register-blocked)
-          detail::causal_head_product(M.data(), len, &XBC_(r0, h * Pd), cd, Pd, &Y_(r0, h * Pd), di, sw_.d_skip, L.D[h]);
-          if (taps.mixing && !taps.heads.empty()) {
-            const auto it = std::find(taps.heads.begin(), taps.heads.end(), h);
-            if (it != taps.heads.end()) {
-              const long hi = it - taps.heads.begin();
-              float* dst = taps.mixing + (static_cast<long>(r) * static_cast<long>(taps.heads.size()) + hi) * len * len;
-              Eigen::Map<MatF>(dst, len, len) = M;
-            }
+  struct SsdWork {
+    MatF CB, M;
+    Eigen::ArrayXd cum;
+    Eigen::ArrayXf dts;
+    explicit SsdWork(int len) : CB(len, len), M(len, len), cum(len), dts(len) {}
+  };
+  auto ssd_run = [&](int r, SsdWork& w) {
+    MatF &CB = w.CB, &M = w.M;
+    Eigen::ArrayXd& cum = w.cum;
+    Eigen::ArrayXf& dts = w.dts;
+    const long r0 = static_cast<long>(r) * len;
+    for (int g = 0; g < G; ++g) {
+      const Strided B(&XBC_(r0, di + g * N), len, N, Eigen::OuterStride<>(cd));
+      const Strided C(&XBC_(r0, di + G * N + g * N), len, N, Eigen::OuterStride<>(cd));
+      CB.noalias() = C * B.transpose();
+      if (taps.q && g == 0)
+        for (int t = 0; t < len; ++t) taps.q[r0 + t] = CB(t, t);
+      for (int h = g * hpg; h < (g + 1) * hpg; ++h) {
+        const double A = -std::exp(static_cast<double>(L.A_log[h]));
+        double acc = 0.0;
+        for (int t = 0; t < len; ++t) {
+          dts[t] = dt_(r0 + t, h);
+          cum[t] = (acc += dts[t]);
+        }
+        for (int t = 0; t < len; ++t) {
+          float* m = &M(t, 0);
+          const float* cb = &CB(t, 0);
+          for (int s = 0; s <= t; ++s) m[s] = cb[s] * static_cast<float>(std::exp(A * (cum[t] - cum[s]))) * dts[s];
+          for (int s = t + 1; s < len; ++s) m[s] = 0.0f;
+        }
+        // y_h = M_h x_h (+ D_h x_h): the causal product, only the s <= t terms (register-blocked)
+        detail::causal_head_product(M.data(), len, &XBC_(r0, h * Pd), cd, Pd, &Y_(r0, h * Pd), di, sw_.d_skip, L.D[h]);
+        if (taps.mixing && !taps.heads.empty()) {
+          const auto it = std::find(taps.heads.begin(), taps.heads.end(), h);
+          if (it != taps.heads.end()) {
+            const long hi = it - taps.heads.begin();
+            float* dst = taps.mixing + (static_cast<long>(r) * static_cast<long>(taps.heads.size()) + hi) * len * len;
+            Eigen::Map<MatF>(dst, len, len) = M;
           }
         }
       }
     }
-  }
+  };
 
-  // 6. gate before the norm: v = y * SiLU(z); grouped RMSNorm times w
+  // 6. gate before the norm: v = y * SiLU(z); grouped RMSNorm times w   (one row: token i)
   const int gs = di / G;
-#pragma omp parallel for schedule(static) if (par(RT, di))
-  for (long i = 0; i < RT; ++i) {
+  auto gate_norm_row = [&](long i) {
     if (sw_.gate) {
       const auto z = P_.row(i).head(di).array();
       Y_.row(i).array() *= z / (1.0f + (-z).exp());
@@ -225,6 +226,35 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
         const float rs = static_cast<float>(1.0 / std::sqrt(ss / gs + eps));
         seg.array() = seg.array() * rs * L.mix_norm_w.segment(g * gs, gs).transpose().array();
       }
+  };
+
+  // Steps 3-6 run by run (a run's rows stay in cache from the conv to the gated norm, one thread
+  // team) when there are enough runs to share; otherwise step by step, the row loops over rows.
+  // Every row and run is computed by the same code either way: the bits do not depend on it.
+  const bool by_run = runs >= 4 * omp_get_max_threads() && par(RT, static_cast<long>(di) * len);
+  if (by_run) {
+#pragma omp parallel
+    {
+      SsdWork w(len);
+#pragma omp for schedule(dynamic, 1)
+      for (int r = 0; r < runs; ++r) {
+        const long r0 = static_cast<long>(r) * len;
+        for (long i = r0; i < r0 + len; ++i) conv_row(i);
+        ssd_run(r, w);
+        for (long i = r0; i < r0 + len; ++i) gate_norm_row(i);
+      }
+    }
+  } else {
+#pragma omp parallel for schedule(static) if (par(RT, cd * K))
+    for (long i = 0; i < RT; ++i) conv_row(i);
+#pragma omp parallel if (par(RT, static_cast<long>(di) * len))
+    {
+      SsdWork w(len);
+#pragma omp for schedule(static)
+      for (int r = 0; r < runs; ++r) ssd_run(r, w);
+    }
+#pragma omp parallel for schedule(static) if (par(RT, di))
+    for (long i = 0; i < RT; ++i) gate_norm_row(i);
   }
 
   // 7. out_proj (fixed tiles, as in_proj)
