@@ -124,13 +124,23 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   // Row-wise SiLU x / (1 + e^{-x}) with Eigen's vectorised exp.
   auto silu_inplace = [](auto seg) { seg = seg / (1.0f + (-seg).exp()); };
 
+  // Rows are taken kRowBlock at a time where their sums of squares are formed (several sequential
+  // sums advance together: detail::row_sums_of_squares).
+  constexpr long kRowBlock = 8;
+  const long row_blocks = (RT + kRowBlock - 1) / kRowBlock;
+
   // 1. pre-norm: u = x / sqrt(mean(x^2) + eps) * w   (sum of squares in double)
   U_.resize(RT, d);
 #pragma omp parallel for schedule(static) if (par(RT, d))
-  for (long i = 0; i < RT; ++i) {
-    const double ss = X.row(i).cast<double>().squaredNorm();
-    const float r = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
-    U_.row(i).array() = X.row(i).array() * r * L.norm_w.transpose().array();
+  for (long b = 0; b < row_blocks; ++b) {
+    const long i0 = b * kRowBlock;
+    const int nr = static_cast<int>(std::min(kRowBlock, RT - i0));
+    double ss[kRowBlock];
+    detail::row_sums_of_squares(&X(i0, 0), X.outerStride(), d, nr, ss);
+    for (int k = 0; k < nr; ++k) {
+      const float r = static_cast<float>(1.0 / std::sqrt(ss[k] / d + eps));
+      U_.row(i0 + k).array() = X.row(i0 + k).array() * r * L.norm_w.transpose().array();
+    }
   }
 
   // 2. in_proj (the z rows are skipped when the gate is off: they would go unused). Fixed tiles,
@@ -212,19 +222,23 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
     }
   };
 
-  // 6. gate before the norm: v = y * SiLU(z); grouped RMSNorm times w   (one row: token i)
+  // 6. gate before the norm: v = y * SiLU(z); grouped RMSNorm times w   (rows i0 .. i0+nr-1, nr <= kRowBlock)
   const int gs = di / G;
-  auto gate_norm_row = [&](long i) {
-    if (sw_.gate) {
-      const auto z = P_.row(i).head(di).array();
-      Y_.row(i).array() *= z / (1.0f + (-z).exp());
-    }
+  auto gate_norm_rows = [&](long i0, int nr) {
+    if (sw_.gate)
+      for (long i = i0; i < i0 + nr; ++i) {
+        const auto z = P_.row(i).head(di).array();
+        Y_.row(i).array() *= z / (1.0f + (-z).exp());
+      }
     if (sw_.mixer_norm)
       for (int g = 0; g < G; ++g) {
-        auto seg = Y_.row(i).segment(g * gs, gs);
-        const double ss = seg.cast<double>().squaredNorm();
-        const float rs = static_cast<float>(1.0 / std::sqrt(ss / gs + eps));
-        seg.array() = seg.array() * rs * L.mix_norm_w.segment(g * gs, gs).transpose().array();
+        double ss[kRowBlock];
+        detail::row_sums_of_squares(&Y_(i0, g * gs), Y_.outerStride(), gs, nr, ss);
+        for (int k = 0; k < nr; ++k) {
+          auto seg = Y_.row(i0 + k).segment(g * gs, gs);
+          const float rs = static_cast<float>(1.0 / std::sqrt(ss[k] / gs + eps));
+          seg.array() = seg.array() * rs * L.mix_norm_w.segment(g * gs, gs).transpose().array();
+        }
       }
   };
 
@@ -241,7 +255,8 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
         const long r0 = static_cast<long>(r) * len;
         for (long i = r0; i < r0 + len; ++i) conv_row(i);
         ssd_run(r, w);
-        for (long i = r0; i < r0 + len; ++i) gate_norm_row(i);
+        for (long i = r0; i < r0 + len; i += kRowBlock)
+          gate_norm_rows(i, static_cast<int>(std::min(kRowBlock, r0 + len - i)));
       }
     }
   } else {
@@ -254,7 +269,8 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
       for (int r = 0; r < runs; ++r) ssd_run(r, w);
     }
 #pragma omp parallel for schedule(static) if (par(RT, di))
-    for (long i = 0; i < RT; ++i) gate_norm_row(i);
+    for (long b = 0; b < row_blocks; ++b)
+      gate_norm_rows(b * kRowBlock, static_cast<int>(std::min(kRowBlock, RT - b * kRowBlock)));
   }
 
   // 7. out_proj (fixed tiles, as in_proj)

@@ -1,7 +1,7 @@
 #pragma once
 // Private kernels of mamba2::Engine::mixer (src/models/mamba2.cpp): the products of the SSD
-// quadratic form. Every output entry is computed by the same code on whichever thread calls it:
-// the bits depend on the data and the shapes only.
+// quadratic form and the sums of squares of the norms. Every output entry is computed by the same
+// code on whichever thread calls it: the bits depend on the data and the shapes only.
 
 namespace tokdyn::mamba2::detail {
 
@@ -11,5 +11,11 @@ namespace tokdyn::mamba2::detail {
 /// X and Y are T x P with row strides ldx, ldy. Each entry is a sum over s in increasing order
 /// (fused multiply-adds where the build has them), then the D term is added.
 void causal_head_product(const float* M, int T, const float* X, long ldx, int P, float* Y, long ldy, bool d_skip, float D);
+
+/// ss[k] = sum_j double(X[k, j])^2 over j = 0 .. n-1 in increasing order, for rows k < rows (row
+/// stride ld): bit for bit Eigen's X.row(k).cast<double>().squaredNorm() (a sequential sum; each
+/// square is exact in double, so fused and separate multiply-adds agree). Several rows advance
+/// together, one per SIMD lane, so the sequential sums do not wait on each other.
+void row_sums_of_squares(const float* X, long ld, int n, int rows, double* ss);
 
 }  // namespace tokdyn::mamba2::detail
