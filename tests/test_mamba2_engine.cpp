@@ -1,7 +1,8 @@
 // Engine::mixer computes steps 3-6 (conv, SSD, gated norm) run by run when there are at least
 // 4 runs per thread, else step by step with the row loops over rows: both orders give the same
 // bits, with every switch and with taps (q, mixing matrices), including token counts whose SSD
-// head product has a partial row block and head sizes with a scalar column remainder.
+// head product has a partial row block, for a head size computed by the causal kernel (16) and
+// one computed by the Eigen product (12; see detail::causal_head_product_matches_eigen).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -27,7 +28,7 @@ MatF random_state(long rows, int d, std::uint64_t seed) {
 
 TEST(Mamba2Engine, RunByRunAndStepByStepGiveTheSameBits) {
   ThreadCountGuard guard;
-  for (const int headdim : {16, 12}) {  // 16: whole AVX column blocks; 12: 8 + a scalar remainder
+  for (const int headdim : {16, 12}) {
     Config c = Config::named("tiny");
     c.headdim = headdim;
     c.d_model = 48;  // d_inner 96: 6 or 8 heads

@@ -195,6 +195,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
         : CB(len, len), M(len, len), cum(len), arg(static_cast<long>(len) * (len + 1) / 2),
           ex(static_cast<long>(len) * (len + 1) / 2), dts(len) {}
   };
+  const bool causal_kernel = detail::causal_head_product_matches_eigen(Pd, len);
   auto ssd_run = [&](int r, SsdWork& w) {
     MatF &CB = w.CB, &M = w.M;
     Eigen::ArrayXd& cum = w.cum;
@@ -224,8 +225,16 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
           for (int s = 0; s <= t; ++s, ++k) m[s] = cb[s] * exp_as_float(ex[k], arg[k]) * dts[s];
           for (long s = t + 1; s < len; ++s) m[s] = 0.0f;
         }
-        // y_h = M_h x_h (+ D_h x_h): the causal product, only the s <= t terms (register-blocked)
-        detail::causal_head_product(M.data(), len, &XBC_(r0, h * Pd), cd, Pd, &Y_(r0, h * Pd), di, sw_.d_skip, L.D[h]);
+        // y_h = M_h x_h (+ D_h x_h): the causal product, only the s <= t terms (register-blocked),
+        // where it gives the Eigen product's bits (the released head size 64, up to 256 tokens)
+        if (causal_kernel) {
+          detail::causal_head_product(M.data(), len, &XBC_(r0, h * Pd), cd, Pd, &Y_(r0, h * Pd), di, sw_.d_skip, L.D[h]);
+        } else {
+          const Strided Xh(&XBC_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(cd));
+          Eigen::Map<MatF, 0, Eigen::OuterStride<>> Yh(&Y_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(di));
+          Yh.noalias() = M * Xh;
+          if (sw_.d_skip) Yh += L.D[h] * Xh;
+        }
         if (taps.mixing && !taps.heads.empty()) {
           const auto it = std::find(taps.heads.begin(), taps.heads.end(), h);
           if (it != taps.heads.end()) {

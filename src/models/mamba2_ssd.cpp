@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <Eigen/Core>
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define TOKDYN_SSD_AVX2 1
@@ -91,6 +93,14 @@ void causal_head_product(const float* M, int T, const float* X, long ldx, int P,
   if (d_skip)
     for (int t = 0; t < T; ++t)
       for (int p = 0; p < P; ++p) Y[t * ldy + p] += D * X[t * ldx + p];
+}
+
+bool causal_head_product_matches_eigen(int P, int T) {
+#ifdef TOKDYN_SSD_AVX2
+  return Eigen::internal::packet_traits<float>::size == 8 && (P % 24 == 0 || P % 24 == 16) && T <= 256;
+#else
+  return false;
+#endif
 }
 
 namespace {

@@ -12,6 +12,14 @@ namespace tokdyn::mamba2::detail {
 /// (fused multiply-adds where the build has them), then the D term is added.
 void causal_head_product(const float* M, int T, const float* X, long ldx, int P, float* Y, long ldy, bool d_skip, float D);
 
+/// Whether causal_head_product gives the bits of the Eigen product it replaced (Y = M X, then
+/// Y += D X) for heads of P channels and T tokens in this build: Eigen 3.4's float kernel with
+/// 8-float packets sums each entry in order when P is covered by its 24- and 16-row panels
+/// (P mod 24 = 0 or 16) and T fits one depth block (T <= 256); elsewhere it splits the sums (a
+/// panel of 8 rows alternates two accumulators, longer sums are blocked). The mixer uses the
+/// kernel only where this holds, so its output bits are those of the Eigen product everywhere.
+bool causal_head_product_matches_eigen(int P, int T);
+
 /// ss[k] = sum_j double(X[k, j])^2 over j = 0 .. n-1 in increasing order, for rows k < rows (row
 /// stride ld): bit for bit Eigen's X.row(k).cast<double>().squaredNorm() (a sequential sum; each
 /// square is exact in double, so fused and separate multiply-adds agree). Several rows advance
