@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Self-checks of ref_mamba2.py (and a cross-check of numpy_mamba2_fig1.py) on tiny random checkpoints.
+"""Self-checks of ref_mamba2.py (and cross-checks of numpy_mamba2_fig1.py and torch_mamba2_fig1.py) on tiny random checkpoints.
 
 Exits non-zero if any check fails; prints one line per check. Usage: /usr/bin/python3 python/check_ref_mamba2.py
 """
@@ -275,6 +275,47 @@ def main():
         ok = set(js) == {"seconds", "variants", "depth", "runs", "tokens", "lambda1_final", "pr_final"}
         ok &= set(js["lambda1_final"]) == {"gate", "no_gate"}
     check("numpy_mamba2_fig1 CLI prints the JSON line", ok, r.stderr[-300:])
+
+    # torch_mamba2_fig1 (float32, PyTorch-CPU, quadratic SSD) agrees with the float64 reference too
+    # (skipped where Debian's python3-torch is not installed)
+    try:
+        import torch
+        import torch_mamba2_fig1 as tfig1
+    except ImportError:
+        tfig1 = None
+    if tfig1 is None:
+        print("[skip] torch_mamba2_fig1: no torch (Debian's python3-torch)")
+    else:
+        tids = torch.from_numpy(ids)
+        M = tfig1.prepare(cfg1, W1)
+        ok = True
+        worst = 0.0
+        with torch.inference_mode():
+            for gate in (True, False):
+                xt, lam, prs = tfig1.run_variant(M, cfg1, tids, 7, gate)
+                xf, lam, prs = xt.double().numpy(), lam.double().numpy(), prs.double().numpy()
+                sr, _ = ref.run(cfg1, W1, ids, ref.layer_schedule(3, depth=7), gate=gate)
+                err = np.max(np.abs(xf - sr[-1])) / np.max(np.abs(sr[-1]))
+                worst = max(worst, err)
+                zh = sr[-1] / np.linalg.norm(sr[-1], axis=-1, keepdims=True)
+                G = zh @ zh.transpose(0, 2, 1)
+                l1 = np.linalg.eigvalsh(G)[:, -1] / 12
+                pr = 144 / np.sum(G * G, axis=(1, 2))
+                ok &= err < 1e-4 and np.allclose(lam[-1], l1, atol=1e-4) and np.allclose(prs[-1], pr, rtol=1e-4)
+            M2 = tfig1.prepare(cfg2, W2)
+            xt, _, _ = tfig1.run_variant(M2, cfg2, tids, 4, True)
+        sr, _ = ref.run(cfg2, W2, ids, [0, 1, 2, 0])
+        e2 = np.max(np.abs(xt.double().numpy() - sr[-1])) / np.max(np.abs(sr[-1]))
+        check("torch_mamba2_fig1 float32 == float64 reference (depth 7, both gates; ngroups=2 depth 4); metrics",
+              ok and e2 < 1e-4, "max rel err %.1e / %.1e" % (worst, e2))
+        r = subprocess.run([sys.executable, os.path.join(HERE, "torch_mamba2_fig1.py"), "--checkpoint", ck1,
+                            "--runs", "4", "--tokens", "6", "--depth", "5", "--threads", "1"], capture_output=True, text=True)
+        ok = r.returncode == 0
+        if ok:
+            js = json.loads(r.stdout.strip().splitlines()[-1])
+            ok = {"seconds", "variants", "depth", "runs", "tokens", "lambda1_final", "pr_final"} <= set(js)
+            ok &= set(js["lambda1_final"]) == {"gate", "no_gate"}
+        check("torch_mamba2_fig1 CLI prints the JSON line", ok, r.stderr[-300:])
 
     shutil.rmtree(tmp, ignore_errors=True)
     print("%d check(s) failed" % len(FAILS) if FAILS else "all checks passed")

@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # Benchmark of the preset mamba2-fig1 at full size (Mamba-2 130m checkpoint, runs=50, tokens=50,
 # depth=200, both variants gate / no_gate) on this machine, against the machine's OpenBLAS SGEMM
-# peak and a straightforward NumPy implementation of the same workload (python/numpy_mamba2_fig1.py),
-# all in one run. Writes bench/results-mamba2-fig1.md (and prints it).
+# peak, a straightforward NumPy implementation of the same workload (python/numpy_mamba2_fig1.py) and a
+# straightforward batched PyTorch-CPU one (python/torch_mamba2_fig1.py, Debian's python3-torch), all in
+# one run. Writes bench/results-mamba2-fig1.md (and prints it).
 #
 # Usage: scripts/bench_mamba2.sh [BUILD_DIR]     (default BUILD_DIR: build-bench)
 # Environment knobs (defaults in brackets):
-#   BENCH_THREADS [2]        threads for tokdyn, the SGEMM peak, the micro-benchmarks and NumPy's OpenBLAS
+#   BENCH_THREADS [2]        threads for tokdyn, the SGEMM peak, the micro-benchmarks, NumPy's OpenBLAS and
+#                            PyTorch (torch.set_num_threads)
 #   BENCH_REPS [3]           tokdyn runs; the best (smallest) wall time is reported
 #   BENCH_SGEMM_REPS [3]     repetitions of the SGEMM peak (min time 2 s each); the best is reported
 #   BENCH_NUMPY_DEPTH [200]  layers timed for NumPy; below the tokdyn depth the time is scaled linearly
 #                            to it (per-layer cost does not depend on depth) and the table says so
 #   BENCH_NUMPY_REPS [1]     NumPy timings; the best is reported
+#   BENCH_TORCH_DEPTH [200]  layers timed for PyTorch (scaled to the tokdyn depth as BENCH_NUMPY_DEPTH)
+#   BENCH_TORCH_REPS [1]     PyTorch timings; the best is reported
 #   BENCH_MICRO [1]          0: skip the micro-benchmarks (workload GEMM shapes, one mixer call)
 #   BENCH_IDLE_WAIT [300]    seconds to wait, before each measurement, for the machine to be idle
 #   BENCH_RUNS, BENCH_DEPTH  smaller tokdyn / NumPy runs, only to check this script quickly
 #   BENCH_KEEP               set: keep the raw outputs (work directory under /tmp)
 #   BENCH_OUT [bench/results-mamba2-fig1.md]
-# tokdyn and NumPy get the same token ids (drawn as the NumPy script draws them, passed to tokdyn
-# with --set token_ids=...), so their final lambda1 / pr are comparable.
+# tokdyn, NumPy and PyTorch get the same token ids (drawn as the NumPy script draws them, passed to
+# tokdyn with --set token_ids=...), so their final lambda1 / pr are comparable: each peer's means over
+# runs must equal tokdyn's at the peer's depth within the tolerances of python/check_ref_mamba2.py's
+# NumPy check (lambda1: 1e-4 absolute, pr: 1e-4 relative); the table says so, and the script exits 1
+# (after writing the table) when they do not.
 # The machine has 2 cores: run it on an otherwise idle machine; the load (uptime) before and
 # after is recorded in the results file.
 set -euo pipefail
@@ -28,9 +35,10 @@ threads=${BENCH_THREADS:-2}
 reps=${BENCH_REPS:-3}
 sgemm_reps=${BENCH_SGEMM_REPS:-3}
 np_reps=${BENCH_NUMPY_REPS:-1}
+th_reps=${BENCH_TORCH_REPS:-1}
 micro=${BENCH_MICRO:-1}
 out_md=${BENCH_OUT:-$here/bench/results-mamba2-fig1.md}
-py=/usr/bin/python3  # Debian's, with numpy (not whatever python3 is first on PATH)
+py=/usr/bin/python3  # Debian's, with numpy and torch (not whatever python3 is first on PATH)
 bench_name=bench_mamba2
 
 # Full size of the preset (its defaults). BENCH_RUNS / BENCH_DEPTH shrink the end-to-end runs for a
@@ -38,6 +46,8 @@ bench_name=bench_mamba2
 RUNS=${BENCH_RUNS:-50} DEPTH=${BENCH_DEPTH:-200} LEN=50 SEED=0
 np_depth=${BENCH_NUMPY_DEPTH:-200}
 [ "$np_depth" -le "$DEPTH" ] || np_depth=$DEPTH
+th_depth=${BENCH_TORCH_DEPTH:-200}
+[ "$th_depth" -le "$DEPTH" ] || th_depth=$DEPTH
 
 work=$(mktemp -d /tmp/tokdyn-bench-mamba2.XXXXXX)
 [ -n "${BENCH_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
@@ -49,6 +59,14 @@ source "$here/scripts/bench_lib.sh"
 
 ensure_gnu_time
 [ -x "$py" ] || { echo "bench_mamba2: $py (Debian's python3 with numpy) is missing: run scripts/setup.sh" >&2; exit 1; }
+# PyTorch-CPU for the torch peer: Debian's python3-torch, installed as GNU time is.
+if ! "$py" -c "import torch" 2>/dev/null; then
+  log "installing python3-torch (Debian's PyTorch, for python/torch_mamba2_fig1.py)"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
+fi
 
 if [ ! -f "$build/build.ninja" ]; then
   log "configuring (Release, Ninja) in $build"
@@ -108,6 +126,17 @@ for i in $(seq 1 "$np_reps"); do
     --depth "$np_depth" --seed "$SEED" >"$work/numpy$i.json"
 done
 
+# (d2) PyTorch-CPU on the same workload (torch.set_num_threads($threads); OpenMP and BLAS threads the
+# same; OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset as for NumPy).
+for i in $(seq 1 "$th_reps"); do
+  log "(d2) PyTorch, runs=$RUNS depth=$th_depth (run $i of $th_reps)"
+  wait_idle "torch$i"
+  measured "torch$i" "$work/th_time$i.txt" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
+    OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads" \
+    "$py" "$here/python/torch_mamba2_fig1.py" --checkpoint "$work/ck" --runs "$RUNS" --tokens "$LEN" \
+    --depth "$th_depth" --seed "$SEED" --threads "$threads" >"$work/torch$i.json"
+done
+
 # (e) Micro-benchmarks: the workload's GEMM shapes and one mixer call (5 repetitions each,
 # interleaved in random order; the best is taken).
 if [ "$micro" = 1 ]; then
@@ -121,10 +150,11 @@ uptime >"$work/load_after.txt"
 
 commit=$(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)
 
-"$py" - "$work" "$out_md" "$here/python" "$commit" "$threads" "$reps" "$np_reps" "$np_depth" "$RUNS" "$DEPTH" "$LEN" <<'EOF'
+"$py" - "$work" "$out_md" "$here/python" "$commit" "$threads" "$reps" "$np_reps" "$np_depth" "$RUNS" "$DEPTH" "$LEN" \
+  "$th_reps" "$th_depth" <<'EOF'
 import csv, datetime, glob, json, os, re, struct, subprocess, sys
 work, out_md, pydir, commit = sys.argv[1:5]
-threads, reps, np_reps, np_depth, RUNS, DEPTH, LEN = map(int, sys.argv[5:])
+threads, reps, np_reps, np_depth, RUNS, DEPTH, LEN, th_reps, th_depth = map(int, sys.argv[5:])
 sys.path.insert(0, pydir)
 from ref_mamba2 import load_config
 
@@ -225,6 +255,7 @@ def finals(path, layer):
     return out
 tok_final = finals(f"{work}/metrics{tb['i']}.csv", DEPTH)
 tok_at_np = finals(f"{work}/metrics{tb['i']}.csv", np_depth)
+tok_at_th = finals(f"{work}/metrics{tb['i']}.csv", th_depth)
 
 # (d) NumPy.
 nps = []
@@ -236,6 +267,29 @@ for i in range(1, np_reps + 1):
 nb = min(nps, key=lambda j: j["_elapsed"])
 scale = DEPTH / np_depth
 t_np = nb["_elapsed"] * scale
+
+# (d2) PyTorch.
+ths = []
+for i in range(1, th_reps + 1):
+    j = json.load(open(f"{work}/torch{i}.json"))
+    secs, rss, cpu, _ = gnu_time(f"{work}/th_time{i}.txt")
+    j["_elapsed"], j["_rss"], j["_other"] = secs, rss, other_cores(f"torch{i}", cpu)
+    ths.append(j)
+thb = min(ths, key=lambda j: j["_elapsed"])
+th_scale = DEPTH / th_depth
+t_th = thb["_elapsed"] * th_scale
+
+# Agreement of each peer's final means with tokdyn's at the peer's depth (the tolerances of
+# python/check_ref_mamba2.py's NumPy check: lambda1 1e-4 absolute, pr 1e-4 relative).
+LAM_ATOL, PR_RTOL = 1e-4, 1e-4
+agree = []  # (peer, depth, variant, tok_l1, peer_l1, tok_pr, peer_pr, ok)
+for peer, res, dep, tok in (("NumPy", nb, np_depth, tok_at_np), ("PyTorch", thb, th_depth, tok_at_th)):
+    for v in ("gate", "no_gate"):
+        tl, tp = tok.get(v, (float("nan"), float("nan")))
+        pl, pp = res["lambda1_final"][v], res["pr_final"][v]
+        ok = abs(pl - tl) <= LAM_ATOL and abs(pp - tp) <= PR_RTOL * abs(tp)
+        agree.append((peer, dep, v, tl, pl, tp, pp, ok))
+all_agree = all(a[-1] for a in agree)
 
 # (e) micro-benchmarks.
 mb, _ = best_by_name(f"{work}/micro.json")
@@ -253,7 +307,9 @@ Pr("")
 Pr("Written by `scripts/bench_mamba2.sh` (Release build) on %s, commit `%s`. Workload: Mamba-2 130m "
    "(`tokdyn make-checkpoint --size 130m --seed 0`), runs = %d, tokens = %d, depth = %d, layers cycled, residual "
    "stream, both variants (gate on / off); `tokdyn run mamba2-fig1 --set checkpoint=... --threads %d --no-figures`. "
-   "tokdyn and NumPy get the same token ids (NumPy's `default_rng(0)` draw, passed with `--set token_ids=`)." % (
+   "tokdyn, NumPy and PyTorch get the same token ids (NumPy's `default_rng(0)` draw, passed to tokdyn with "
+   "`--set token_ids=`). Wall times on this 2-core machine depend on what else runs: compare within one run "
+   "(the load seen before each measurement is listed below)." % (
        datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), commit, RUNS, LEN, DEPTH, threads))
 Pr("")
 Pr("Machine: %s, %d cores (%s threads per core); OpenBLAS `%s` (core `%s`); load before: `%s`; after: `%s`." % (
@@ -293,6 +349,13 @@ Pr("| NumPy wall time, same workload%s | **%.1f s** |" % (np_note, t_np))
 Pr("| other processes' load during the NumPy run | %.2f cores |" % nb["_other"])
 Pr("| NumPy peak RSS | %.0f MiB |" % (nb["_rss"] / 1024))
 Pr("| NumPy / tokdyn | **%.1fx** |" % (t_np / t_tok))
+th_note = "" if th_depth == DEPTH else " (measured at depth %d: %.1f s, scaled x%.2f to depth %d)" % (th_depth, thb["_elapsed"], th_scale, DEPTH)
+Pr("| PyTorch-CPU wall time, same workload%s | **%.1f s** |" % (th_note, t_th))
+Pr("| other processes' load during the PyTorch run | %.2f cores |" % thb["_other"])
+Pr("| PyTorch peak RSS | %.0f MiB |" % (thb["_rss"] / 1024))
+Pr("| PyTorch / tokdyn | **%.1fx** |" % (t_th / t_tok))
+Pr("| final lambda1 / pr of NumPy and PyTorch equal tokdyn's (lambda1 within 1e-4, pr within 1e-4 relative) | **%s** |" % (
+    "yes" if all_agree else "NO: see below"))
 Pr("")
 Pr("Final metrics (means over runs; NumPy at its depth %d):" % np_depth)
 Pr("")
@@ -305,6 +368,15 @@ for v in ("gate", "no_gate"):
     ta = tok_at_np.get(v, (float("nan"), float("nan")))
     mid = "" if np_depth == DEPTH else " %.6f | %.4f |" % ta
     Pr("| %s | %.6f | %.4f |%s %.6f | %.4f |" % (v, tf[0], tf[1], mid, nb["lambda1_final"][v], nb["pr_final"][v]))
+Pr("")
+Pr("Agreement at each peer's depth (means over runs; lambda1: |peer - tokdyn| <= %g, pr: |peer - tokdyn| <= %g pr):" % (
+    LAM_ATOL, PR_RTOL))
+Pr("")
+Pr("| peer | layer | variant | tokdyn lambda1 | peer lambda1 | abs. diff | tokdyn pr | peer pr | rel. diff | agree |")
+Pr("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for peer, dep, v, tl, pl, tp, pp, ok in agree:
+    Pr("| %s | %d | %s | %.6f | %.6f | %.1e | %.4f | %.4f | %.1e | %s |" % (
+        peer, dep, v, tl, pl, abs(pl - tl), tp, pp, abs(pp - tp) / abs(tp) if tp else float("nan"), "yes" if ok else "**NO**"))
 Pr("")
 Pr("FLOPs per layer and variant (2 per multiply-add, counted from the shapes as `Engine::flops`; RT = runs x "
    "tokens = %d, d = %d, di = %d, N = %d, H = %d, P = %d, G = %d, cols_in = %d with the gate, %d without (the z rows "
@@ -321,6 +393,10 @@ Pr("")
 Pr("NumPy: %s, run with OPENBLAS_NUM_THREADS=%d (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset)." % (
     subprocess.run(["/usr/bin/python3", "-c", "import numpy, sys; print('numpy %s, Python %s' % (numpy.__version__, sys.version.split()[0]))"],
                    capture_output=True, text=True).stdout.strip(), threads))
+Pr("")
+Pr("PyTorch: torch %s (Debian's python3-torch), `torch.set_num_threads(%d)`, float32, inference mode; batched over runs: "
+   "`F.linear` projections, `F.conv1d` (groups = conv_dim, left padding) for the conv, the SSD in its one-chunk "
+   "quadratic form as `einsum` products over runs and heads (`python/torch_mamba2_fig1.py`)." % (thb.get("torch", "?"), threads))
 Pr("")
 
 Pr("## Micro-benchmarks (%s)" % ("best of 5 interleaved repetitions" if mb else "skipped: BENCH_MICRO=0"))
@@ -358,5 +434,8 @@ if mg and mn:
 
 open(out_md, "w").write("\n".join(lines))
 print("\n".join(lines))
+if not all_agree:
+    print("bench_mamba2: the final lambda1 / pr of a peer differ from tokdyn's beyond the tolerance (see the table)", file=sys.stderr)
+    sys.exit(1)
 EOF
 log "wrote $out_md"

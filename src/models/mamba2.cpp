@@ -18,6 +18,8 @@
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/linalg.hpp"
 
+#include "mamba2_ssd.hpp"
+
 namespace fs = std::filesystem;
 
 namespace tokdyn::mamba2 {
@@ -99,6 +101,15 @@ inline float softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v));
 
 inline bool par(long rows, long cols) { return rows_in_parallel(rows, cols); }
 
+/// float(std::exp(x)), given y = a vectorised exp(x) (Eigen's, relative error ~3e-16): when every
+/// value within 2^-40 (relative) of y rounds to the same float, so does libm's exp(x) (within an ulp
+/// of the true value), and that float is returned; otherwise (about 1 in 50000) libm's exp(x)
+/// itself. Either way the bits of float(std::exp(x)).
+inline float exp_as_float(double y, double x) {
+  const float lo = static_cast<float>(y * (1.0 - 0x1p-40));
+  return lo == static_cast<float>(y * (1.0 + 0x1p-40)) ? lo : static_cast<float>(std::exp(x));
+}
+
 }  // namespace
 
 // Rows processed in parallel only when there is real work (no thread team for tiny calls).
@@ -123,13 +134,23 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   // Row-wise SiLU x / (1 + e^{-x}) with Eigen's vectorised exp.
   auto silu_inplace = [](auto seg) { seg = seg / (1.0f + (-seg).exp()); };
 
+  // Rows are taken kRowBlock at a time where their sums of squares are formed (several sequential
+  // sums advance together: detail::row_sums_of_squares).
+  constexpr long kRowBlock = 8;
+  const long row_blocks = (RT + kRowBlock - 1) / kRowBlock;
+
   // 1. pre-norm: u = x / sqrt(mean(x^2) + eps) * w   (sum of squares in double)
   U_.resize(RT, d);
 #pragma omp parallel for schedule(static) if (par(RT, d))
-  for (long i = 0; i < RT; ++i) {
-    const double ss = X.row(i).cast<double>().squaredNorm();
-    const float r = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
-    U_.row(i).array() = X.row(i).array() * r * L.norm_w.transpose().array();
+  for (long b = 0; b < row_blocks; ++b) {
+    const long i0 = b * kRowBlock;
+    const int nr = static_cast<int>(std::min(kRowBlock, RT - i0));
+    double ss[kRowBlock];
+    detail::row_sums_of_squares(&X(i0, 0), X.outerStride(), d, nr, ss);
+    for (int k = 0; k < nr; ++k) {
+      const float r = static_cast<float>(1.0 / std::sqrt(ss[k] / d + eps));
+      U_.row(i0 + k).array() = X.row(i0 + k).array() * r * L.norm_w.transpose().array();
+    }
   }
 
   // 2. in_proj (the z rows are skipped when the gate is off: they would go unused). Fixed tiles,
@@ -140,12 +161,12 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   const int dtoff = xoff + cd;
 
   // 3. causal depthwise conv (left zero padding; tap K-1 is the current token) + SiLU;
-  // 4. dt = softplus(dt_raw + dt_bias)
+  // 4. dt = softplus(dt_raw + dt_bias)   (one row: token i)
   convT_ = L.conv_w.transpose();  // K x cd: one contiguous row per tap
   XBC_.resize(RT, cd);
   dt_.resize(RT, H);
-#pragma omp parallel for schedule(static) if (par(RT, cd * K))
-  for (long i = 0; i < RT; ++i) {
+  Y_.resize(RT, di);
+  auto conv_row = [&](long i) {
     const int t = static_cast<int>(i % len);
     auto o = XBC_.row(i).array();
     if (sw_.conv) {
@@ -160,74 +181,122 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
     if (sw_.silu_x) silu_inplace(XBC_.row(i).head(di).array());
     if (sw_.silu_bc) silu_inplace(XBC_.row(i).tail(cd - di).array());
     for (int h = 0; h < H; ++h) dt_(i, h) = softplus(P_(i, dtoff + h) + L.dt_bias[h]);
-  }
+  };
 
   // 5. SSD, quadratic form per run and head (exact; the reference's in-chunk computation):
   //    M_h(t, s) = (C_t . B_s) exp(A_h (cum_t - cum_s)) dt_s for s <= t,  y_h = M_h x_h + D_h x_h.
-  Y_.resize(RT, di);
+  //    (one run: rows r*len .. r*len+len-1; needs those rows of XBC_ and dt_)
   const int hpg = H / G;
   using Strided = Eigen::Map<const MatF, 0, Eigen::OuterStride<>>;
-  using StridedOut = Eigen::Map<MatF, 0, Eigen::OuterStride<>>;
-#pragma omp parallel if (par(RT, static_cast<long>(di) * len))
-  {
-    MatF CB(len, len), M(len, len);
-    Eigen::ArrayXd cum(len);
-    Eigen::ArrayXf dts(len);
-#pragma omp for schedule(static)
-    for (int r = 0; r < runs; ++r) {
-      const long r0 = static_cast<long>(r) * len;
-      for (int g = 0; g < G; ++g) {
-        const Strided B(&XBC_(r0, di + g * N), len, N, Eigen::OuterStride<>(cd));
-        const Strided C(&XBC_(r0, di + G * N + g * N), len, N, Eigen::OuterStride<>(cd));
-        CB.noalias() = C * B.transpose();
-        if (taps.q && g == 0)
-          for (int t = 0; t < len; ++t) taps.q[r0 + t] = CB(t, t);
-        for (int h = g * hpg; h < (g + 1) * hpg; ++h) {
-          const double A = -std::exp(static_cast<double>(L.A_log[h]));
-          double acc = 0.0;
-          for (int t = 0; t < len; ++t) {
-            dts[t] = dt_(r0 + t, h);
-            cum[t] = (acc += dts[t]);
-          }
-          for (int t = 0; t < len; ++t) {
-            const int n = t + 1;
-            M.row(t).head(n).array() =
-                CB.row(t).head(n).array() * (A * (cum[t] - cum.head(n))).exp().cast<float>().transpose() *
-                dts.head(n).transpose();
-            M.row(t).tail(len - n).setZero();
-          }
+  struct SsdWork {
+    MatF CB, M;
+    Eigen::ArrayXd cum, arg, ex;  // arg, ex: the exponents A (cum_t - cum_s) and their exp, s <= t, row by row
+    Eigen::ArrayXf dts;
+    explicit SsdWork(int len)
+        : CB(len, len), M(len, len), cum(len), arg(static_cast<long>(len) * (len + 1) / 2),
+          ex(static_cast<long>(len) * (len + 1) / 2), dts(len) {}
+  };
+  const bool causal_kernel = detail::causal_head_product_matches_eigen(Pd, len);
+  auto ssd_run = [&](int r, SsdWork& w) {
+    MatF &CB = w.CB, &M = w.M;
+    Eigen::ArrayXd& cum = w.cum;
+    Eigen::ArrayXf& dts = w.dts;
+    const long r0 = static_cast<long>(r) * len;
+    for (int g = 0; g < G; ++g) {
+      const Strided B(&XBC_(r0, di + g * N), len, N, Eigen::OuterStride<>(cd));
+      const Strided C(&XBC_(r0, di + G * N + g * N), len, N, Eigen::OuterStride<>(cd));
+      CB.noalias() = C * B.transpose();
+      if (taps.q && g == 0)
+        for (int t = 0; t < len; ++t) taps.q[r0 + t] = CB(t, t);
+      for (int h = g * hpg; h < (g + 1) * hpg; ++h) {
+        const double A = -std::exp(static_cast<double>(L.A_log[h]));
+        double acc = 0.0;
+        for (int t = 0; t < len; ++t) {
+          dts[t] = dt_(r0 + t, h);
+          cum[t] = (acc += dts[t]);
+        }
+        // exp(A (cum_t - cum_s)) in double, rounded to float (vectorised, the same bits as std::exp)
+        Eigen::ArrayXd &arg = w.arg, &ex = w.ex;
+        for (long t = 0, k = 0; t < len; ++t)
+          for (int s = 0; s <= t; ++s, ++k) arg[k] = A * (cum[t] - cum[s]);
+        ex = arg.exp();
+        for (long t = 0, k = 0; t < len; ++t) {
+          float* m = &M(t, 0);
+          const float* cb = &CB(t, 0);
+          for (int s = 0; s <= t; ++s, ++k) m[s] = cb[s] * exp_as_float(ex[k], arg[k]) * dts[s];
+          for (long s = t + 1; s < len; ++s) m[s] = 0.0f;
+        }
+        // y_h = M_h x_h (+ D_h x_h): the causal product, only the s <= t terms (register-blocked),
+        // where it gives the Eigen product's bits (the released head size 64, up to 256 tokens)
+        if (causal_kernel) {
+          detail::causal_head_product(M.data(), len, &XBC_(r0, h * Pd), cd, Pd, &Y_(r0, h * Pd), di, sw_.d_skip, L.D[h]);
+        } else {
           const Strided Xh(&XBC_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(cd));
-          StridedOut Yh(&Y_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(di));
+          Eigen::Map<MatF, 0, Eigen::OuterStride<>> Yh(&Y_(r0, h * Pd), len, Pd, Eigen::OuterStride<>(di));
           Yh.noalias() = M * Xh;
           if (sw_.d_skip) Yh += L.D[h] * Xh;
-          if (taps.mixing && !taps.heads.empty()) {
-            const auto it = std::find(taps.heads.begin(), taps.heads.end(), h);
-            if (it != taps.heads.end()) {
-              const long hi = it - taps.heads.begin();
-              float* dst = taps.mixing + (static_cast<long>(r) * static_cast<long>(taps.heads.size()) + hi) * len * len;
-              Eigen::Map<MatF>(dst, len, len) = M;
-            }
+        }
+        if (taps.mixing && !taps.heads.empty()) {
+          const auto it = std::find(taps.heads.begin(), taps.heads.end(), h);
+          if (it != taps.heads.end()) {
+            const long hi = it - taps.heads.begin();
+            float* dst = taps.mixing + (static_cast<long>(r) * static_cast<long>(taps.heads.size()) + hi) * len * len;
+            Eigen::Map<MatF>(dst, len, len) = M;
           }
         }
       }
     }
-  }
+  };
 
-  // 6. gate before the norm: v = y * SiLU(z); grouped RMSNorm times w
+  // 6. gate before the norm: v = y * SiLU(z); grouped RMSNorm times w   (rows i0 .. i0+nr-1, nr <= kRowBlock)
   const int gs = di / G;
-#pragma omp parallel for schedule(static) if (par(RT, di))
-  for (long i = 0; i < RT; ++i) {
-    if (sw_.gate) {
-      const auto z = P_.row(i).head(di).array();
-      Y_.row(i).array() *= z / (1.0f + (-z).exp());
-    }
+  auto gate_norm_rows = [&](long i0, int nr) {
+    if (sw_.gate)
+      for (long i = i0; i < i0 + nr; ++i) {
+        const auto z = P_.row(i).head(di).array();
+        Y_.row(i).array() *= z / (1.0f + (-z).exp());
+      }
     if (sw_.mixer_norm)
       for (int g = 0; g < G; ++g) {
-        auto seg = Y_.row(i).segment(g * gs, gs);
-        const double ss = seg.cast<double>().squaredNorm();
-        const float rs = static_cast<float>(1.0 / std::sqrt(ss / gs + eps));
-        seg.array() = seg.array() * rs * L.mix_norm_w.segment(g * gs, gs).transpose().array();
+        double ss[kRowBlock];
+        detail::row_sums_of_squares(&Y_(i0, g * gs), Y_.outerStride(), gs, nr, ss);
+        for (int k = 0; k < nr; ++k) {
+          auto seg = Y_.row(i0 + k).segment(g * gs, gs);
+          const float rs = static_cast<float>(1.0 / std::sqrt(ss[k] / gs + eps));
+          seg.array() = seg.array() * rs * L.mix_norm_w.segment(g * gs, gs).transpose().array();
+        }
       }
+  };
+
+  // Steps 3-6 run by run (a run's rows stay in cache from the conv to the gated norm, one thread
+  // team) when there are enough runs to share; otherwise step by step, the row loops over rows.
+  // Every row and run is computed by the same code either way: the bits do not depend on it.
+  const bool by_run = runs >= 4 * omp_get_max_threads() && par(RT, static_cast<long>(di) * len);
+  if (by_run) {
+#pragma omp parallel
+    {
+      SsdWork w(len);
+#pragma omp for schedule(dynamic, 1)
+      for (int r = 0; r < runs; ++r) {
+        const long r0 = static_cast<long>(r) * len;
+        for (long i = r0; i < r0 + len; ++i) conv_row(i);
+        ssd_run(r, w);
+        for (long i = r0; i < r0 + len; i += kRowBlock)
+          gate_norm_rows(i, static_cast<int>(std::min(kRowBlock, r0 + len - i)));
+      }
+    }
+  } else {
+#pragma omp parallel for schedule(static) if (par(RT, cd * K))
+    for (long i = 0; i < RT; ++i) conv_row(i);
+#pragma omp parallel if (par(RT, static_cast<long>(di) * len))
+    {
+      SsdWork w(len);
+#pragma omp for schedule(static)
+      for (int r = 0; r < runs; ++r) ssd_run(r, w);
+    }
+#pragma omp parallel for schedule(static) if (par(RT, di))
+    for (long b = 0; b < row_blocks; ++b)
+      gate_norm_rows(b * kRowBlock, static_cast<int>(std::min(kRowBlock, RT - b * kRowBlock)));
   }
 
   // 7. out_proj (fixed tiles, as in_proj)
