@@ -358,13 +358,13 @@ TEST(RopeAttention, QueryKeyValueMatrices) {
   }
 }
 
-// Every validation: InputError, one line, naming the input.
+// Every validation: std::invalid_argument (InputError, exit 2, once the parameter layer reports it), one line, naming the input.
 TEST(RopeAttention, BadInputIsOneLineInputError) {
   auto expect_bad = [](const std::function<void()>& f, const std::string& needle) {
     try {
       f();
       ADD_FAILURE() << "no InputError for " << needle;
-    } catch (const InputError& e) {
+    } catch (const std::invalid_argument& e) {
       const std::string m = e.what();
       EXPECT_EQ(m.find('\n'), std::string::npos) << m;
       EXPECT_NE(m.find(needle), std::string::npos) << "message '" << m << "' should mention " << needle;

@@ -26,7 +26,9 @@ template <class F>
 bool one_line_input_error(F&& f) {
   try {
     f();
-  } catch (const InputError& e) {
+  } catch (const std::invalid_argument& e) {  // the library's refusal
+    return std::string(e.what()).find('\n') == std::string::npos;
+  } catch (const InputError& e) {  // a paper configuration's (experiments layer)
     return std::string(e.what()).find('\n') == std::string::npos;
   }
   return false;

@@ -44,7 +44,7 @@ template <class F>
 std::string input_error_message(F&& f) {
   try {
     f();
-  } catch (const InputError& e) {
+  } catch (const std::invalid_argument& e) {
     return e.what();
   }
   return "<no InputError>";

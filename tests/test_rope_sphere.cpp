@@ -296,13 +296,13 @@ TEST(RopeSphere, BadInput) {
   AttentionParams P = params(4, 1.0);
   P.causal = true;
   const Tokens X = equiangular_state(3, 0.1);
-  EXPECT_THROW(nonobtuse_dini_c5(P, X), InputError);
-  EXPECT_THROW(nonobtuse_dini_c5(params(6, 1.0), X), InputError);  // d mismatch
-  EXPECT_THROW(hemisphere_dini_c3(params(4, 1.0), X, RowVec::Ones(3)), InputError);
-  EXPECT_THROW(consensus_point({0.5, 0.6}), InputError);
-  EXPECT_THROW(consensus_point({-0.1, 1.1}), InputError);
-  EXPECT_THROW(equiangular_state(3, 1.0), InputError);
+  EXPECT_THROW(nonobtuse_dini_c5(P, X), std::invalid_argument);
+  EXPECT_THROW(nonobtuse_dini_c5(params(6, 1.0), X), std::invalid_argument);  // d mismatch
+  EXPECT_THROW(hemisphere_dini_c3(params(4, 1.0), X, RowVec::Ones(3)), std::invalid_argument);
+  EXPECT_THROW(consensus_point({0.5, 0.6}), std::invalid_argument);
+  EXPECT_THROW(consensus_point({-0.1, 1.1}), std::invalid_argument);
+  EXPECT_THROW(equiangular_state(3, 1.0), std::invalid_argument);
   Rng rng(1);
-  EXPECT_THROW(acute_state(rng, 3, 4, 0.5, 1.5), InputError);
+  EXPECT_THROW(acute_state(rng, 3, 4, 0.5, 1.5), std::invalid_argument);
   EXPECT_THROW(multifrequency_rate_fits({}, {7}), InputError);
 }

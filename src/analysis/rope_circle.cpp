@@ -1,5 +1,6 @@
 #include "tokdyn/analysis/rope_circle.hpp"
 
+#include <stdexcept>
 #include <algorithm>
 #include <boost/numeric/odeint.hpp>
 #include <cmath>
@@ -59,7 +60,7 @@ double energy_plus(const PhaseParams& p, const Vec& theta) { return energy_terms
 double energy_rate(const PhaseParams& p, const Vec& theta) { return energy_terms(p, theta).rate; }
 
 double energy_rate_fd(const PhaseParams& p, const Vec& theta, double h) {
-  if (!(h > 0.0) || !std::isfinite(h)) throw InputError("energy_rate_fd: step h must be finite and > 0");
+  if (!(h > 0.0) || !std::isfinite(h)) throw std::invalid_argument("energy_rate_fd: step h must be finite and > 0");
   Vec F;
   phase_velocity(p, theta, F);
   const Vec tp = theta + h * F, tm = theta - h * F;
@@ -85,7 +86,7 @@ long gcd_l(long a, long b) { return std::gcd(a < 0 ? -a : a, b < 0 ? -b : b); }
 }  // namespace
 
 TwistOmega TwistOmega::pi_rational(long num, long den) {
-  if (den == 0) throw InputError("TwistOmega: denominator must be nonzero");
+  if (den == 0) throw std::invalid_argument("TwistOmega: denominator must be nonzero");
   if (den < 0) {
     num = -num;
     den = -den;
@@ -100,7 +101,7 @@ TwistOmega TwistOmega::pi_rational(long num, long den) {
 }
 
 TwistOmega TwistOmega::resonant(int n, long m) {
-  if (n < 1) throw InputError("TwistOmega::resonant: ring size n must be >= 1, got " + std::to_string(n));
+  if (n < 1) throw std::invalid_argument("TwistOmega::resonant: ring size n must be >= 1, got " + std::to_string(n));
   TwistOmega w = pi_rational(2 * m, n);
   w.value_ = 2.0 * kPi * static_cast<double>(m) / static_cast<double>(n);
   return w;
@@ -110,7 +111,7 @@ TwistOmega TwistOmega::odd_antipodal(long k) { return pi_rational(2 * k + 1, 1);
 
 TwistOmega TwistOmega::outside_pi_q(double value) {
   if (!std::isfinite(value) || value == 0.0)
-    throw InputError("TwistOmega::outside_pi_q: value must be finite and nonzero (0 lies in pi*Q)");
+    throw std::invalid_argument("TwistOmega::outside_pi_q: value must be finite and nonzero (0 lies in pi*Q)");
   TwistOmega w;
   w.pi_rational_ = false;
   w.num_ = 0;
@@ -120,21 +121,21 @@ TwistOmega TwistOmega::outside_pi_q(double value) {
 }
 
 Vec twisted_state(int n, double omega, double c) {
-  if (n < 2) throw InputError("twisted_state: expected at least 2 tokens, got " + std::to_string(n));
+  if (n < 2) throw std::invalid_argument("twisted_state: expected at least 2 tokens, got " + std::to_string(n));
   Vec th(n);
   for (int j = 0; j < n; ++j) th[j] = c - omega * static_cast<double>(j);
   return th;
 }
 
 bool is_twisted_equilibrium(int n, const TwistOmega& w) {
-  if (n < 2) throw InputError("is_twisted_equilibrium: expected at least 2 tokens, got " + std::to_string(n));
+  if (n < 2) throw std::invalid_argument("is_twisted_equilibrium: expected at least 2 tokens, got " + std::to_string(n));
   if (!w.pi_rational()) return false;               // omega not in pi*Q: neither condition of (16)
   if (w.den() == 1) return true;                    // omega in pi Z
   return (static_cast<long>(n) * w.num()) % (2 * w.den()) == 0;  // n omega in 2 pi Z
 }
 
 Vec twisted_drift(int n, double omega) {
-  if (n < 2) throw InputError("twisted_drift: expected at least 2 tokens, got " + std::to_string(n));
+  if (n < 2) throw std::invalid_argument("twisted_drift: expected at least 2 tokens, got " + std::to_string(n));
   Vec F = Vec::Zero(n);
   const double s = std::sin(0.5 * omega);
   if (s == 0.0) return F;
@@ -144,7 +145,7 @@ Vec twisted_drift(int n, double omega) {
 }
 
 Vec twisted_drift_sum(int n, double omega) {
-  if (n < 2) throw InputError("twisted_drift_sum: expected at least 2 tokens, got " + std::to_string(n));
+  if (n < 2) throw std::invalid_argument("twisted_drift_sum: expected at least 2 tokens, got " + std::to_string(n));
   Vec F(n);
   for (int i = 0; i < n; ++i) {
     double s = 0.0;
@@ -167,7 +168,7 @@ double drift_bound_coarse(int n, double omega) {
 }
 
 Mat twisted_jacobian(int n, double omega) {
-  if (n < 2) throw InputError("twisted_jacobian: expected at least 2 tokens, got " + std::to_string(n));
+  if (n < 2) throw std::invalid_argument("twisted_jacobian: expected at least 2 tokens, got " + std::to_string(n));
   Mat C(n, n);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) C(i, j) = std::cos(omega * static_cast<double>(i - j));
@@ -177,7 +178,7 @@ Mat twisted_jacobian(int n, double omega) {
 }
 
 Mat phase_jacobian_fd(const PhaseParams& p, const Vec& theta, double h) {
-  if (!(h > 0.0) || !std::isfinite(h)) throw InputError("phase_jacobian_fd: step h must be finite and > 0");
+  if (!(h > 0.0) || !std::isfinite(h)) throw std::invalid_argument("phase_jacobian_fd: step h must be finite and > 0");
   const int n = static_cast<int>(theta.size());
   p.validate(n, "phase_jacobian_fd");
   // Centred differences of (9), column k perturbing theta_k by +-h. Only the pair terms that
@@ -228,7 +229,7 @@ Mat phase_jacobian_fd(const PhaseParams& p, const Vec& theta, double h) {
 
 std::vector<ExactEigenvalue> twisted_spectrum_exact(int n, const TwistOmega& w) {
   if (!is_twisted_equilibrium(n, w))
-    throw InputError("twisted_spectrum_exact: the twisted state with n = " + std::to_string(n) +
+    throw std::invalid_argument("twisted_spectrum_exact: the twisted state with n = " + std::to_string(n) +
                      " is not an equilibrium (omega must lie in pi Z or n omega in 2 pi Z)");
   const long nl = n;
   if ((nl * w.num()) % (2 * w.den()) == 0) {
@@ -257,7 +258,7 @@ std::vector<double> expand_spectrum(const std::vector<ExactEigenvalue>& s) {
 double spectrum_error(const Mat& J, const std::vector<ExactEigenvalue>& exact) {
   const std::vector<double> ex = expand_spectrum(exact);
   if (J.rows() != J.cols() || static_cast<std::size_t>(J.rows()) != ex.size())
-    throw InputError("spectrum_error: matrix size does not match the multiset size");
+    throw std::invalid_argument("spectrum_error: matrix size does not match the multiset size");
   const Vec ev = symmetric_eigenvalues(J);
   double e = 0.0;
   for (std::size_t k = 0; k < ex.size(); ++k) e = std::max(e, std::abs(ev[static_cast<Eigen::Index>(k)] - ex[k]));
@@ -323,7 +324,7 @@ TwistedSummary summarize_twisted(std::vector<TwistedRow> rows) {
 // Semicircle contraction.
 
 double lifted_diameter(const Vec& theta) {
-  if (theta.size() == 0) throw InputError("lifted_diameter: empty state");
+  if (theta.size() == 0) throw std::invalid_argument("lifted_diameter: empty state");
   return theta.maxCoeff() - theta.minCoeff();
 }
 
@@ -354,8 +355,8 @@ DiameterDini diameter_dini(const PhaseParams& p, const Vec& theta, double tie_to
 }
 
 Vec circle_state_with_diameter(int n, double D0, std::uint64_t seed, std::initializer_list<std::uint64_t> ids, int ties) {
-  if (n < 2) throw InputError("circle_state_with_diameter: expected at least 2 tokens, got " + std::to_string(n));
-  if (!std::isfinite(D0) || D0 < 0.0) throw InputError("circle_state_with_diameter: D0 must be finite and >= 0");
+  if (n < 2) throw std::invalid_argument("circle_state_with_diameter: expected at least 2 tokens, got " + std::to_string(n));
+  if (!std::isfinite(D0) || D0 < 0.0) throw std::invalid_argument("circle_state_with_diameter: D0 must be finite and >= 0");
   Rng rng(seed, ids);
   const int lo = static_cast<int>(rng.below(static_cast<std::uint64_t>(n)));
   int hi = static_cast<int>(rng.below(static_cast<std::uint64_t>(n - 1)));
@@ -390,13 +391,13 @@ struct StopIntegration {};
 ContractionTrajectory circle_contraction(const PhaseParams& p, const Vec& theta0, const ContractionOptions& opt) {
   const int n = static_cast<int>(theta0.size());
   p.validate(n, "circle_contraction");
-  if (opt.samples < 2 || !(opt.tau_max > 0.0)) throw InputError("circle_contraction: need >= 2 samples and tau_max > 0");
+  if (opt.samples < 2 || !(opt.tau_max > 0.0)) throw std::invalid_argument("circle_contraction: need >= 2 samples and tau_max > 0");
   ContractionTrajectory tr;
   tr.n = n;
   tr.beta = p.beta;
   tr.omega = p.omega;
   tr.D0 = lifted_diameter(theta0);
-  if (!(tr.D0 < kPi)) throw InputError("circle_contraction: initial lifted diameter must be < pi (Thm 6.3)");
+  if (!(tr.D0 < kPi)) throw std::invalid_argument("circle_contraction: initial lifted diameter must be < pi (Thm 6.3)");
   tr.a = softmax_floor(p.beta, n);
   tr.q0 = std::tan(0.5 * tr.D0);
   tr.method = opt.adaptive.method;
@@ -432,11 +433,11 @@ ContractionTrajectory circle_contraction(const PhaseParams& p, const Vec& theta0
 TailCheck circle_tail_check(const PhaseParams& p, const Vec& theta0, double t_end, int samples, const AdaptiveOptions& opt) {
   const int n = static_cast<int>(theta0.size());
   p.validate(n, "circle_tail_check");
-  if (samples < 2 || !(t_end > 0.0)) throw InputError("circle_tail_check: need >= 2 samples and t_end > 0");
+  if (samples < 2 || !(t_end > 0.0)) throw std::invalid_argument("circle_tail_check: need >= 2 samples and t_end > 0");
   TailCheck tc;
   tc.a = softmax_floor(p.beta, n);
   const double D0 = lifted_diameter(theta0);
-  if (!(D0 < kPi)) throw InputError("circle_tail_check: initial lifted diameter must be < pi (Thm 6.3)");
+  if (!(D0 < kPi)) throw std::invalid_argument("circle_tail_check: initial lifted diameter must be < pi (Thm 6.3)");
   tc.q0 = std::tan(0.5 * D0);
   PhaseField f(p, n);
   Batch B = phase_batch(theta0);
@@ -494,7 +495,7 @@ PhaseConsensusGap phase_consensus_gap(const PhaseParams& p, int n) {
 }
 
 RateFit circle_rate_fit(const CircleRateTriple& c, const RateFitOptions& opt) {
-  if (opt.outputs < 3) throw InputError("circle_rate_fit: need at least 3 output times");
+  if (opt.outputs < 3) throw std::invalid_argument("circle_rate_fit: need at least 3 output times");
   const TwistOmega w = TwistOmega::resonant(c.n, c.m);
   const PhaseParams p{c.beta, w.value(), {}};
   const PhaseConsensusGap g = phase_consensus_gap(p, c.n);
@@ -517,7 +518,7 @@ RateFit circle_rate_fit(const CircleRateTriple& c, const RateFitOptions& opt) {
   r.stats = integrate_adaptive(f, B, 0.0, T, opt.adaptive, {&obs}, T / (opt.outputs - 1));
   const int m = static_cast<int>(ts.size());
   r.fit_points = m;
-  if (m < 2) throw InputError("circle_rate_fit: fewer than 2 samples in the fit window");
+  if (m < 2) throw std::invalid_argument("circle_rate_fit: fewer than 2 samples in the fit window");
   double tm = 0, lm = 0;
   for (int k = 0; k < m; ++k) {
     tm += ts[k];
@@ -553,7 +554,7 @@ Vec rk78_fixed(const PhaseParams& p, const Vec& th0, double T, double h) {
   checked_step_count("step", h, 0.0, T, "Fehlberg 7(8)");  // before the count is cast
   const long steps = std::lround(T / h);
   if (!(h > 0.0) || steps < 1 || std::abs(steps * h - T) > 1e-12 * T)
-    throw InputError("circle_rk78_order_check: T must be a positive multiple of every step");
+    throw std::invalid_argument("circle_rk78_order_check: T must be a positive multiple of every step");
   // The fixed step is guarded like RK4's, with the Fehlberg 7(8) region (refuse).
   const PhaseField field(p, static_cast<int>(th0.size()));
   StepGuardOptions go;
@@ -596,7 +597,7 @@ OrderCheck circle_rk4_order_check(const PhaseParams& p, const Vec& theta0, doubl
     checked_step_count("step", h, 0.0, T);  // before the count is cast
     const long k = std::lround(T / h);
     if (!(h > 0.0) || k < 1 || std::abs(k * h - T) > 1e-12 * T)
-      throw InputError("circle_rk4_order_check: T must be a positive multiple of every step");
+      throw std::invalid_argument("circle_rk4_order_check: T must be a positive multiple of every step");
     Batch B = phase_batch(theta0);
     integrate_rk4(f, B, 0.0, T, Rk4Options{h, false});
     oc.steps.push_back(h);

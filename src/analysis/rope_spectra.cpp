@@ -2,6 +2,7 @@
 // modified Bessel functions (see include/tokdyn/analysis/rope_spectra.hpp).
 #include "tokdyn/analysis/rope_spectra.hpp"
 
+#include <stdexcept>
 #include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <cmath>
@@ -29,7 +30,7 @@ std::string num(double x) {
   return s.str();
 }
 
-[[noreturn]] void bad(const std::string& where, const std::string& what) { throw InputError(where + ": " + what); }
+[[noreturn]] void bad(const std::string& where, const std::string& what) { throw std::invalid_argument(where + ": " + what); }
 
 void check_beta(const char* where, double beta) {
   if (!std::isfinite(beta) || beta < 0.0) bad(where, "beta must be finite and >= 0, got " + num(beta));

@@ -1,5 +1,6 @@
 #include "tokdyn/analysis/rope_sphere.hpp"
 
+#include <stdexcept>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,14 +21,14 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void require_paper_model(const AttentionParams& P, const char* what) {
   if (!P.is_paper_model())
-    throw InputError(fmt::format("{}: the bound is proved for the paper's model; expected heads = 1, causal = false "
+    throw std::invalid_argument(fmt::format("{}: the bound is proved for the paper's model; expected heads = 1, causal = false "
                                  "and Q = K = V = identity (empty)",
                                  what));
 }
 
 void require_dim(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, const char* what) {
   if (X.cols() != P.d)
-    throw InputError(fmt::format("{}: tokens have {} coordinates; expected d = {}", what, X.cols(), P.d));
+    throw std::invalid_argument(fmt::format("{}: tokens have {} coordinates; expected d = {}", what, X.cols(), P.d));
   P.validate(static_cast<int>(X.rows()), what);
 }
 
@@ -113,7 +114,7 @@ std::vector<double> heights(const Eigen::Ref<const Tokens>& X, const RowVec& w) 
 }
 
 void check_pole(const AttentionParams& P, const RowVec& w, const char* what) {
-  if (w.size() != P.d) throw InputError(fmt::format("{}: pole w has {} entries; expected d = {}", what, w.size(), P.d));
+  if (w.size() != P.d) throw std::invalid_argument(fmt::format("{}: pole w has {} entries; expected d = {}", what, w.size(), P.d));
 }
 
 }  // namespace
@@ -222,9 +223,9 @@ DiniValue nonobtuse_dini_direct(const AttentionParams& P, const Eigen::Ref<const
 // ---- Generators ----
 
 Tokens acute_state(Rng& rng, int n, int d, double tmin, double tmax, int* redraws) {
-  if (n < 2 || d < 2) throw InputError(fmt::format("acute_state: n = {}, d = {}; expected n >= 2 and d >= 2", n, d));
+  if (n < 2 || d < 2) throw std::invalid_argument(fmt::format("acute_state: n = {}, d = {}; expected n >= 2 and d >= 2", n, d));
   if (!(tmin >= 0.0 && tmin <= tmax && tmax < 1.0))
-    throw InputError(fmt::format("acute_state: magnitudes [{}, {}]; expected 0 <= tmin <= tmax < 1", tmin, tmax));
+    throw std::invalid_argument(fmt::format("acute_state: magnitudes [{}, {}]; expected 0 <= tmin <= tmax < 1", tmin, tmax));
   if (redraws) *redraws = 0;
   for (int attempt = 0;; ++attempt) {
     const RowVec u = unit_normal(rng, d);
@@ -241,9 +242,9 @@ Tokens acute_state(Rng& rng, int n, int d, double tmin, double tmax, int* redraw
 }
 
 HemisphereState hemisphere_state(Rng& rng, int n, int d, bool boundary, double mlo, double mhi) {
-  if (n < 2 || d < 2) throw InputError(fmt::format("hemisphere_state: n = {}, d = {}; expected n >= 2 and d >= 2", n, d));
+  if (n < 2 || d < 2) throw std::invalid_argument(fmt::format("hemisphere_state: n = {}, d = {}; expected n >= 2 and d >= 2", n, d));
   if (!(mlo > 0.0 && mlo <= mhi && mhi <= 1.0))
-    throw InputError(fmt::format("hemisphere_state: margins [{}, {}]; expected 0 < lo <= hi <= 1", mlo, mhi));
+    throw std::invalid_argument(fmt::format("hemisphere_state: margins [{}, {}]; expected 0 < lo <= hi <= 1", mlo, mhi));
   HemisphereState s;
   s.margin = rng.uniform(mlo, mhi);
   // Support of the boundary token: one RoPE plane (d even, d >= 4) or one coordinate (d = 2 or odd).
@@ -292,7 +293,7 @@ HemisphereState hemisphere_state(Rng& rng, int n, int d, bool boundary, double m
 
 Tokens equiangular_state(int n, double c0) {
   if (n < 2 || !(c0 >= 0.0 && c0 < 1.0))
-    throw InputError(fmt::format("equiangular_state: n = {}, c0 = {}; expected n >= 2 and 0 <= c0 < 1", n, c0));
+    throw std::invalid_argument(fmt::format("equiangular_state: n = {}, c0 = {}; expected n >= 2 and 0 <= c0 < 1", n, c0));
   Tokens X = Tokens::Zero(n, n + 1);
   const double a = std::sqrt(1.0 - c0), b = std::sqrt(c0);
   for (int i = 0; i < n; ++i) {
@@ -303,7 +304,7 @@ Tokens equiangular_state(int n, double c0) {
 }
 
 Mat seeded_orthogonal(int d, std::uint64_t seed) {
-  if (d < 1) throw InputError(fmt::format("seeded_orthogonal: d = {}; expected d >= 1", d));
+  if (d < 1) throw std::invalid_argument(fmt::format("seeded_orthogonal: d = {}; expected d >= 1", d));
   Rng rng(seed, {0x0a7Full, static_cast<std::uint64_t>(d)});
   Eigen::MatrixXd G(d, d);
   for (int i = 0; i < d; ++i)
@@ -325,9 +326,9 @@ Tokens equiangular_rotated(int n, double c0, std::uint64_t seed) {
 Tokens sharpness_witness(const AttentionParams& P, int n, int j, const RowVec& u) {
   P.validate(n, "sharpness_witness");
   if (P.Q.size() != 0 || P.K.size() != 0)
-    throw InputError("sharpness_witness: expected Q = K = identity (empty)");
-  if (j < 0 || j >= n) throw InputError(fmt::format("sharpness_witness: j = {}; expected 0 <= j < n = {}", j, n));
-  if (u.size() != P.d) throw InputError(fmt::format("sharpness_witness: u has {} entries; expected d = {}", u.size(), P.d));
+    throw std::invalid_argument("sharpness_witness: expected Q = K = identity (empty)");
+  if (j < 0 || j >= n) throw std::invalid_argument(fmt::format("sharpness_witness: j = {}; expected 0 <= j < n = {}", j, n));
+  if (u.size() != P.d) throw std::invalid_argument(fmt::format("sharpness_witness: u has {} entries; expected d = {}", u.size(), P.d));
   AttentionParams Pm = P;
   Pm.positions.resize(static_cast<std::size_t>(n));
   for (int k = 0; k < n; ++k) Pm.positions[static_cast<std::size_t>(k)] = -P.position(k);  // R_{-p} = R_p^T
@@ -368,7 +369,7 @@ TrajectoryReport sphere_trajectory_bounds(const AttentionParams& P, const Tokens
   require_paper_model(P, "sphere_trajectory_bounds");
   require_dim(P, X0, "sphere_trajectory_bounds");
   if (!(opt.t_end > 0.0) || !(opt.h > 0.0) || opt.outputs < 1)
-    throw InputError(fmt::format("sphere_trajectory_bounds: t_end = {}, h = {}, outputs = {}; expected positive values",
+    throw std::invalid_argument(fmt::format("sphere_trajectory_bounds: t_end = {}, h = {}, outputs = {}; expected positive values",
                                  opt.t_end, opt.h, opt.outputs));
   const bool hemi = opt.w.size() > 0;
   if (hemi) check_pole(P, opt.w, "sphere_trajectory_bounds");
@@ -446,18 +447,18 @@ TrajectoryReport sphere_trajectory_bounds(const AttentionParams& P, const Tokens
 // ---- Consensus and slow modes ----
 
 RowVec consensus_point(const std::vector<double>& energies, const std::vector<double>& angles) {
-  if (energies.empty()) throw InputError("consensus_point: no plane energies; expected at least one");
+  if (energies.empty()) throw std::invalid_argument("consensus_point: no plane energies; expected at least one");
   if (!angles.empty() && angles.size() != energies.size())
-    throw InputError(fmt::format("consensus_point: {} angles; expected {} (one per plane) or none", angles.size(),
+    throw std::invalid_argument(fmt::format("consensus_point: {} angles; expected {} (one per plane) or none", angles.size(),
                                  energies.size()));
   double sum = 0.0;
   for (double a : energies) {
     if (!(a >= 0.0) || !std::isfinite(a))
-      throw InputError(fmt::format("consensus_point: plane energy {}; expected finite energies >= 0", a));
+      throw std::invalid_argument(fmt::format("consensus_point: plane energy {}; expected finite energies >= 0", a));
     sum += a;
   }
   if (std::abs(sum - 1.0) > 1e-12)
-    throw InputError(fmt::format("consensus_point: plane energies sum to {}; expected 1", sum));
+    throw std::invalid_argument(fmt::format("consensus_point: plane energies sum to {}; expected 1", sum));
   const int r = static_cast<int>(energies.size());
   RowVec x(2 * r);
   for (int l = 0; l < r; ++l) {
@@ -473,7 +474,7 @@ ConsensusAttention consensus_attention(const AttentionParams& P, int n, const Ro
   require_paper_model(P, "consensus_attention");
   P.validate(n, "consensus_attention");
   if (xstar.size() != P.d)
-    throw InputError(fmt::format("consensus_attention: x* has {} entries; expected d = {}", xstar.size(), P.d));
+    throw std::invalid_argument(fmt::format("consensus_attention: x* has {} entries; expected d = {}", xstar.size(), P.d));
   const Tokens X = xstar.replicate(n, 1);
   ConsensusAttention K;
   Mat S;
@@ -499,7 +500,7 @@ ConsensusAttention consensus_attention(const AttentionParams& P, int n, const Ro
 
 Mat tangent_basis(const RowVec& x) {
   const int d = static_cast<int>(x.size());
-  if (d < 2) throw InputError(fmt::format("tangent_basis: d = {}; expected d >= 2", d));
+  if (d < 2) throw std::invalid_argument(fmt::format("tangent_basis: d = {}; expected d >= 2", d));
   const double nx = x.norm();
   const double s = x[0] >= 0.0 ? 1.0 : -1.0;
   RowVec v = x;
@@ -513,7 +514,7 @@ Mat tangent_basis(const RowVec& x) {
 SlowModeFit slow_mode_fit(const AttentionParams& P, int n, const RowVec& xstar, const SlowModeOptions& opt) {
   if (!(opt.amplitude > 0.0) || !(opt.h > 0.0) || opt.outputs < 3 || !(opt.window_lo < opt.window_hi) ||
       !(opt.t_end_scaled > 0.0))
-    throw InputError("slow_mode_fit: expected amplitude > 0, h > 0, outputs >= 3, window_lo < window_hi, t_end_scaled > 0");
+    throw std::invalid_argument("slow_mode_fit: expected amplitude > 0, h > 0, outputs >= 3, window_lo < window_hi, t_end_scaled > 0");
   const ConsensusAttention K = consensus_attention(P, n, xstar);
   SlowModeFit fit;
   fit.gamma = K.gamma;
@@ -524,7 +525,7 @@ SlowModeFit slow_mode_fit(const AttentionParams& P, int n, const RowVec& xstar, 
   // the direction only changes the O(amplitude) bias of the fit).
   const int which = opt.tangent >= 0 ? opt.tangent : static_cast<int>(E.rows()) - 1;
   if (which >= E.rows())
-    throw InputError(fmt::format("slow_mode_fit: tangent = {}; expected < d - 1 = {}", which, E.rows()));
+    throw std::invalid_argument(fmt::format("slow_mode_fit: tangent = {}; expected < d - 1 = {}", which, E.rows()));
   const RowVec e = E.row(which);
   Tokens X0(n, P.d);
   for (int i = 0; i < n; ++i) {

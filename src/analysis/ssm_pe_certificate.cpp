@@ -172,7 +172,7 @@ PeResult pe_evaluate(const WeightSchedule<SsmParams>& s, const SpectralConstants
   // Derived grid size, checked before it is cast: a tiny window T would overflow it.
   const double starts = o.starts / h;
   if (!(starts <= 1e7))
-    throw InputError(fmt::format("PE window T = {}: the evaluator's grid (step T / {}) would need {:.3g} points to cover "
+    throw std::invalid_argument(fmt::format("PE window T = {}: the evaluator's grid (step T / {}) would need {:.3g} points to cover "
                                  "the window starts over [0, {}]; at most 1e7 (expected T >= {:.3g})",
                                  o.T, o.steps_per_T, starts, o.starts, o.starts * o.steps_per_T / 1e7));
   const long nstart = static_cast<long>(std::llround(starts));

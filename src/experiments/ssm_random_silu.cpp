@@ -42,9 +42,9 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   if (fig_run >= runs) throw InputError(fmt::format("parameter 'fig_run': expected a run index < runs ({}), got {}", runs, fig_run));
   if (fig_token > len) throw InputError(fmt::format("parameter 'fig_token': expected a token index <= tokens ({}), got {}", len, fig_token));
   std::vector<std::string> variants;
-  const std::string v = P.get_string("variants");
-  if (v == "both" || v == "silu") variants.push_back("silu");
-  if (v == "both" || v == "no_silu") variants.push_back("no_silu");
+  const std::string sel = P.get_string("variants");
+  if (sel == "both" || sel == "silu") variants.push_back("silu");
+  if (sel == "both" || sel == "no_silu") variants.push_back("no_silu");
 
   // One random weight sequence, shared by all runs and by both variants (paired comparison);
   // layer k is drawn from the stream (seed, "weights", k-1), independent of threads.

@@ -354,7 +354,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
       put_constant(consts, V.name, "R", cert.R);
       put_constant(consts, V.name, "H", cert.H);
       for (int i = 0; i < len; ++i) {
-        const std::string sfx = "_" + std::to_string(i + 1);
+        const std::string sfx = fmt::format("_{}", i + 1);
         put_constant(consts, V.name, "rho" + sfx, cert.rho_i[static_cast<std::size_t>(i)]);
         put_constant(consts, V.name, "C" + sfx, cert.C_i[static_cast<std::size_t>(i)]);
         put_constant(consts, V.name, "M" + sfx, cert.M_i[static_cast<std::size_t>(i)]);
@@ -484,8 +484,8 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
     put_constant(consts, V.name, "c", c);
     for (int i = 1; i <= V.len; ++i) {
       const double beta = prop_v1_beta(c, an.c_star, k.gamma, k.lambda_min, k.lambda_max, i);
-      put_constant(consts, V.name, "beta_" + std::to_string(i), beta);
-      put_constant(consts, V.name, "kappa_" + std::to_string(i), prop_v1_kappa(an.alpha_pd, beta, c));
+      put_constant(consts, V.name, fmt::format("beta_{}", i), beta);
+      put_constant(consts, V.name, fmt::format("kappa_{}", i), prop_v1_kappa(an.alpha_pd, beta, c));
     }
     const int nruns = vi == 0 ? runs : doa_runs;
     const Batch Z0 = start_of(vi);

@@ -129,7 +129,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   const int d = cfg_.d_model, di = cfg_.d_inner(), H = cfg_.nheads(), Pd = cfg_.headdim, N = cfg_.d_state,
             G = cfg_.ngroups, K = cfg_.d_conv, cd = cfg_.conv_dim();
   const long RT = static_cast<long>(runs) * len;
-  if (X.rows() != RT || X.cols() != d) throw std::invalid_argument("mamba2::Engine::mixer: state has the wrong shape");
+  if (X.rows() != RT || X.cols() != d) throw std::logic_error("mamba2::Engine::mixer: state has the wrong shape");
   const float eps = static_cast<float>(cfg_.eps);
   // Row-wise SiLU x / (1 + e^{-x}) with Eigen's vectorised exp.
   auto silu_inplace = [](auto seg) { seg = seg / (1.0f + (-seg).exp()); };
@@ -321,11 +321,11 @@ MatF embed(const Model& m, const std::vector<std::int64_t>& ids, Update update) 
   MatF X(static_cast<Eigen::Index>(ids.size()), m.cfg.d_model);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= m.embedding.rows())
-      throw InputError(fmt::format("token id {}: expected an id in [0, {})", ids[i], m.embedding.rows()));
+      throw std::invalid_argument(fmt::format("token id {}: expected an id in [0, {})", ids[i], m.embedding.rows()));
     X.row(static_cast<Eigen::Index>(i)) = m.embedding.row(ids[i]);
     if (update == Update::Sphere) {
       const double n = X.row(static_cast<Eigen::Index>(i)).cast<double>().norm();
-      if (n == 0.0) throw InputError(fmt::format("token id {}: its embedding row is zero; cannot place it on the sphere", ids[i]));
+      if (n == 0.0) throw std::invalid_argument(fmt::format("token id {}: its embedding row is zero; cannot place it on the sphere", ids[i]));
       X.row(static_cast<Eigen::Index>(i)) = (X.row(static_cast<Eigen::Index>(i)).cast<double>() / n).cast<float>();
     }
   }
@@ -365,7 +365,7 @@ double BlockMap::flops(int runs, int len) const { return eng_->flops(runs, len);
 void BlockMap::apply_float(long k, BatchF& Z) const {
   const std::shared_ptr<const Layer> L = layers_->at_layer(k);
   const long RT = static_cast<long>(Z.runs) * Z.len;
-  if (Z.Z.rows() != RT || Z.Z.cols() != cfg_.d_model) throw std::invalid_argument("mamba2::BlockMap: the state has the wrong shape");
+  if (Z.Z.rows() != RT || Z.Z.cols() != cfg_.d_model) throw std::logic_error("mamba2::BlockMap: the state has the wrong shape");
   MixerTaps taps;
   bool want_q = false;
   InsideObserver* mixer_watcher = nullptr;
@@ -392,7 +392,9 @@ void BlockMap::apply_float(long k, BatchF& Z) const {
   if (mixer_watcher) mixer_watcher->mixing(k, mix_.data(), Z.runs, Z.len, taps.heads);
   MatF& S = Z.Z;
   if (update_ == Update::Residual) {
-    S += out_;
+    // Row by row on the thread team (each entry is one float addition: the same bits either way).
+#pragma omp parallel for schedule(static) if (rows_in_parallel(RT, cfg_.d_model))
+    for (long i = 0; i < RT; ++i) S.row(i) += out_.row(i);
   } else {
 #pragma omp parallel for schedule(static) if (rows_in_parallel(RT, cfg_.d_model))
     for (long i = 0; i < RT; ++i) {

@@ -56,8 +56,8 @@ void BlockMap::step_double(long k, const Batch& Zb, const Tokens& V, Tokens& You
   const int runs = Zb.runs, len = Zb.len;
   const Eigen::Index RT = X.rows();
   if (X.cols() != d || RT != static_cast<Eigen::Index>(runs) * len)
-    throw std::invalid_argument("mamba2::BlockMap: state has the wrong shape");
-  if (V.rows() != RT || V.cols() != d) throw std::invalid_argument("mamba2::BlockMap: direction must have the shape of the state");
+    throw std::logic_error("mamba2::BlockMap: state has the wrong shape");
+  if (V.rows() != RT || V.cols() != d) throw std::logic_error("mamba2::BlockMap: direction must have the shape of the state");
   const std::shared_ptr<const Layer> layer_k = layers_->at_layer(k);
   const Layer& L = *layer_k;
   const double eps = c.eps;

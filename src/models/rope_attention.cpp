@@ -1,5 +1,6 @@
 #include "tokdyn/models/rope_attention.hpp"
 
+#include <stdexcept>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,7 +14,7 @@ namespace tokdyn::rope {
 namespace {
 
 [[noreturn]] void bad(const std::string& what, const std::string& msg) {
-  throw InputError(one_line(fmt::format("{}: {}", what, msg)));
+  throw std::invalid_argument(one_line(fmt::format("{}: {}", what, msg)));
 }
 
 bool all_finite(const std::vector<double>& v) {
@@ -222,7 +223,7 @@ void attend(const Resolved& R, const Eigen::Ref<const Tokens>& X, Tokens& Y, Wor
 
 void check_batch(const Batch& Z, int n, int d, const char* who) {
   if (Z.len != n || Z.dim() != d || Z.runs < 1 || Z.Z.rows() != static_cast<Eigen::Index>(Z.runs) * Z.len)
-    throw InputError(fmt::format("{}: batch of {} runs x {} tokens x {} coordinates ({} rows); expected {} tokens of "
+    throw std::invalid_argument(fmt::format("{}: batch of {} runs x {} tokens x {} coordinates ({} rows); expected {} tokens of "
                                  "dimension {} per run",
                                  who, Z.runs, Z.len, Z.dim(), Z.Z.rows(), n, d));
 }
@@ -346,7 +347,7 @@ void attend_transpose(const Resolved& R, const Eigen::Ref<const Tokens>& X, cons
 
 void check_direction(const Batch& Z, const Tokens& V, const char* who) {
   if (V.rows() != Z.Z.rows() || V.cols() != Z.Z.cols())
-    throw InputError(fmt::format("{}: direction is {} x {}; expected the shape of the batch, {} x {}", who, V.rows(),
+    throw std::invalid_argument(fmt::format("{}: direction is {} x {}; expected the shape of the batch, {} x {}", who, V.rows(),
                                  V.cols(), Z.Z.rows(), Z.Z.cols()));
 }
 

@@ -9,16 +9,16 @@
 namespace tokdyn::rope {
 
 void PhaseParams::validate(int n, const std::string& what) const {
-  if (n < 2) throw InputError(what + ": expected at least 2 tokens, got " + std::to_string(n));
+  if (n < 2) throw std::invalid_argument(what + ": expected at least 2 tokens, got " + std::to_string(n));
   if (!std::isfinite(beta) || beta < 0.0)
-    throw InputError(what + ": beta must be finite and >= 0, got " + std::to_string(beta));
-  if (!std::isfinite(omega)) throw InputError(what + ": omega must be finite");
+    throw std::invalid_argument(what + ": beta must be finite and >= 0, got " + std::to_string(beta));
+  if (!std::isfinite(omega)) throw std::invalid_argument(what + ": omega must be finite");
   if (!positions.empty()) {
     if (positions.size() != static_cast<std::size_t>(n))
-      throw InputError(what + ": expected " + std::to_string(n) + " positions (or none), got " +
+      throw std::invalid_argument(what + ": expected " + std::to_string(n) + " positions (or none), got " +
                        std::to_string(positions.size()));
     for (std::size_t i = 0; i < positions.size(); ++i)
-      if (!std::isfinite(positions[i])) throw InputError(what + ": position " + std::to_string(i) + " is not finite");
+      if (!std::isfinite(positions[i])) throw std::invalid_argument(what + ": position " + std::to_string(i) + " is not finite");
   }
 }
 

@@ -15,7 +15,7 @@
 //
 // Integrator substitution (our decision; App. D.1 uses DOP853): the paper's DOP853 is replaced by
 // Boost.Odeint's controlled runge_kutta_fehlberg78 at the same tolerances (recorded as `method`).
-// Invalid user input raises tokdyn::InputError with a one-line message naming the input.
+// Invalid user input raises std::invalid_argument with a one-line message naming the input (the parameter layer reports it as std::invalid_argument, exit 2).
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -66,13 +66,13 @@ double energy_witness_minus_closed();
 /// which spectrum) is decided from the integers only, never from floating-point tests.
 class TwistOmega {
  public:
-  /// omega = 2 pi m / n (resonant mode m of an n-ring). InputError for n < 1.
+  /// omega = 2 pi m / n (resonant mode m of an n-ring). std::invalid_argument for n < 1.
   static TwistOmega resonant(int n, long m);
   /// omega = (2k + 1) pi (the odd antipodal family; k = 0 gives pi).
   static TwistOmega odd_antipodal(long k = 0);
-  /// omega = pi num / den. InputError for den == 0.
+  /// omega = pi num / den. std::invalid_argument for den == 0.
   static TwistOmega pi_rational(long num, long den);
-  /// omega = value, declared outside pi*Q. InputError for 0 or non-finite values.
+  /// omega = value, declared outside pi*Q. std::invalid_argument for 0 or non-finite values.
   static TwistOmega outside_pi_q(double value);
 
   double value() const { return value_; }
@@ -113,11 +113,11 @@ struct ExactEigenvalue {
 /// The exact spectrum of (B-4) at a twisted equilibrium, ascending, from integers only:
 ///  m mod n = 0 (consensus): {-1 x (n-1), 0 x 1};  2m = 0 mod n, m != 0: (42) {0 x (n-1), 1 x 1};
 ///  other resonant: (41) {0 x (n-2), 1/2 x 2};  odd antipodal, n = 2r+1: (43)
-///  {-1/n x r, 0 x 1, 1/n x (r-1), 1 x 1}. InputError when (n, w) is not an equilibrium.
+///  {-1/n x r, 0 x 1, 1/n x (r-1), 1 x 1}. std::invalid_argument when (n, w) is not an equilibrium.
 std::vector<ExactEigenvalue> twisted_spectrum_exact(int n, const TwistOmega& w);
 /// The multiset expanded ascending.
 std::vector<double> expand_spectrum(const std::vector<ExactEigenvalue>& s);
-/// Max |sorted eigenvalues of the symmetric matrix J - expanded exact multiset| (InputError on size mismatch).
+/// Max |sorted eigenvalues of the symmetric matrix J - expanded exact multiset| (std::invalid_argument on size mismatch).
 double spectrum_error(const Mat& J, const std::vector<ExactEigenvalue>& exact);
 /// Multiplicities of eigenvalues of a symmetric matrix, grouped within tol (ascending values).
 std::vector<std::pair<double, int>> eigenvalue_multiplicities(const Mat& J, double tol = 1e-10);

@@ -12,7 +12,7 @@
 //  * The analytic cases (45)–(46) and (47), and the evaluations of configuration grids (App. D.2,
 //    D.5) that report the Table 2 discrepancies (the grids: experiments/rope_spectra_configs.hpp).
 //
-// Invalid user input raises tokdyn::InputError with a one-line message naming the input.
+// Invalid user input raises std::invalid_argument with a one-line message naming the input (the parameter layer reports it as std::invalid_argument, exit 2).
 #include <cstdint>
 #include <vector>
 
@@ -33,7 +33,7 @@ namespace tokdyn::rope {
 /// extended on x86-64), so neither overflow nor rescaling can occur and the relative error is
 /// ~1e-16 up to beta = 1e4 and beyond. Orders past the rigorous underflow bound
 /// I~_k <= e^{-beta} (beta/2)^k / k! e^{beta^2/(4(k+1))} return exactly 0 without work.
-/// beta = 0: I~_0 = 1, I~_k = 0 (k != 0). InputError for beta < 0, non-finite or above
+/// beta = 0: I~_0 = 1, I~_k = 0 (k != 0). std::invalid_argument for beta < 0, non-finite or above
 /// kMaxBesselBeta (the Miller start N ~ 10 sqrt(beta) would exceed 1e7 steps).
 inline constexpr double kMaxBesselBeta = 1e12;
 double bessel_i_scaled(int k, double beta);
@@ -52,7 +52,7 @@ struct ConsensusKernel {
   Vec Z;
 };
 
-/// InputError unless: >= 2 positions, >= 1 frequency, as many energies as frequencies, all
+/// std::invalid_argument unless: >= 2 positions, >= 1 frequency, as many energies as frequencies, all
 /// finite, energies >= 0 summing to 1 within 1e-12, beta finite and >= 0.
 ConsensusKernel consensus_kernel(const std::vector<double>& positions, const std::vector<double>& freqs,
                                  const std::vector<double>& energies, double beta);
@@ -97,7 +97,7 @@ struct RingMode {
 /// with K >= n and I~_K / I~_0 < e^{-50}; terms are added smallest first. Modes q = 0..n-1 in
 /// order. Unreachable modes are exactly 0 by construction (no term lands there); reachable
 /// modes are analytically positive for beta > 0 but may underflow to 0 (e.g. huge n, tiny beta).
-/// InputError for n < 2, beta < 0 or non-finite.
+/// std::invalid_argument for n < 2, beta < 0 or non-finite.
 std::vector<RingMode> ring_spectrum_bessel(int n, int m, double beta);
 /// lambda_q = sum_h a_h cos(2 pi q h / n) with a_h = w_h / sum w, w_h = exp(-2 beta sin^2(pi (m h mod n) / n));
 /// all phases reduced with integer arithmetic first. Index q = 0..n-1.
@@ -123,7 +123,7 @@ double continuum_gap(double beta);
 // Analytic cases.
 
 /// Prop. 7.4 (45)/(46): n = 3, p = (0,1,2), beta = (3/4) ln 2, (omega_1, omega_2) = (pi/2, pi),
-/// a = energy in the pi/2 plane (a in [0, 1], else InputError). x = e^{beta (a - 2)}, y = e^{-2 beta a};
+/// a = energy in the pi/2 plane (a in [0, 1], else std::invalid_argument). x = e^{beta (a - 2)}, y = e^{-2 beta a};
 /// lambda_- = (1 - y)/(1 + x + y), lambda_+ = (1 + y)/(1 + x + y) + 1/(1 + 2x) - 1, gap = min(1 - lambda_-, 1 - lambda_+).
 struct Prop74Spectrum {
   double lambda_minus = 0.0, lambda_plus = 0.0, gap = 0.0;

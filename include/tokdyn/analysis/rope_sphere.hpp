@@ -6,7 +6,7 @@
 // The paper's App. D.3 Dini grids and Fig. 4d's fits are in experiments/rope_sphere_configs.hpp.
 //
 // All bounds are the paper's, proved for its model: one head, no mask, Q = K = V = I
-// (AttentionParams::is_paper_model()); the functions that evaluate them throw InputError otherwise.
+// (AttentionParams::is_paper_model()); the functions that evaluate them throw std::invalid_argument otherwise.
 //
 // Ties (Lemma C.1 needs the exact active set). `tol` is an absolute tolerance on the values:
 //  - tol = 0 is right whenever the tie is exact in floating point, i.e. the tied values are the

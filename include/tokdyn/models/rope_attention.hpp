@@ -41,7 +41,7 @@ namespace tokdyn::rope {
 std::vector<double> standard_frequencies(int d, double base = 10000.0, int offset = 0);
 
 /// a_{beta,n} = 1/(1 + (n-1) e^{2 beta}) = e^{-2 beta}/(n - 1 + e^{-2 beta}) (eq. 7), evaluated in the
-/// overflow-free second form (it underflows to 0 for beta > ~372). InputError for n < 2, beta < 0
+/// overflow-free second form (it underflows to 0 for beta > ~372). std::invalid_argument for n < 2, beta < 0
 /// or non-finite beta.
 double softmax_floor(double beta, int n);
 
@@ -55,7 +55,7 @@ struct AttentionParams {
   int heads = 1;                  ///< number of heads (equal consecutive coordinate blocks)
   Mat Q, K, V;                    ///< d x d; empty = identity (the paper)
 
-  /// InputError (one line, naming `what` and the expected value) for: d < 1, heads < 1 or not
+  /// std::invalid_argument (one line, naming `what` and the expected value) for: d < 1, heads < 1 or not
   /// dividing d, odd d or odd head size with RoPE, n < 2, beta < 0 or non-finite, positions not
   /// empty and not n entries or non-finite, freqs of the wrong length or non-finite, Q/K/V not
   /// empty and not d x d or non-finite.

@@ -10,7 +10,7 @@
 // max-subtracted weights are W~_ij = exp(beta (cos delta_ij - 1)) = exp(-2 beta sin^2(delta_ij / 2))
 // in (0, 1] with W~_ii = 1 (no overflow for any finite beta; no cancellation in cos - 1).
 //
-// Invalid parameters (n, beta, omega, positions) raise tokdyn::InputError with a one-line message
+// Invalid parameters (n, beta, omega, positions) raise std::invalid_argument (reported as std::invalid_argument, exit 2, by the parameter layer) with a one-line message
 // naming the input; a batch of the wrong shape is a bug (std::logic_error, error.hpp).
 #include <string>
 #include <vector>
@@ -27,7 +27,7 @@ struct PhaseParams {
   double omega = 0.0;
   std::vector<double> positions;
 
-  /// InputError (message prefixed by `what`) unless n >= 2, beta finite and >= 0, omega finite,
+  /// std::invalid_argument (message prefixed by `what`) unless n >= 2, beta finite and >= 0, omega finite,
   /// positions empty or n finite values.
   void validate(int n, const std::string& what) const;
   /// p_i (i when positions is empty).
@@ -60,7 +60,7 @@ Vec batch_phases(const Batch& Z, int run = 0);
 /// n tokens are stacked. Not tangent to spheres (on_sphere() = false): integrators never retract.
 class PhaseField final : public VectorField {
  public:
-  /// Validates the parameters for n tokens per run (InputError).
+  /// Validates the parameters for n tokens per run (std::invalid_argument).
   PhaseField(PhaseParams p, int n);
   /// std::logic_error unless Z has one column and runs of exactly n tokens.
   void eval(double t, const Batch& Z, Tokens& dZ) const override;
