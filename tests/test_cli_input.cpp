@@ -1,5 +1,7 @@
 // Parameter validation, the experiment registry, run_experiment's temporary-directory protocol,
 // draw_figures, and the CLI's handling of bad input (exit 2, one line, nothing left behind).
+// Longer than 700 lines on purpose: one short test per input rule of the CLI contract, sharing the
+// echo preset and the CLI runner above them; splitting would copy those helpers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
