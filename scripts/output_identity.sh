@@ -25,6 +25,21 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+# `save` replaces FILE and FILE.d only when they are a previous save of this script: FILE holds
+# nothing but hash lines, FILE.d carries the marker .tokdyn-identity. Anything else is refused
+# before any work, and left untouched.
+if [ "$cmd" = save ]; then
+  if [ -e "$file" ] || [ -L "$file" ]; then
+    if [ -L "$file" ] || [ ! -f "$file" ] || grep -qvE '^[0-9a-f]{64}  ' "$file"; then
+      echo "$0: $file exists and is not a previous hash list of this script; expected a new path" >&2; exit 2
+    fi
+  fi
+  if [ -e "$file.d" ] || [ -L "$file.d" ]; then
+    if [ -L "$file.d" ] || [ ! -d "$file.d" ] || [ ! -f "$file.d/.tokdyn-identity" ]; then
+      echo "$0: $file.d exists and is not a previous save of this script (no .tokdyn-identity marker); expected a new path" >&2; exit 2
+    fi
+  fi
+fi
 tokdyn=$build/tokdyn
 [ -x "$tokdyn" ] || { echo "no $tokdyn: run scripts/setup.sh first" >&2; exit 2; }
 
@@ -79,7 +94,9 @@ printf '%s\t%s\n' "rope-table2" "t2" >> "$work/dirs.txt"
 case $cmd in
   save)
     cp "$out" "$file"
-    rm -rf "$file.d"; mkdir -p "$file.d"
+    # Checked above: $file.d is absent or a previous save (marker present).
+    if [ -d "$file.d" ] && [ -f "$file.d/.tokdyn-identity" ] && [ ! -L "$file.d" ]; then rm -rf -- "$file.d"; fi
+    mkdir -p "$file.d"; : > "$file.d/.tokdyn-identity"
     (cd "$work" && find . -type f \( -name '*.csv' -o -name '*.npy' \) -print0 | xargs -0 -r cp --parents -t "$file.d")
     cp "$work/dirs.txt" "$file.d/dirs.txt"
     echo "saved $(wc -l < "$file") file hashes to $file (files in $file.d)" ;;

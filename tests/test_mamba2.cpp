@@ -20,6 +20,7 @@
 #include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/schedule.hpp"
+#include "mamba2_fixtures.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;
@@ -41,12 +42,7 @@ Config small_config(int ngroups = 1) {
   return c;
 }
 
-MatF random_state(int rows, int d, std::uint64_t seed) {
-  Rng rng(seed);
-  MatF X(rows, d);
-  for (Eigen::Index i = 0; i < X.size(); ++i) X.data()[i] = static_cast<float>(rng.normal());
-  return X;
-}
+using tokdyn::testing::random_state;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "thread_util.hpp"
 #include "tokdyn/models/mamba2.hpp"
 #include "tokdyn/rng.hpp"
+#include "mamba2_fixtures.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;
@@ -17,12 +18,7 @@ using tokdyn::testing::ThreadCountGuard;
 
 namespace {
 
-MatF random_state(long rows, int d, std::uint64_t seed) {
-  Rng rng(seed);
-  MatF X(rows, d);
-  for (Eigen::Index i = 0; i < X.size(); ++i) X.data()[i] = static_cast<float>(rng.normal());
-  return X;
-}
+using tokdyn::testing::random_state;
 
 }  // namespace
 

@@ -13,6 +13,15 @@ namespace tokdyn::rope {
 
 namespace {
 
+/// One row of the attention matrix (7) over its unmasked entries: a = softmax(beta s) with the row
+/// maximum subtracted (exact for beta -> infinity, no overflow). `a` may be `s` itself.
+template <class In, class Out>
+void softmax_row(double beta, const In& s, Out&& a) {
+  const double m = s.maxCoeff();
+  a = (beta * (s.array() - m)).exp().matrix();
+  a /= a.sum();
+}
+
 [[noreturn]] void bad(const std::string& what, const std::string& msg) {
   throw std::invalid_argument(one_line(fmt::format("{}: {}", what, msg)));
 }
@@ -205,10 +214,7 @@ void attend(const Resolved& R, const Eigen::Ref<const Tokens>& X, Tokens& Y, Wor
     for (int i = 0; i < n; ++i) {
       const Eigen::Index len = R.causal ? i + 1 : n;
       auto row = S.row(i).head(len);
-      const double m = row.maxCoeff();
-      row = (R.beta * (row.array() - m)).exp().matrix();
-      const double z = row.sum();
-      row /= z;
+      softmax_row(R.beta, row, row);
       if (len < n) S.row(i).tail(n - len).setZero();
       if (dh <= 2)
         for (int c = 0; c < dh; ++c) Y(i, c0 + c) = row.dot(w.ut.row(c0 + c).head(len));
@@ -279,10 +285,8 @@ void attend_tangent(const Resolved& R, const Eigen::Ref<const Tokens>& X, const 
     dA.setZero();
     for (int i = 0; i < n; ++i) {
       const Eigen::Index len = R.causal ? i + 1 : n;
-      const double m = S.row(i).head(len).maxCoeff();
       auto a = A.row(i).head(len);
-      a = (R.beta * (S.row(i).head(len).array() - m)).exp().matrix();
-      a /= a.sum();
+      softmax_row(R.beta, S.row(i).head(len), a);
       const double mean_ds = a.dot(dS.row(i).head(len));
       dA.row(i).head(len) = R.beta * a.cwiseProduct((dS.row(i).head(len).array() - mean_ds).matrix());
     }
@@ -322,10 +326,8 @@ void attend_transpose(const Resolved& R, const Eigen::Ref<const Tokens>& X, cons
     A.setZero();
     for (int i = 0; i < n; ++i) {
       const Eigen::Index len = R.causal ? i + 1 : n;
-      const double m = S.row(i).head(len).maxCoeff();
       auto a = A.row(i).head(len);
-      a = (R.beta * (S.row(i).head(len).array() - m)).exp().matrix();
-      a /= a.sum();
+      softmax_row(R.beta, S.row(i).head(len), a);
     }
     Y.middleCols(c0, dh).noalias() = A * u.middleCols(c0, dh);
     // y = A u: gA = G u^T, gu = A^T G; softmax rows: gS_ij = beta a_ij (gA_ij - sum_k a_ik gA_ik).
