@@ -42,26 +42,40 @@ ConsensusDistance consensus_distance(const Eigen::Ref<const Tokens>& Z) {
   // over every channel mu and sign pattern: sum_i |zh_i - s_i e^mu|^2 = 2 len - 2 sum_i |zh_i^mu|
   // with s_i = sign(zh_i^mu). Computed from the tangential part so that tiny distances keep
   // their digits: |zh - s e^mu|^2 = 2 (1 - |zh^mu|) = 2 sum_{nu != mu} (zh^nu)^2 / (1 + |zh^mu|).
+  // Token by token: s[mu] gathers the tokens' terms in token order (the sum of each channel is the
+  // same sequence of operations as a channel-by-channel loop), while the inner loop runs over the
+  // contiguous channels of one token and vectorises.
+  // The products |z^mu| inv and (z^mu)^2 are rounded (stored) before they are added, as in the
+  // channel-by-channel loop this replaced: the compiler may not fuse them into the additions (FMA),
+  // which would change the last bits of the metric.
   const Eigen::Index len = Z.rows(), d = Z.cols();
-  ConsensusDistance best{std::numeric_limits<double>::infinity(), 0};
-  Vec inv(len), sq(len);
+  std::vector<double> s(static_cast<std::size_t>(d), 0.0), term(static_cast<std::size_t>(d)),
+      az(static_cast<std::size_t>(d)), zz(static_cast<std::size_t>(d));
   for (Eigen::Index i = 0; i < len; ++i) {
-    sq[i] = Z.row(i).squaredNorm();
-    inv[i] = sq[i] > 0.0 ? 1.0 / std::sqrt(sq[i]) : 0.0;
-  }
-  for (Eigen::Index mu = 0; mu < d; ++mu) {
-    double s = 0.0;
-    for (Eigen::Index i = 0; i < len; ++i) {
-      const double a = std::abs(Z(i, mu)) * inv[i];
-      // Tangential mass sum_{nu != mu} (z^nu)^2: by subtraction unless z^mu dominates (at most
-      // one channel per token), where it is summed directly to avoid cancellation.
-      const double tot = sq[i], zz = Z(i, mu) * Z(i, mu);
-      const double tang = (zz > 0.5 * tot ? Z.row(i).head(mu).squaredNorm() + Z.row(i).tail(d - mu - 1).squaredNorm()
-                                          : tot - zz) * inv[i] * inv[i];
-      s += 2.0 * tang / (1.0 + a);
+    const auto zi = Z.row(i);
+    const double tot = zi.squaredNorm();
+    const double inv = tot > 0.0 ? 1.0 / std::sqrt(tot) : 0.0;
+    const double* z = zi.data();
+    double* tm = term.data();
+    for (Eigen::Index mu = 0; mu < d; ++mu) {
+      az[static_cast<std::size_t>(mu)] = std::abs(z[mu]) * inv;
+      zz[static_cast<std::size_t>(mu)] = z[mu] * z[mu];
     }
-    if (s < best.distance) best = {s, static_cast<int>(mu)};
+    // Tangential mass sum_{nu != mu} (z^nu)^2 by subtraction ...
+    for (Eigen::Index mu = 0; mu < d; ++mu)
+      tm[mu] = 2.0 * ((tot - zz[static_cast<std::size_t>(mu)]) * inv * inv) / (1.0 + az[static_cast<std::size_t>(mu)]);
+    // ... unless z^mu dominates (at most one channel per token), where it is summed directly to
+    // avoid cancellation.
+    for (Eigen::Index mu = 0; mu < d; ++mu)
+      if (zz[static_cast<std::size_t>(mu)] > 0.5 * tot) {
+        const double tang = (zi.head(mu).squaredNorm() + zi.tail(d - mu - 1).squaredNorm()) * inv * inv;
+        tm[mu] = 2.0 * tang / (1.0 + az[static_cast<std::size_t>(mu)]);
+      }
+    for (Eigen::Index mu = 0; mu < d; ++mu) s[static_cast<std::size_t>(mu)] += tm[mu];
   }
+  ConsensusDistance best{std::numeric_limits<double>::infinity(), 0};
+  for (Eigen::Index mu = 0; mu < d; ++mu)
+    if (s[static_cast<std::size_t>(mu)] < best.distance) best = {s[static_cast<std::size_t>(mu)], static_cast<int>(mu)};
   best.distance = std::sqrt(best.distance);
   return best;
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/observers.hpp"
@@ -72,6 +74,46 @@ TEST(ConsensusDistance, ZeroAtConsensusAndExactNearIt) {
     best = std::min(best, s);
   }
   EXPECT_NEAR(consensus_distance(R).distance, std::sqrt(best), 1e-12);
+}
+
+// The channel-by-channel loop consensus_distance replaced (it walks the tokens of one channel at a
+// time): the token-by-token version must give the same bits, dominant channels and zero rows included.
+ConsensusDistance consensus_distance_by_channel(const Tokens& Z) {
+  const Eigen::Index len = Z.rows(), d = Z.cols();
+  ConsensusDistance best{std::numeric_limits<double>::infinity(), 0};
+  Vec inv(len), sq(len);
+  for (Eigen::Index i = 0; i < len; ++i) {
+    sq[i] = Z.row(i).squaredNorm();
+    inv[i] = sq[i] > 0.0 ? 1.0 / std::sqrt(sq[i]) : 0.0;
+  }
+  for (Eigen::Index mu = 0; mu < d; ++mu) {
+    double s = 0.0;
+    for (Eigen::Index i = 0; i < len; ++i) {
+      const double a = std::abs(Z(i, mu)) * inv[i];
+      const double tot = sq[i], zz = Z(i, mu) * Z(i, mu);
+      const double tang = (zz > 0.5 * tot ? Z.row(i).head(mu).squaredNorm() + Z.row(i).tail(d - mu - 1).squaredNorm()
+                                          : tot - zz) * inv[i] * inv[i];
+      s += 2.0 * tang / (1.0 + a);
+    }
+    if (s < best.distance) best = {s, static_cast<int>(mu)};
+  }
+  best.distance = std::sqrt(best.distance);
+  return best;
+}
+
+TEST(ConsensusDistance, SameBitsAsTheChannelByChannelLoop) {
+  Rng rng(11);
+  for (int trial = 0; trial < 6; ++trial) {
+    const int len = 3 + 7 * trial, d = 5 + 31 * trial;
+    Tokens Z = rng.sphere_tokens(len, d);
+    Z *= 1.0 + trial;                                         // off the sphere too
+    Z.row(1) = RowVec::Zero(d);                               // a zero token
+    Z(2, d / 2) = 40.0;                                       // a dominant channel
+    if (trial % 2 == 0) Z.col(d - 1).array() += 10.0;         // near consensus on the last channel
+    const ConsensusDistance a = consensus_distance(Z), b = consensus_distance_by_channel(Z);
+    EXPECT_EQ(a.channel, b.channel) << trial;
+    EXPECT_EQ(std::memcmp(&a.distance, &b.distance, sizeof(double)), 0) << trial << ": " << a.distance << " vs " << b.distance;
+  }
 }
 
 TEST(PeWindow, NonMonotoneWorstWindowAverage) {
