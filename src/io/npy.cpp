@@ -237,6 +237,32 @@ void parse_descr(Header& h, const std::string& what) {
   h.item_size = size;
 }
 
+// Fortran order: the first index varies fastest in the file. Walks the file order with a
+// multi-index counter and places each value at its C-order position.
+template <class T>
+std::vector<T> fortran_to_c(const Header& h, std::vector<T> vals) {
+  const std::size_t n = vals.size();
+  if (!h.fortran_order || h.shape.size() < 2 || n == 0) return vals;
+  const std::size_t rank = h.shape.size();
+  std::vector<std::uint64_t> c_stride(rank), idx(rank, 0);
+  c_stride[rank - 1] = 1;
+  for (std::size_t k = rank - 1; k-- > 0;) c_stride[k] = c_stride[k + 1] * h.shape[k + 1];
+  std::vector<T> out(n);
+  std::uint64_t c_pos = 0;
+  for (std::size_t f = 0; f < n; ++f) {
+    out[static_cast<std::size_t>(c_pos)] = vals[f];
+    for (std::size_t k = 0; k < rank; ++k) {  // increment the multi-index, first index fastest
+      if (++idx[k] < h.shape[k]) {
+        c_pos += c_stride[k];
+        break;
+      }
+      c_pos -= (h.shape[k] - 1) * c_stride[k];
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Header parse_header(const unsigned char* bytes, std::size_t nbytes, std::uint64_t file_size, const std::string& what) {
@@ -313,35 +339,35 @@ std::vector<std::int64_t> decode_int(const Header& h, const unsigned char* data,
     }
     vals[i] = static_cast<std::int64_t>(u);
   }
-  if (!h.fortran_order || h.shape.size() < 2 || n == 0) return vals;
-  // Fortran order: the first index varies fastest in the file. Walk the file order with a
-  // multi-index counter and place each value at its C-order position.
-  const std::size_t rank = h.shape.size();
-  std::vector<std::uint64_t> c_stride(rank), idx(rank, 0);
-  c_stride[rank - 1] = 1;
-  for (std::size_t k = rank - 1; k-- > 0;) c_stride[k] = c_stride[k + 1] * h.shape[k + 1];
-  std::vector<std::int64_t> out(n);
-  std::uint64_t c_pos = 0;
-  for (std::size_t f = 0; f < n; ++f) {
-    out[static_cast<std::size_t>(c_pos)] = vals[f];
-    for (std::size_t k = 0; k < rank; ++k) {  // increment the multi-index, first index fastest
-      if (++idx[k] < h.shape[k]) {
-        c_pos += c_stride[k];
-        break;
-      }
-      c_pos -= (h.shape[k] - 1) * c_stride[k];
-      idx[k] = 0;
-    }
+  return fortran_to_c(h, std::move(vals));
+}
+
+std::vector<double> decode_double(const Header& h, const unsigned char* data, const std::string& what) {
+  if (h.kind != 'f' || h.item_size != 8)
+    fail(what, "dtype " + in_quotes(h.descr) + " is not float64", "float64 values: dtype '<f8' or '>f8'");
+  const std::size_t n = static_cast<std::size_t>(h.count);
+  std::vector<double> vals(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char* b = data + i * 8;
+    std::uint64_t u = 0;
+    for (unsigned k = 0; k < 8; ++k) u = (u << 8) | (h.byte_order == '>' ? b[k] : b[7 - k]);
+    vals[i] = std::bit_cast<double>(u);
   }
-  return out;
+  return fortran_to_c(h, std::move(vals));
 }
 
 }  // namespace tokdyn::npy
 
 namespace tokdyn {
 
-std::vector<std::int64_t> read_npy_int(const std::filesystem::path& file, std::vector<std::size_t>& shape,
-                                       std::uint64_t max_elements) {
+namespace {
+
+// Opens `file`, parses and checks its header against the file size, refuses more than
+// max_elements values or a dtype `accept` refuses (by calling decode on an empty header), then
+// reads the data bytes.
+template <class Decode>
+auto read_npy_as(const std::filesystem::path& file, std::vector<std::size_t>& shape, std::uint64_t max_elements,
+                 bool (*accept)(const npy::Header&), Decode decode) {
   const std::string what = file.string();
   // The file may hold at most the largest header and 8 bytes per allowed value.
   std::uint64_t max_bytes = 0;
@@ -368,15 +394,29 @@ std::vector<std::int64_t> read_npy_int(const std::filesystem::path& file, std::v
   std::vector<unsigned char> head(static_cast<std::size_t>(std::min<std::uint64_t>(f.size, npy::kMaxPreamble + npy::kMaxHeaderLen)));
   read_at(head.data(), head.size(), 0);
   const npy::Header h = npy::parse_header(head.data(), head.size(), f.size, what);
-  if (h.kind != 'i' && h.kind != 'u') npy::decode_int(h, nullptr, what);  // throws: not an integer dtype
+  if (!accept(h)) decode(h, nullptr, what);  // throws: the wrong dtype
   if (h.count > max_elements)
     throw InputError(npy::printable(what) + ": the array has shape " + npy::shape_text(h.shape) + ", " +
                      std::to_string(h.count) + " values; expected at most " + std::to_string(max_elements) + " values");
   std::vector<unsigned char> data(static_cast<std::size_t>(h.data_bytes));
   read_at(data.data(), data.size(), h.data_offset);
-  std::vector<std::int64_t> out = npy::decode_int(h, data.data(), what);
+  auto out = decode(h, data.data(), what);
   shape.assign(h.shape.begin(), h.shape.end());
   return out;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> read_npy_int(const std::filesystem::path& file, std::vector<std::size_t>& shape,
+                                       std::uint64_t max_elements) {
+  return read_npy_as(file, shape, max_elements, [](const npy::Header& h) { return h.kind == 'i' || h.kind == 'u'; },
+                     npy::decode_int);
+}
+
+std::vector<double> read_npy_double(const std::filesystem::path& file, std::vector<std::size_t>& shape,
+                                    std::uint64_t max_elements) {
+  return read_npy_as(file, shape, max_elements, [](const npy::Header& h) { return h.kind == 'f' && h.item_size == 8; },
+                     npy::decode_double);
 }
 
 }  // namespace tokdyn

@@ -48,6 +48,10 @@ Header parse_header(const unsigned char* bytes, std::size_t nbytes, std::uint64_
 /// InputError for a non-integer dtype or an unsigned 64-bit value above INT64_MAX.
 std::vector<std::int64_t> decode_int(const Header& h, const unsigned char* data, const std::string& what);
 
+/// The data of a float64 array ('<f8' or '>f8') as double in C order (Fortran order transposed).
+/// InputError for any other dtype.
+std::vector<double> decode_double(const Header& h, const unsigned char* data, const std::string& what);
+
 }  // namespace tokdyn::npy
 
 namespace tokdyn {
@@ -58,5 +62,11 @@ namespace tokdyn {
 /// the file itself may be at most header + 8 * max_elements bytes). Throws InputError naming the file.
 std::vector<std::int64_t> read_npy_int(const std::filesystem::path& file, std::vector<std::size_t>& shape,
                                        std::uint64_t max_elements = std::uint64_t(1) << 27);
+
+/// Reads a float64 .npy file ('<f8' or '>f8', C or Fortran order) into double in C order, with
+/// its shape; the same file rules and size checks as read_npy_int. Non-finite values are
+/// returned as they are (the caller decides). Throws InputError naming the file.
+std::vector<double> read_npy_double(const std::filesystem::path& file, std::vector<std::size_t>& shape,
+                                    std::uint64_t max_elements = std::uint64_t(1) << 27);
 
 }  // namespace tokdyn

@@ -1,0 +1,197 @@
+#pragma once
+// Linear cocycles of depth and their spectra (coupling paper, §2.4 eq. (10), Thm 4, Thm 5,
+// assumption (A4), App. A.3–A.4, B.1).
+//
+// A cocycle is a sequence of layer maps B(l) = I + A(l), l = 0..L-1, on R^d. Conventions:
+//   Phi(l, s) = B(l-1) B(l-2) ... B(s)  (l >= s),  Phi(s, s) = I,  Phi(l, s) = Phi(l, r) Phi(r, s);
+//   layer r maps the state of depth r to depth r+1 (the paper's indexing of (4) and (5) disagree
+//   by one, flag F2; tokdyn uses layer r = 0..L-1 with weights indexed r).
+// Growth scales are multiplicative: gamma = e^mu, "decay" gamma < 1, hyperbolic iff 1 is not in
+// the dichotomy spectrum.
+//
+// A generator is held either as a vector of dense d x d matrices or as a callback that applies
+// B(l) to k vectors at once (a d x k matrix), so that a model with only a Jacobian-vector product
+// can use the QR spectrum without forming B(l). Everything here works on Eigen::MatrixXd
+// (column-major: Householder QR and the triangular solves want columns).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+namespace tokdyn::cocycle {
+
+using Matrix = Eigen::MatrixXd;
+
+/// The generator of a cocycle: L layer maps B(l) = I + A(l) on R^d.
+class Cocycle {
+ public:
+  /// out = B(l) Q (Q is d x k; out is resized to d x k).
+  using ApplyFn = std::function<void(long l, const Matrix& Q, Matrix& out)>;
+
+  /// From dense matrices B(0..L-1), each d x d (std::invalid_argument for an empty list, unequal
+  /// or non-square shapes, non-finite entries).
+  static Cocycle from_matrices(std::vector<Matrix> B);
+  /// From a callback: apply(l, Q, out) sets out = B(l) Q; apply_transpose (optional) out = B(l)^T Q.
+  Cocycle(long L, long d, ApplyFn apply, ApplyFn apply_transpose = {});
+
+  long length() const { return L_; }
+  long dim() const { return d_; }
+  void apply(long l, const Matrix& Q, Matrix& out) const;
+  /// out = B(l)^T Q (std::logic_error without a transpose).
+  void apply_transpose(long l, const Matrix& Q, Matrix& out) const;
+  bool has_transpose() const { return has_matrices() || static_cast<bool>(apply_t_); }
+  bool has_matrices() const { return !B_.empty(); }
+  /// B(l) as a dense matrix (stored, or formed by applying the callback to the identity).
+  Matrix matrix(long l) const;
+  /// sup_l ||A(l)||_2 = sup_l ||B(l) - I||_2.
+  double sup_norm_A() const;
+
+ private:
+  Cocycle() = default;
+  long L_ = 0, d_ = 0;
+  std::vector<Matrix> B_;
+  ApplyFn apply_, apply_t_;
+  void check_layer(long l) const;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Discrete QR (Benettin / Eckmann–Ruelle): Z = B(r) Q_r = Q_{r+1} R_r, diag(R_r) > 0.
+
+struct QrOptions {
+  long first = 0;           ///< first layer used (window [first, last))
+  long last = -1;           ///< one past the last layer (-1: L)
+  long k = 0;               ///< number of directions (0: all d)
+  long reorth_every = 1;    ///< Householder re-orthonormalisation every q steps (log R of a block
+                            ///< is spread evenly over its q steps)
+  bool keep_factors = false;  ///< keep Q_r (r = first..last) and R_r (needed by the CLVs)
+  Matrix Q0;                ///< starting d x k orthonormal frame (empty: the first k identity columns)
+};
+
+struct QrResult {
+  Matrix log_diag;            ///< (last-first) x k: log R_r[i,i]; -inf where R_r[i,i] = 0 (growth scale 0)
+  Matrix Q_final;             ///< d x k
+  std::vector<Matrix> Q;      ///< keep_factors: Q_r, r = first..last (last-first+1 frames)
+  std::vector<Matrix> R;      ///< keep_factors: R_r, k x k upper triangular
+};
+
+/// Runs the discrete QR algorithm over the window. Singular factors give log R_ii = -inf, never NaN.
+QrResult qr_iterate(const Cocycle& c, const QrOptions& opt = {});
+
+/// Householder QR of Z (d x k, d >= k) with diag(R) >= 0: Z = Q R, Q d x k orthonormal.
+void qr_signfixed(const Matrix& Z, Matrix& Q, Matrix& R);
+
+struct LyapunovSpectrum {
+  Eigen::VectorXd mu;     ///< finite-window exponents (1/N) sum_r log R_r[i,i], in QR order
+  Eigen::VectorXd gamma;  ///< growth scales e^mu (0 for mu = -inf)
+  long window = 0;        ///< N = rows used after the burn-in
+};
+/// Exponents of the rows [burn_in, rows) of log_diag (std::invalid_argument: empty window).
+LyapunovSpectrum lyapunov_spectrum(const Matrix& log_diag, long burn_in = 0);
+/// Running (finite-time) exponents: row r = mean of rows [burn_in, r] (rows before burn_in: NaN-free 0).
+Matrix running_exponents(const Matrix& log_diag, long burn_in = 0);
+
+// ------------------------------------------------------------------------------------------------
+// Dichotomy (Sacker–Sell) spectrum from the QR diagonal: Bohl intervals with Steklov window H.
+
+struct Interval {
+  double lower = 0, upper = 0;  ///< growth scales
+  std::vector<long> columns;    ///< QR diagonal columns whose Bohl intervals were merged into it
+};
+
+/// Bohl interval of each column of log_diag over rows [begin, end): [exp(min_s m_s), exp(max_s m_s)]
+/// with m_s the mean of rows s..s+H-1 (Steklov average), over every window inside [begin, end).
+/// -inf entries give lower = 0. std::invalid_argument: H < 1 or H > end - begin.
+std::vector<Interval> bohl_intervals(const Matrix& log_diag, long H, long begin = 0, long end = -1);
+/// Sorted union of overlapping (or touching within rel_tol) intervals.
+std::vector<Interval> merge_intervals(std::vector<Interval> iv, double rel_tol = 0.0);
+/// A-posteriori integral separation of the diagonal (Dieci–Van Vleck): for each consecutive pair
+/// (i, i+1) of columns, the smallest Steklov average over windows of length H of
+/// log R[i,i] - log R[i+1,i+1]. Positive for every pair: the diagonal is separated at scale H.
+Eigen::VectorXd separation(const Matrix& log_diag, long H, long begin = 0, long end = -1);
+/// Whether 1 lies outside every interval (a dichotomy at growth scale 1: hyperbolic).
+bool hyperbolic(const std::vector<Interval>& merged);
+
+/// Rank function cross-check (Dieci–Elia–Van Vleck): log singular values of Phi(s+N, s) for
+/// s = begin, begin+stride, ... (s+N <= end), each row divided by N (so entries are log growth
+/// scales). Rows: starts; columns: singular values, largest first.
+struct FiniteTimeSvd {
+  std::vector<long> starts;
+  Matrix log_sv_rate;  ///< starts x d, (1/N) log sigma_i(Phi(s+N, s))
+  long N = 0;
+};
+FiniteTimeSvd finite_time_svd(const Cocycle& c, long N, long stride, long begin = 0, long end = -1);
+/// k(gamma) over the starts: the least and the largest number of singular values above gamma^N.
+/// In the resolvent set both agree; they differ inside spectral intervals.
+std::pair<long, long> rank_function(const FiniteTimeSvd& f, double gamma);
+
+// ------------------------------------------------------------------------------------------------
+// Bundles and projectors P_+(l) (persistent, growth > 1) and P_-(l) = I - P_+(l).
+
+struct Bundles {
+  long k = 0;                      ///< dim V_par (unstable dimension)
+  std::vector<Matrix> U;           ///< l = 0..L: orthonormal basis of V_par(l), d x k
+  std::vector<Matrix> T;           ///< l = 0..L-1: B(l) U(l) = U(l+1) T(l), k x k (two-sided only)
+  std::vector<Matrix> P_plus;      ///< l = 0..L (two-sided) or the CLV window
+  long first = 0;                  ///< layer of P_plus[0]
+  std::string method;              ///< "two-sided" or "clv"
+};
+
+/// Orthonormal basis (d x k) of the unstable subspace of M (eigenvalues |lambda| > 1), real
+/// (complex pairs give their real and imaginary parts). std::domain_error when some eigenvalue
+/// has |lambda| within tol of 1 (not hyperbolic).
+Matrix unstable_subspace(const Matrix& M, double tol = 1e-9);
+
+/// (a) Two-sided constant extension (App. B.1): B(l) = B(0) for l < 0 and B(L-1) for l >= L.
+/// V_par(l) = Phi(l,0) E^u(B(0)) (pushed forward with QR), V_perp(l)^perp = Phi(L,l)^T (E^s(B(L-1)))^perp
+/// (pulled back with transposes and QR); P_+ = U (Z^T U)^{-1} Z^T. std::domain_error when an end
+/// is not hyperbolic, the unstable dimensions differ, or the bundles are not transversal.
+Bundles two_sided_bundles(const Cocycle& c);
+
+/// (b) Covariant Lyapunov vectors (Ginelli et al. 2007): forward QR (full, k = d), backward
+/// C_r = R_r^{-1} C_{r+1} with column normalisation; the CLVs with exponent > 0 span V_par.
+/// Valid on [burn, L - burn]: P_plus[j] is the projector at layer burn + j. k_plus < 0: the
+/// number of exponents > 0 on the window. std::domain_error for a singular R.
+Bundles clv_bundles(const Cocycle& c, long burn, long k_plus = -1);
+
+struct BundleDiagnostics {
+  Eigen::VectorXd angle;          ///< minimal angle between V_par(l) and V_perp(l) (radians; pi/2 when k = 0 or d)
+  Eigen::VectorXd p_plus_norm;    ///< ||P_+(l)||_2
+  Eigen::VectorXd invariance;     ///< ||P_+(l+1) B(l) - B(l) P_+(l)||_2 (last entry: 0)
+};
+BundleDiagnostics bundle_diagnostics(const Cocycle& c, const Bundles& b);
+
+// ------------------------------------------------------------------------------------------------
+// Dichotomy constant C(r_-, r_+) and its trade-off curves (two-sided bundles).
+
+/// g_minus[j] = max_s ||Phi(s+j, s) P_-(s)||, g_plus[j] = max_s ||Phi(s-j, s) P_+(s)|| over the
+/// sampled starts s (every `stride`-th layer), j = 0..L. Forward pushes are re-projected onto
+/// P_- every step (exact by invariance; keeps the growing part's round-off out); backward uses
+/// the restricted inverse on V_par (T(l)^{-1}).
+struct GrowthEnvelope {
+  Eigen::VectorXd g_minus, g_plus;
+};
+GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride = 1);
+/// C_-(r) = max(1, max_j g_minus[j] r^-j); C_+(r) = max(1, max_j g_plus[j] r^j).
+double constant_minus(const GrowthEnvelope& g, double r_minus);
+double constant_plus(const GrowthEnvelope& g, double r_plus);
+
+/// max_l sum_s ||G(l, s+1)|| over the window (Green operator of u(l+1) = B(l) u(l) + h(l):
+/// G(l, s+1) = Phi(l, s+1) P_-(s+1) for s < l, -Phi(l, s+1) P_+(s+1) for s >= l). O(L^2 d^3):
+/// for validation windows. An all-contracting cocycle (k = 0) uses P_+ = 0.
+double green_norm(const Cocycle& c, const Bundles& b);
+
+// ------------------------------------------------------------------------------------------------
+// Time-ordered exponential (Thm 4) and dense products (cross-checks).
+
+/// Phi_c(t1, t0) of dPhi/dt = A(t) Phi by RK4 with m substeps, m doubling from m0 until the
+/// largest entry change is below tol (relative to max(1, |Phi|_max)). steps_used: final m.
+Matrix time_ordered_exp(const std::function<Matrix(double)>& A, double t0, double t1, double tol = 1e-13,
+                        long m0 = 1, long* steps_used = nullptr);
+/// A(t) = piecewise-linear interpolation of the layer matrices A(r) at t = r (constant beyond the ends).
+std::function<Matrix(double)> piecewise_linear(std::vector<Matrix> A);
+
+/// Dense Phi(l, s) = B(l-1) ... B(s) (small sizes only).
+Matrix dense_product(const Cocycle& c, long l, long s);
+
+}  // namespace tokdyn::cocycle

@@ -1,0 +1,320 @@
+// Cocycles: the generator, discrete QR (Benettin), Lyapunov exponents, Bohl / Steklov intervals
+// of the QR diagonal (the dichotomy spectrum of Thm 5 on a window), integral separation and the
+// finite-time singular-value rank function. See analysis/cocycle.hpp.
+#include "tokdyn/analysis/cocycle.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace tokdyn::cocycle {
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// The window [begin, end) of a log_diag with `rows` rows; end < 0 means rows.
+std::pair<long, long> window_of(long rows, long begin, long end, const char* who) {
+  if (end < 0) end = rows;
+  if (begin < 0 || begin >= end || end > rows)
+    throw std::invalid_argument(fmt::format("{}: window [{}, {}) is empty or outside the {} rows; expected 0 <= begin < end <= rows",
+                                            who, begin, end, rows));
+  return {begin, end};
+}
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+Cocycle Cocycle::from_matrices(std::vector<Matrix> B) {
+  if (B.empty()) throw std::invalid_argument("cocycle: no layer matrices; expected at least one d x d matrix");
+  const long d = B[0].rows();
+  if (d < 1) throw std::invalid_argument("cocycle: empty layer matrix; expected d >= 1");
+  for (std::size_t l = 0; l < B.size(); ++l) {
+    if (B[l].rows() != d || B[l].cols() != d)
+      throw std::invalid_argument(fmt::format("cocycle: layer {} is {} x {}; expected {} x {} like layer 0", l, B[l].rows(),
+                                              B[l].cols(), d, d));
+    if (!B[l].allFinite()) throw std::invalid_argument(fmt::format("cocycle: layer {} has a non-finite entry; expected finite values", l));
+  }
+  Cocycle c;
+  c.L_ = static_cast<long>(B.size());
+  c.d_ = d;
+  c.B_ = std::move(B);
+  return c;
+}
+
+Cocycle::Cocycle(long L, long d, ApplyFn apply, ApplyFn apply_transpose)
+    : L_(L), d_(d), apply_(std::move(apply)), apply_t_(std::move(apply_transpose)) {
+  if (L < 1 || d < 1) throw std::invalid_argument(fmt::format("cocycle: L = {}, d = {}; expected both >= 1", L, d));
+  if (!apply_) throw std::invalid_argument("cocycle: empty apply callback; expected a function applying B(l)");
+}
+
+void Cocycle::check_layer(long l) const {
+  if (l < 0 || l >= L_) throw std::invalid_argument(fmt::format("cocycle: layer {} outside 0..{}", l, L_ - 1));
+}
+
+void Cocycle::apply(long l, const Matrix& Q, Matrix& out) const {
+  check_layer(l);
+  if (Q.rows() != d_) throw std::invalid_argument(fmt::format("cocycle: applying B({}) to {} rows; expected {}", l, Q.rows(), d_));
+  if (has_matrices()) {
+    out.resize(d_, Q.cols());
+    out.noalias() = B_[static_cast<std::size_t>(l)] * Q;
+  } else {
+    apply_(l, Q, out);
+    if (out.rows() != d_ || out.cols() != Q.cols())
+      throw std::logic_error(fmt::format("cocycle: the apply callback returned {} x {}; expected {} x {}", out.rows(), out.cols(), d_, Q.cols()));
+  }
+}
+
+void Cocycle::apply_transpose(long l, const Matrix& Q, Matrix& out) const {
+  check_layer(l);
+  if (Q.rows() != d_) throw std::invalid_argument(fmt::format("cocycle: applying B({})^T to {} rows; expected {}", l, Q.rows(), d_));
+  if (has_matrices()) {
+    out.resize(d_, Q.cols());
+    out.noalias() = B_[static_cast<std::size_t>(l)].transpose() * Q;
+  } else if (apply_t_) {
+    apply_t_(l, Q, out);
+    if (out.rows() != d_ || out.cols() != Q.cols()) throw std::logic_error("cocycle: the transpose callback returned a wrong shape");
+  } else {
+    throw std::logic_error("cocycle: no transpose callback; two-sided bundles need B(l)^T");
+  }
+}
+
+Matrix Cocycle::matrix(long l) const {
+  check_layer(l);
+  if (has_matrices()) return B_[static_cast<std::size_t>(l)];
+  Matrix out;
+  apply(l, Matrix::Identity(d_, d_), out);
+  return out;
+}
+
+double Cocycle::sup_norm_A() const {
+  double a = 0;
+  for (long l = 0; l < L_; ++l) {
+    Matrix A = matrix(l) - Matrix::Identity(d_, d_);
+    a = std::max(a, Eigen::JacobiSVD<Matrix>(A).singularValues()(0));
+  }
+  return a;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+void qr_signfixed(const Matrix& Z, Matrix& Q, Matrix& R) {
+  const long d = Z.rows(), k = Z.cols();
+  if (k > d) throw std::invalid_argument(fmt::format("qr: {} x {} has more columns than rows", d, k));
+  Eigen::HouseholderQR<Matrix> qr(Z);
+  Q = qr.householderQ() * Matrix::Identity(d, k);
+  R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
+  for (long i = 0; i < k; ++i)
+    if (R(i, i) < 0) {  // flip so that diag(R) >= 0: Z = (Q S)(S R), S = diag(+-1)
+      R.row(i) *= -1.0;
+      Q.col(i) *= -1.0;
+    }
+}
+
+QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
+  const long L = c.length(), d = c.dim();
+  const long first = opt.first, last = opt.last < 0 ? L : opt.last;
+  if (first < 0 || first >= last || last > L)
+    throw std::invalid_argument(fmt::format("qr_iterate: window [{}, {}) of a cocycle of length {}; expected 0 <= first < last <= L", first, last, L));
+  const long k = opt.k == 0 ? d : opt.k;
+  if (k < 1 || k > d) throw std::invalid_argument(fmt::format("qr_iterate: k = {}; expected 1 <= k <= d = {}", k, d));
+  if (opt.reorth_every < 1) throw std::invalid_argument("qr_iterate: reorth_every must be >= 1");
+  Matrix Q;
+  if (opt.Q0.size() == 0) {
+    Q = Matrix::Identity(d, k);
+  } else {
+    if (opt.Q0.rows() != d || opt.Q0.cols() != k)
+      throw std::invalid_argument(fmt::format("qr_iterate: Q0 is {} x {}; expected {} x {}", opt.Q0.rows(), opt.Q0.cols(), d, k));
+    Q = opt.Q0;
+  }
+  QrResult res;
+  const long N = last - first;
+  res.log_diag.resize(N, k);
+  if (opt.keep_factors) {
+    if (opt.reorth_every != 1) throw std::invalid_argument("qr_iterate: keep_factors needs reorth_every = 1");
+    res.Q.reserve(static_cast<std::size_t>(N + 1));
+    res.R.reserve(static_cast<std::size_t>(N));
+    res.Q.push_back(Q);
+  }
+  Matrix Z, R;
+  long block_start = 0;  // row of the first step of the current block of reorth_every steps
+  for (long r = 0; r < N; ++r) {
+    c.apply(first + r, Q, Z);
+    const bool reorth = (r + 1 - block_start) == opt.reorth_every || r == N - 1;
+    if (!reorth) {
+      Q = Z;
+      continue;
+    }
+    qr_signfixed(Z, Q, R);
+    const long q = r + 1 - block_start;
+    for (long i = 0; i < k; ++i) {
+      const double v = R(i, i) > 0 ? std::log(R(i, i)) : kNegInf;  // R_ii = 0: growth scale 0
+      for (long j = block_start; j <= r; ++j) res.log_diag(j, i) = v / static_cast<double>(q);
+    }
+    block_start = r + 1;
+    if (opt.keep_factors) {
+      res.Q.push_back(Q);
+      res.R.push_back(R);
+    }
+  }
+  res.Q_final = Q;
+  return res;
+}
+
+LyapunovSpectrum lyapunov_spectrum(const Matrix& log_diag, long burn_in) {
+  const auto [b, e] = window_of(log_diag.rows(), burn_in, -1, "lyapunov_spectrum");
+  LyapunovSpectrum s;
+  s.window = e - b;
+  s.mu = log_diag.middleRows(b, e - b).colwise().sum().transpose() / static_cast<double>(e - b);
+  s.gamma = s.mu.array().exp();  // exp(-inf) = 0
+  return s;
+}
+
+Matrix running_exponents(const Matrix& log_diag, long burn_in) {
+  const auto [b, e] = window_of(log_diag.rows(), burn_in, -1, "running_exponents");
+  Matrix out = Matrix::Zero(log_diag.rows(), log_diag.cols());
+  Eigen::RowVectorXd sum = Eigen::RowVectorXd::Zero(log_diag.cols());
+  for (long r = b; r < e; ++r) {
+    sum += log_diag.row(r);
+    out.row(r) = sum / static_cast<double>(r - b + 1);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+// Steklov averages (1/H) sum_{r=s}^{s+H-1} x(r) of one column over every window in [b, e): the
+// finite part by prefix sums, -inf entries counted separately (so no -inf - -inf = NaN).
+template <class F>
+void steklov_scan(const Eigen::Ref<const Eigen::VectorXd>& x, long H, long b, long e, F&& visit) {
+  const long n = e - b;
+  std::vector<double> pre(static_cast<std::size_t>(n + 1), 0.0);
+  std::vector<long> ninf(static_cast<std::size_t>(n + 1), 0);
+  for (long r = 0; r < n; ++r) {
+    const double v = x(b + r);
+    const bool neg_inf = std::isinf(v) && v < 0;
+    pre[static_cast<std::size_t>(r + 1)] = pre[static_cast<std::size_t>(r)] + (neg_inf ? 0.0 : v);
+    ninf[static_cast<std::size_t>(r + 1)] = ninf[static_cast<std::size_t>(r)] + (neg_inf ? 1 : 0);
+  }
+  for (long s = 0; s + H <= n; ++s) {
+    const auto i0 = static_cast<std::size_t>(s), i1 = static_cast<std::size_t>(s + H);
+    const double m = ninf[i1] > ninf[i0] ? kNegInf : (pre[i1] - pre[i0]) / static_cast<double>(H);
+    visit(m);
+  }
+}
+}  // namespace
+
+std::vector<Interval> bohl_intervals(const Matrix& log_diag, long H, long begin, long end) {
+  const auto [b, e] = window_of(log_diag.rows(), begin, end, "bohl_intervals");
+  if (H < 1 || H > e - b)
+    throw std::invalid_argument(fmt::format("bohl_intervals: Steklov window H = {}; expected 1 <= H <= {} (the window length)", H, e - b));
+  std::vector<Interval> out;
+  for (long i = 0; i < log_diag.cols(); ++i) {
+    double lo = std::numeric_limits<double>::infinity(), hi = kNegInf;
+    steklov_scan(log_diag.col(i), H, b, e, [&](double m) {
+      lo = std::min(lo, m);
+      hi = std::max(hi, m);
+    });
+    out.push_back(Interval{std::exp(lo), std::exp(hi), {i}});
+  }
+  return out;
+}
+
+std::vector<Interval> merge_intervals(std::vector<Interval> iv, double rel_tol) {
+  std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) {
+    return a.lower < b.lower || (a.lower == b.lower && a.upper < b.upper);
+  });
+  std::vector<Interval> out;
+  for (auto& x : iv) {
+    if (!out.empty() && x.lower <= out.back().upper * (1.0 + rel_tol)) {
+      out.back().upper = std::max(out.back().upper, x.upper);
+      out.back().columns.insert(out.back().columns.end(), x.columns.begin(), x.columns.end());
+    } else {
+      out.push_back(std::move(x));
+    }
+  }
+  for (auto& x : out) std::sort(x.columns.begin(), x.columns.end());
+  return out;
+}
+
+Eigen::VectorXd separation(const Matrix& log_diag, long H, long begin, long end) {
+  const auto [b, e] = window_of(log_diag.rows(), begin, end, "separation");
+  if (H < 1 || H > e - b) throw std::invalid_argument(fmt::format("separation: H = {}; expected 1 <= H <= {}", H, e - b));
+  const long k = log_diag.cols();
+  Eigen::VectorXd sep = Eigen::VectorXd::Zero(std::max<long>(k - 1, 0));
+  for (long i = 0; i + 1 < k; ++i) {
+    // A -inf in column i+1 separates infinitely; a -inf in column i (only) never.
+    Eigen::VectorXd diff(e - b);
+    for (long r = b; r < e; ++r) {
+      const double x = log_diag(r, i), y = log_diag(r, i + 1);
+      const bool xi = std::isinf(x), yi = std::isinf(y);
+      diff(r - b) = yi ? (xi ? 0.0 : std::numeric_limits<double>::max() / static_cast<double>(e - b + 1)) : (xi ? kNegInf : x - y);
+    }
+    double lo = std::numeric_limits<double>::infinity();
+    steklov_scan(diff, H, 0, e - b, [&](double m) { lo = std::min(lo, m); });
+    sep(i) = lo;
+  }
+  return sep;
+}
+
+bool hyperbolic(const std::vector<Interval>& merged) {
+  for (const auto& x : merged)
+    if (x.lower <= 1.0 && 1.0 <= x.upper) return false;
+  return true;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+FiniteTimeSvd finite_time_svd(const Cocycle& c, long N, long stride, long begin, long end) {
+  const long L = c.length(), d = c.dim();
+  if (end < 0) end = L;
+  if (N < 1 || stride < 1 || begin < 0 || end > L || begin + N > end)
+    throw std::invalid_argument(fmt::format("finite_time_svd: N = {}, stride = {} on [{}, {}); expected N >= 1, stride >= 1 and begin + N <= end <= {}",
+                                            N, stride, begin, end, L));
+  FiniteTimeSvd f;
+  f.N = N;
+  for (long s = begin; s + N <= end; s += stride) f.starts.push_back(s);
+  f.log_sv_rate.resize(static_cast<long>(f.starts.size()), d);
+  Matrix Z, Q, R;
+  for (std::size_t j = 0; j < f.starts.size(); ++j) {
+    // Phi(s+N, s) = Q_N (R_{N-1} ... R_0): the singular values are those of the triangular
+    // product, kept with a running scale so that long windows neither overflow nor underflow.
+    Q = Matrix::Identity(d, d);
+    Matrix P = Matrix::Identity(d, d);
+    double log_scale = 0;
+    for (long r = 0; r < N; ++r) {
+      c.apply(f.starts[j] + r, Q, Z);
+      qr_signfixed(Z, Q, R);
+      P = (R * P).eval();
+      const double nrm = P.cwiseAbs().maxCoeff();
+      if (nrm > 0) {
+        P /= nrm;
+        log_scale += std::log(nrm);
+      }
+    }
+    const Eigen::VectorXd sv = Eigen::JacobiSVD<Matrix>(P).singularValues();
+    for (long i = 0; i < d; ++i)
+      f.log_sv_rate(static_cast<long>(j), i) = (sv(i) > 0 ? std::log(sv(i)) + log_scale : kNegInf) / static_cast<double>(N);
+  }
+  return f;
+}
+
+std::pair<long, long> rank_function(const FiniteTimeSvd& f, double gamma) {
+  if (!(gamma > 0)) throw std::invalid_argument("rank_function: gamma must be > 0");
+  const double lg = std::log(gamma);
+  long kmin = std::numeric_limits<long>::max(), kmax = 0;
+  for (long j = 0; j < f.log_sv_rate.rows(); ++j) {
+    long k = 0;
+    for (long i = 0; i < f.log_sv_rate.cols(); ++i) k += f.log_sv_rate(j, i) > lg ? 1 : 0;
+    kmin = std::min(kmin, k);
+    kmax = std::max(kmax, k);
+  }
+  if (f.log_sv_rate.rows() == 0) kmin = 0;
+  return {kmin, kmax};
+}
+
+}  // namespace tokdyn::cocycle

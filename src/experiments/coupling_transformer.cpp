@@ -1,0 +1,589 @@
+// Presets of "Attention is Just Another Name for Coupling?", part 1 (the Transformer depth flow):
+//   coupling-frozen-kernel   Thm 3 (R5, R6), Prop 8 (R7), flag F1, kappa_alpha and mixing (F16);
+//   coupling-bounded-step    Prop 1 (R2) and Lemmas 15/16 (R3);
+//   coupling-rank-collapse   E2: distance of S(X^(l)) from rank one against depth, slope r_f;
+//   coupling-qk-specificity  E4: |alpha^(l) - alpha*| against depth, effect of late W_Q/W_K changes.
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <fmt/format.h>
+
+#include "tokdyn/analysis/frozen_kernel.hpp"
+#include "tokdyn/analysis/transformer_reference.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/models/transformer.hpp"
+#include "tokdyn/rng.hpp"
+
+namespace tokdyn {
+namespace {
+
+using namespace tokdyn::tf;
+
+// ---- shared architecture parameters -------------------------------------------------------------
+
+std::vector<ParamSpec> arch_params(long d, long d_ff, long T, long L, double sigma_b) {
+  return {p_int("d", d, "token dimension (= d_k = d_v)", 1, 256),
+          p_int("d_ff", d_ff, "MLP width", 1, 4096),
+          p_int("T", T, "tokens per sequence", 1, 512),
+          p_int("L", L, "depth (number of layers)", 1, 5000),
+          p_double("sigma_w", 1.0, "weight std x sqrt(fan_in)", 0.0, 100.0),
+          p_double("sigma_b", sigma_b, "bias std (b_1, b_2)", 0.0, 100.0),
+          p_string("norm", "rms", "norm S", {"rms", "layer", "none"}),
+          p_double("eps", 1e-6, "eps_S of the norm", 0.0, 1.0),
+          p_string("placement", "pre", "norm placement", {"pre", "post"}),
+          p_string("activation", "gelu", "MLP activation phi (relu is not C^1: warned)", {"gelu", "gelu-tanh", "silu", "tanh", "relu"}),
+          p_string("mask", "causal", "attention mask", {"causal", "bidirectional", "block", "sliding", "leaky"}),
+          p_int("P", 4, "block length (mask = block)", 1, 512),
+          p_int("window", 4, "sliding window w (mask = sliding)", 1, 512),
+          p_double("eps_leak", 1e-3, "weight of future tokens (mask = leaky)", 0.0, 1.0, true),
+          p_string("positional", "none", "positional scheme", {"none", "rope", "alibi"}),
+          p_double("temperature", 0.0, "softmax temperature tau (0 = sqrt(d))", 0.0, 1e6),
+          p_string("tying", "untied", "weights across depth", {"untied", "tied", "looped"}),
+          p_int("loop", 4, "period of a looped stack (tying = looped)", 1, 5000),
+          p_string("weights", "", "safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)"),
+          p_int("seed", 0, "base seed", 0, kMaxSeed)};
+}
+
+Config config_of(const Params& p) {
+  Config c;
+  c.d = static_cast<int>(p.get_int("d"));
+  c.d_ff = static_cast<int>(p.get_int("d_ff"));
+  c.norm = parse_norm(p.get_string("norm"));
+  c.eps = p.get_double("eps");
+  c.placement = parse_placement(p.get_string("placement"));
+  c.phi = parse_activation(p.get_string("activation"));
+  c.mask = parse_mask(p.get_string("mask"));
+  c.block = static_cast<int>(p.get_int("P"));
+  c.window = static_cast<int>(p.get_int("window"));
+  c.eps_leak = p.get_double("eps_leak");
+  c.pos = parse_positional(p.get_string("positional"));
+  c.temperature = p.get_double("temperature");
+  if (c.pos == Positional::Rope && c.d % 2)
+    throw InputError(fmt::format("parameter 'd' = {}: positional = rope needs an even d", c.d));
+  c.validate();
+  return c;
+}
+
+std::vector<LayerWeights> weights_of(const Params& p, const Config& c, std::uint64_t seed_offset = 0) {
+  const int L = static_cast<int>(p.get_int("L"));
+  const Tying tying = parse_tying(p.get_string("tying"));
+  const std::string& file = p.get_string("weights");
+  if (!file.empty()) {
+    auto w = load_weights(file, c);
+    if (tying == Tying::Untied && static_cast<int>(w.size()) < L)
+      throw InputError(fmt::format("parameter 'weights' = {}: {} layers in the file, expected at least L = {} for untied weights", file,
+                                   w.size(), L));
+    return w;
+  }
+  const int n = tying == Tying::Tied ? 1 : tying == Tying::Looped ? static_cast<int>(p.get_int("loop")) : L;
+  std::vector<LayerWeights> w;
+  for (int r = 0; r < n; ++r)
+    w.push_back(random_weights(c, r, p.get_double("sigma_w"), p.get_double("sigma_b"),
+                               static_cast<std::uint64_t>(p.get_int("seed")) + seed_offset));
+  return w;
+}
+
+Transformer model_of(const Params& p, RunContext& ctx, std::uint64_t seed_offset = 0) {
+  const Config c = config_of(p);
+  for (const auto& w : c.warnings()) ctx.warnings.push_back(w);
+  return Transformer(c, weights_of(p, c, seed_offset), parse_tying(p.get_string("tying")));
+}
+
+Mat kernel_of(const Config& c, int T) {
+  // The frozen kernel alpha(X*) for positionless masks: the softmax of the mask bias (Thm 3(1)).
+  const Mat B = score_bias(c, T);
+  Mat A(T, T);
+  for (int t = 0; t < T; ++t) softmax_row(B.row(t), A.row(t));
+  return A;
+}
+
+double max_abs(const Mat& M) { return M.cwiseAbs().maxCoeff(); }
+
+double spectral_norm(const Mat& A) {
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(A);
+  return svd.singularValues()(0);
+}
+
+Vec random_x0(const Config& c, std::uint64_t seed) {
+  Vec x(c.d);
+  Rng(seed, {0xa11ce}).fill_normal(x, 1.0);
+  return x;
+}
+
+// ---- coupling-frozen-kernel ----------------------------------------------------------------------
+
+void run_frozen_kernel(const Params& p, RunContext& ctx) {
+  Transformer tf = model_of(p, ctx);
+  const Config& c = tf.config();
+  if (c.placement != Placement::PreLN) throw InputError("parameter 'placement' = post: the generators of eq. (7) are Pre-LN; use pre");
+  if (c.pos != Positional::None)
+    throw InputError("parameter 'positional': the frozen-kernel checks need positional = none (RoPE/ALiBi are the built-in negative control)");
+  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L"));
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const bool dense = static_cast<long>(T) * c.d <= p.get_int("dense_max");
+  const Vec x0 = random_x0(c, seed);
+  const Reference ref = reference_trajectory(tf, x0, L);
+  const Mat astar = kernel_of(c, T);
+
+  // R5: alpha(X*) = alpha* for W_Q, W_K of any scale and any temperature; zero kernel variation.
+  {
+    CsvWriter csv(ctx.dir / "frozen_kernel.csv",
+                  {"qk_scale", "temperature", "layer", "max_dev_alpha_star", "variation_norm", "variation_rowsum_max"});
+    const int nl = std::min(L, 4);
+    for (double scale : {1e-3, 1.0, 1e3})
+      for (double tau : {0.01, 1.0, 100.0}) {
+        Config cc = c;
+        cc.temperature = tau;
+        std::vector<LayerWeights> ws;
+        for (int l = 0; l < nl; ++l) {
+          LayerWeights W = tf.weights(l + 1);
+          W.W_Q *= scale;
+          W.W_K *= scale;
+          ws.push_back(W);
+        }
+        const Transformer t2(cc, ws);
+        for (int l = 0; l < nl; ++l) {
+          Batch Z;
+          Z.len = T;
+          Z.Z = homogeneous(ref.x[static_cast<std::size_t>(l)], T);
+          const Mat a = t2.attention(l + 1, Z)[0];
+          Mat dX(T, c.d);
+          Rng(seed, {0xd1, static_cast<std::uint64_t>(l)}).fill_normal(dX, 1.0);
+          const double h = 1e-6 * std::max(1.0, ref.x[static_cast<std::size_t>(l)].norm());
+          Batch Pp = Z, Pm = Z;
+          Pp.Z += h * dX;
+          Pm.Z -= h * dX;
+          const Mat da = (t2.attention(l + 1, Pp)[0] - t2.attention(l + 1, Pm)[0]) / (2 * h);
+          csv.cell(scale).cell(tau).cell(l).cell(max_abs(a - astar)).cell(da.norm()).cell(da.rowwise().sum().cwiseAbs().maxCoeff());
+          csv.end_row();
+        }
+      }
+  }
+  if (ctx.progress) ctx.progress(0.2);
+
+  // R6, F1: analytic and FD Jacobians against J_exact; |J - J_paper|; sector factorisation; spectra.
+  // R7: x*, A and J with W_Q, W_K replaced by other matrices.
+  Transformer tq = tf;
+  for (std::size_t i = 0; i < tq.weight_sets(); ++i) {
+    Rng g(seed, {0x9c, i});
+    g.fill_normal(tq.mutable_weights(i).W_Q, 3.0);
+    g.fill_normal(tq.mutable_weights(i).W_K, 0.3);
+  }
+  const Reference refq = reference_trajectory(tq, x0, L);
+  {
+    CsvWriter csv(ctx.dir / "jacobian.csv",
+                  {"layer", "x_norm", "A_exact_norm", "A_paper_norm", "MV_norm", "J_analytic_vs_exact", "J_fd_vs_exact",
+                   "J_vs_paper_maxabs", "J_vs_paper_rel2", "sector_residual", "spectrum_union_residual", "qk_bitwise_equal"});
+    const Mat W = fk::pascal_matrix(std::min(T, 16));
+    for (int l = 0; l < L; ++l) {
+      const auto& g = ref.layers[static_cast<std::size_t>(l)];
+      const Mat X = homogeneous(g.x, T);
+      double ja = NAN, jf = NAN, jp = NAN, jr = NAN, spec = NAN;
+      const Mat Jex = dense ? jacobian_from_generators(g, astar, Form::Exact) : Mat();
+      if (dense) {
+        const Mat Ja = block_jacobian(tf, l + 1, X), Jfd = block_jacobian_fd(tf, l + 1, X, 1e-5);
+        const Mat Jp = jacobian_from_generators(g, astar, Form::Paper);
+        ja = max_abs(Ja - Jex);
+        jf = max_abs(Jfd - Jex);
+        jp = max_abs(Ja - Jp);
+        jr = spectral_norm(Ja - Jp) / spectral_norm(Ja);
+        if (c.mask == Mask::Causal) {
+          // Spectrum of J = union of the sector spectra (I + M~)(I + V/j), j = 1..T: each eigenvalue
+          // of J matched to its nearest unused sector eigenvalue.
+          Eigen::EigenSolver<Eigen::MatrixXd> full(Ja, false);
+          std::vector<std::complex<double>> sec;
+          for (int j = 1; j <= T; ++j) {
+            Eigen::EigenSolver<Eigen::MatrixXd> es(sector_map(g, 1.0 / j, Form::Exact), false);
+            for (int i = 0; i < c.d; ++i) sec.push_back(es.eigenvalues()(i));
+          }
+          std::vector<bool> used(sec.size(), false);
+          spec = 0.0;
+          for (Eigen::Index i = 0; i < Ja.rows(); ++i) {
+            double best = 1e300;
+            std::size_t bi = 0;
+            for (std::size_t s = 0; s < sec.size(); ++s)
+              if (!used[s] && std::abs(full.eigenvalues()(i) - sec[s]) < best) best = std::abs(full.eigenvalues()(i) - sec[s]), bi = s;
+            used[bi] = true;
+            spec = std::max(spec, best);
+          }
+        }
+      }
+      // Sector factorisation through the JVP: J (w_j u^T) = w_j ((I + M~)(I + V/j) u)^T (causal, T <= 16).
+      double sres = NAN;
+      if (c.mask == Mask::Causal && T <= 16) {
+        Batch Z;
+        Z.runs = T;
+        Z.len = T;
+        Z.Z = X.replicate(T, 1);
+        Tokens V(static_cast<Eigen::Index>(T) * T, c.d), out;
+        std::vector<Vec> us;
+        for (int j = 0; j < T; ++j) {
+          Vec u(c.d);
+          Rng(seed, {0x5e, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(j)}).fill_normal(u, 1.0);
+          us.push_back(u);
+          V.middleRows(static_cast<Eigen::Index>(j) * T, T) = W.col(j) * u.transpose();
+        }
+        tf.jvp(l + 1, Z, V, out);
+        sres = 0.0;
+        for (int j = 0; j < T; ++j) {
+          const Mat e = W.col(j) * (sector_map(g, 1.0 / (j + 1), Form::Exact) * us[static_cast<std::size_t>(j)]).transpose();
+          sres = std::max(sres, max_abs(out.middleRows(static_cast<Eigen::Index>(j) * T, T) - e) / std::max(1.0, max_abs(e)));
+        }
+      }
+      const auto& gq = refq.layers[static_cast<std::size_t>(l)];
+      bool same = ref.x[static_cast<std::size_t>(l)] == refq.x[static_cast<std::size_t>(l)] && g.A_exact == gq.A_exact &&
+                  g.A_paper == gq.A_paper;
+      if (dense) same = same && Jex == jacobian_from_generators(gq, astar, Form::Exact);
+      csv.cell(l).cell(g.x.norm()).cell(spectral_norm(g.A_exact)).cell(spectral_norm(g.A_paper)).cell(spectral_norm(g.M_tilde * g.V));
+      csv.cell(ja).cell(jf).cell(jp).cell(jr).cell(sres).cell(spec).cell(static_cast<long>(same));
+      csv.end_row();
+      if (ctx.progress) ctx.progress(0.2 + 0.6 * (l + 1) / L);
+    }
+  }
+
+  // F16: kappa_alpha and the mixing of alpha* towards 1 e_1^T.
+  {
+    CsvWriter k(ctx.dir / "kappa.csv", {"n", "kappa_alpha", "approx_0.2_3^n"});
+    for (int n : {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}) k.cell(n).cell(fk::kappa_alpha(n)).cell(0.2 * std::pow(3.0, n)).end_row();
+    CsvWriter m(ctx.dir / "mixing.csv", {"n", "m", "distance", "asymptote"});
+    for (int n : {4, 8, 16, 32})
+      for (int mm = 0; mm <= 40; ++mm) m.cell(n).cell(mm).cell(fk::mixing_distance(n, mm)).cell(std::pow(2.0, -mm) * fk::mixing_constant(n)).end_row();
+  }
+
+  // Negative control: with RoPE or ALiBi the kernel at X* is not 1/t and depends on the layer.
+  {
+    CsvWriter csv(ctx.dir / "negative_control.csv", {"positional", "layer", "max_dev_alpha_star", "max_dev_from_layer0"});
+    for (Positional pos : {Positional::None, Positional::Rope, Positional::Alibi}) {
+      if (pos == Positional::Rope && c.d % 2) continue;
+      Config cc = c;
+      cc.pos = pos;
+      std::vector<LayerWeights> ws;
+      const int nl = std::min(L, 8);
+      for (int l = 0; l < nl; ++l) ws.push_back(tf.weights(l + 1));
+      const Transformer t2(cc, ws);
+      Mat a0;
+      for (int l = 0; l < nl; ++l) {
+        Batch Z;
+        Z.len = T;
+        Z.Z = homogeneous(ref.x[static_cast<std::size_t>(l)], T);
+        const Mat a = t2.attention(l + 1, Z)[0];
+        if (l == 0) a0 = a;
+        const char* name = pos == Positional::None ? "none" : pos == Positional::Rope ? "rope" : "alibi";
+        csv.cell(std::string(name)).cell(l).cell(max_abs(a - astar)).cell(max_abs(a - a0)).end_row();
+      }
+    }
+  }
+  ctx.notes["x0"] = "x*(0) ~ N(0, I_d) from stream (seed, 0xa11ce)";
+  ctx.notes["kernel"] = "alpha* = softmax of the mask bias (causal: 1/t)";
+  ctx.notes["jacobian_dense"] = dense;
+}
+
+// ---- coupling-bounded-step -----------------------------------------------------------------------
+
+void run_bounded_step(const Params& p, RunContext& ctx) {
+  const Transformer tf = model_of(p, ctx);
+  const Config& c = tf.config();
+  if (c.placement != Placement::PreLN) throw InputError("parameter 'placement' = post: Prop 1 is about the Pre-LN step (Post-LN is run as the control)");
+  if (c.norm == Norm::None) throw InputError("parameter 'norm' = none: Prop 1 needs a norm S (rms or layer)");
+  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L"));
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const int samples = static_cast<int>(p.get_int("samples")), ascent = static_cast<int>(p.get_int("ascent_steps"));
+  std::vector<double> CN(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l) CN[static_cast<std::size_t>(l)] = step_bound(c, tf.weights(l + 1));
+  {
+    CsvWriter csv(ctx.dir / "bounded_step.csv", {"layer", "kind", "scale", "max_step", "C_N", "ratio"});
+    for (int l = 0; l < std::min(L, 8); ++l) {
+      const double C = CN[static_cast<std::size_t>(l)];
+      for (double scale : {1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6}) {
+        double best = 0.0;
+        for (int s = 0; s < samples; ++s) {
+          Batch Z;
+          Z.len = T;
+          Z.Z.resize(T, c.d);
+          Rng(seed, {0xb0, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(s)}).fill_normal(Z.Z, scale);
+          Tokens N;
+          tf.step_update(l + 1, Z, N);
+          best = std::max(best, N.rowwise().norm().maxCoeff());
+        }
+        csv.cell(l).cell(std::string("sampled")).cell(scale).cell(best).cell(C).cell(best / C).end_row();
+      }
+      // Adversarial: gradient ascent on |N_t(X)|^2 of the last token (gradient by the exact JVP
+      // along each coordinate), normalised steps, from a random start of scale 1.
+      Batch Z;
+      Z.len = T;
+      Z.Z.resize(T, c.d);
+      Rng(seed, {0xad, static_cast<std::uint64_t>(l)}).fill_normal(Z.Z, 1.0);
+      double best = 0.0;
+      for (int it = 0; it < ascent; ++it) {
+        Tokens N;
+        tf.step_update(l + 1, Z, N);
+        const Eigen::Index t = T - 1;
+        best = std::max(best, N.row(t).norm());
+        const Eigen::Index n = static_cast<Eigen::Index>(T) * c.d;
+        Batch B;
+        B.runs = static_cast<int>(n);
+        B.len = T;
+        B.Z = Z.Z.replicate(n, 1);
+        Tokens V = Tokens::Zero(n * T, c.d), out;
+        for (Eigen::Index j = 0; j < n; ++j) V(j * T + j / c.d, j % c.d) = 1.0;
+        tf.jvp(l + 1, B, V, out);
+        Mat G(T, c.d);
+        for (Eigen::Index j = 0; j < n; ++j) {
+          RowVec dN = out.row(j * T + t);
+          if (j / c.d == t) dN(j % c.d) -= 1.0;  // N = F - x
+          G(j / c.d, j % c.d) = 2.0 * dN.dot(N.row(t));
+        }
+        const double gn = G.norm();
+        if (!(gn > 0)) break;
+        Z.Z += (0.1 * std::max(1.0, Z.Z.norm() / std::sqrt(static_cast<double>(n))) / gn) * G;
+      }
+      csv.cell(l).cell(std::string("adversarial")).cell(Z.Z.norm()).cell(best).cell(C).cell(best / C).end_row();
+      if (ctx.progress) ctx.progress(0.6 * (l + 1) / std::min(L, 8));
+    }
+  }
+  // The stream: |x_t^(l)| <= |x_t^(0)| + sum_{r<l} C_N^(r) (Pre-LN), against Post-LN's bounded stream.
+  {
+    CsvWriter csv(ctx.dir / "stream.csv", {"layer", "placement", "max_norm", "bound", "slack_ratio"});
+    Config cp = c;
+    cp.placement = Placement::PostLN;
+    std::vector<LayerWeights> ws;
+    for (int l = 0; l < L; ++l) ws.push_back(tf.weights(l + 1));
+    const Transformer post(cp, ws);
+    Batch Z;
+    Z.len = T;
+    Z.Z.resize(T, c.d);
+    Rng(seed, {0x5a}).fill_normal(Z.Z, 1.0);
+    Batch Zp = Z;
+    const Vec x0 = Z.Z.rowwise().norm();
+    double sum = 0.0;
+    csv.cell(0).cell(std::string("pre")).cell(x0.maxCoeff()).cell(x0.maxCoeff()).cell(1.0).end_row();
+    for (int l = 0; l < L; ++l) {
+      sum += CN[static_cast<std::size_t>(l)];
+      tf.apply(l + 1, Z);
+      post.apply(l + 1, Zp);
+      double worst = 0.0;  // smallest slack bound / |x_t| over tokens
+      double ratio = 1e300;
+      for (int t = 0; t < T; ++t) {
+        worst = std::max(worst, Z.Z.row(t).norm());
+        ratio = std::min(ratio, (x0(t) + sum) / Z.Z.row(t).norm());
+      }
+      csv.cell(l + 1).cell(std::string("pre")).cell(worst).cell(x0.maxCoeff() + sum).cell(ratio).end_row();
+      const double gmax = std::max(ws[static_cast<std::size_t>(l)].g_mlp.cwiseAbs().maxCoeff(), 0.0);
+      const double pb = gmax * std::sqrt(static_cast<double>(c.d)) + (c.norm == Norm::Layer ? ws[static_cast<std::size_t>(l)].beta_mlp.norm() : 0.0);
+      const double pm = Zp.Z.rowwise().norm().maxCoeff();
+      csv.cell(l + 1).cell(std::string("post")).cell(pm).cell(pb).cell(pb / pm).end_row();
+    }
+  }
+  // R3 (Lemmas 15/16) with eps_S = 0: Pre-LN Jacobian norm against |x| (singular only at 0), and the
+  // Post-LN singular points x + Sublayer(x) = 0 for two weight draws, with |DG| near them.
+  {
+    Config c0 = c;
+    c0.eps = 0.0;
+    CsvWriter csv(ctx.dir / "singular.csv", {"placement", "draw", "distance", "jacobian_norm", "point_norm", "point_x0", "point_x1"});
+    Vec u(c.d);
+    Rng(seed, {0x51}).fill_normal(u, 1.0);
+    u.normalize();
+    for (int draw = 0; draw < 2; ++draw) {
+      const LayerWeights W = random_weights(c0, 0, p.get_double("sigma_w"), std::max(0.5, p.get_double("sigma_b")), seed + 1000 + draw);
+      const Transformer pre(c0, {W});
+      Config cpost = c0;
+      cpost.placement = Placement::PostLN;
+      const Transformer post(cpost, {W});
+      double res = 0;
+      const Vec root = postln_singular_point(c0, W, Vec::Zero(c.d), res);
+      for (double dist = 1e-8; dist <= 10.0; dist *= std::sqrt(10.0)) {
+        const double jpre = spectral_norm(reduced_jacobian(pre, 1, dist * u));
+        // Post-LN with attention and MLP sublayers: the MLP's residual y(h) vanishes at h = root;
+        // probe |DG| of the MLP half G(h) = S(h + MLP(h)) near it.
+        Mat Jh(c.d, c.d);
+        const Vec h = root + dist * u;
+        for (int j = 0; j < c.d; ++j) {
+          const double e = 1e-6 * std::min(1.0, dist);
+          Vec hp = h, hm = h;
+          hp(j) += e;
+          hm(j) -= e;
+          auto G = [&](const Vec& v) {
+            Vec pre_act = W.W_1 * v + W.b_1;
+            for (Eigen::Index i = 0; i < pre_act.size(); ++i) pre_act(i) = activation(c0.phi, pre_act(i));
+            Mat y = (v + W.W_2 * pre_act + W.b_2).transpose(), z;
+            apply_norm(c0, W.g_mlp, W.beta_mlp, y, z);
+            return Vec(z.row(0).transpose());
+          };
+          Jh.col(j) = (G(hp) - G(hm)) / (2 * e);
+        }
+        csv.cell(std::string("pre")).cell(draw).cell(dist).cell(jpre).cell(0.0).cell(0.0).cell(0.0).end_row();
+        csv.cell(std::string("post")).cell(draw).cell(dist).cell(spectral_norm(Jh)).cell(root.norm()).cell(root(0)).cell(c.d > 1 ? root(1) : 0.0).end_row();
+      }
+    }
+  }
+  ctx.notes["L_phi"] = activation_lipschitz(c.phi);
+}
+
+// ---- coupling-rank-collapse (E2) ----------------------------------------------------------------
+
+void run_rank_collapse(const Params& p, RunContext& ctx) {
+  const Transformer tf = model_of(p, ctx);
+  const Config& c = tf.config();
+  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const int P = c.mask == Mask::BlockLocal ? c.block : T;  // collapse within blocks for block-local attention
+  Batch Z;
+  Z.runs = runs;
+  Z.len = T;
+  Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
+  Rng(seed, {0xc0}).fill_normal(Z.Z, 1.0);
+  CsvWriter csv(ctx.dir / "rank_collapse.csv", {"layer", "run", "ratio", "stream_norm"});
+  std::vector<double> mean_log(static_cast<std::size_t>(L + 1), 0.0);
+  for (int l = 0; l <= L; ++l) {
+    if (l > 0) tf.apply(l, Z);
+    const LayerWeights& W = tf.weights(std::max(1, l));
+    for (int r = 0; r < runs; ++r) {
+      Mat S;
+      apply_norm(c, W.g_attn, W.beta_attn, Z.run(r), S);
+      Mat D = S;
+      for (int b = 0; b < T; b += P) {
+        const int n = std::min(P, T - b);
+        const RowVec m = S.middleRows(b, n).colwise().mean();
+        D.middleRows(b, n).rowwise() -= m;
+      }
+      const double ratio = D.norm() / S.norm();
+      csv.cell(l).cell(r).cell(ratio).cell(Z.run(r).rowwise().norm().maxCoeff()).end_row();
+      mean_log[static_cast<std::size_t>(l)] += std::log(std::max(ratio, 1e-300)) / runs;
+    }
+    if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
+  }
+  // r_f estimate: exp of the least-squares slope of mean log ratio over the second half of depth.
+  const int l0 = L / 2;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int n = 0;
+  for (int l = l0; l <= L; ++l, ++n) {
+    const double y = mean_log[static_cast<std::size_t>(l)];
+    sx += l;
+    sy += y;
+    sxx += static_cast<double>(l) * l;
+    sxy += l * y;
+  }
+  const double slope = n > 1 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : NAN;
+  CsvWriter rate(ctx.dir / "rate.csv", {"from_layer", "to_layer", "log_slope", "r_f_estimate"});
+  rate.cell(l0).cell(L).cell(slope).cell(std::exp(slope)).end_row();
+  ctx.notes["r_f_estimate"] = std::exp(slope);
+}
+
+// ---- coupling-qk-specificity (E4) ---------------------------------------------------------------
+
+void run_qk_specificity(const Params& p, RunContext& ctx) {
+  const Transformer tf = model_of(p, ctx);
+  const Config& c = tf.config();
+  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const double s = p.get_double("amplitude"), eta = p.get_double("eta");
+  const int from = static_cast<int>(p.get_int("perturb_from"));
+  if (from > L) throw InputError(fmt::format("parameter 'perturb_from' = {}: expected <= L = {}", from, L));
+  if (parse_tying(p.get_string("tying")) != Tying::Untied) throw InputError("parameter 'tying': coupling-qk-specificity perturbs single layers; use untied");
+  // The perturbed model: W_Q, W_K of layers >= perturb_from changed by eta * Gaussian (relative to their scale).
+  Transformer tq = tf;
+  for (int l = from; l <= L; ++l) {
+    LayerWeights& W = tq.mutable_weights(static_cast<std::size_t>(l - 1));
+    Mat E(c.d, c.d);
+    Rng(seed, {0x9b, static_cast<std::uint64_t>(l), 1}).fill_normal(E, eta * p.get_double("sigma_w") / std::sqrt(static_cast<double>(c.d)));
+    W.W_Q += E;
+    Rng(seed, {0x9b, static_cast<std::uint64_t>(l), 2}).fill_normal(E, eta * p.get_double("sigma_w") / std::sqrt(static_cast<double>(c.d)));
+    W.W_K += E;
+  }
+  const Vec x0 = random_x0(c, seed);
+  const Mat astar = kernel_of(c, T);
+  Batch Z;
+  Z.runs = runs;
+  Z.len = T;
+  Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
+  for (int r = 0; r < runs; ++r) {
+    Mat dX(T, c.d);
+    Rng(seed, {0xde, static_cast<std::uint64_t>(r)}).fill_normal(dX, 1.0);
+    Z.run(r) = homogeneous(x0, T) + s * dX;
+  }
+  Batch Zq = Z;
+  CsvWriter csv(ctx.dir / "qk_specificity.csv", {"layer", "variant", "alpha_dist_mean", "alpha_dist_max", "state_diff", "fluct_ratio"});
+  for (int l = 1; l <= L; ++l) {
+    for (int v = 0; v < 2; ++v) {
+      const Transformer& m = v ? tq : tf;
+      Batch& B = v ? Zq : Z;
+      const auto al = m.attention(l, B);
+      double mean = 0, mx = 0, fl = 0;
+      for (int r = 0; r < runs; ++r) {
+        const double dist = (al[static_cast<std::size_t>(r)] - astar).norm();
+        mean += dist / runs;
+        mx = std::max(mx, dist);
+        const Mat X = B.run(r);
+        fl += fk::fluctuation(X, T).norm() / X.norm() / runs;
+      }
+      const double sd = v ? (Zq.Z - Z.Z).norm() / std::max(Z.Z.norm(), 1e-300) : 0.0;
+      csv.cell(l).cell(std::string(v ? "perturbed" : "base")).cell(mean).cell(mx).cell(sd).cell(fl).end_row();
+    }
+    tf.apply(l, Z);
+    tq.apply(l, Zq);
+    if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
+  }
+  CsvWriter fin(ctx.dir / "final.csv", {"variant", "relative_state_diff"});
+  fin.cell(std::string("perturbed")).cell((Zq.Z - Z.Z).norm() / Z.Z.norm()).end_row();
+}
+
+ResourceEstimate estimate_of(const Params& p, double factor) {
+  const double d = static_cast<double>(p.get_int("d")), f = static_cast<double>(p.get_int("d_ff")), T = static_cast<double>(p.get_int("T")),
+               L = static_cast<double>(p.get_int("L"));
+  const double runs = p.has("runs") ? static_cast<double>(p.get_int("runs")) : 1.0;
+  return ResourceEstimate{8.0 * (L * (3 * d * d + 2 * d * f) + runs * T * (d + T + f) * 8) + factor * 8.0 * T * d * T * d + 64e6,
+                          factor * L * runs * T * (T * d + d * f) * 4, "weights, per-run attention and (dense checks) Td x Td Jacobians"};
+}
+
+const ExperimentRegistration reg_fk{Experiment{
+    "coupling-frozen-kernel",
+    "Coupling paper Thm 3 / Prop 8: frozen kernel 1/t, exact Kronecker Jacobian vs eq. (8) (F1), sectors, QK invisibility, kappa_alpha",
+    [] {
+      auto ps = arch_params(8, 32, 8, 12, 0.3);
+      ps.push_back(p_int("dense_max", 256, "largest T*d for the dense Jacobian checks", 1, 4096));
+      return ps;
+    }(),
+    run_frozen_kernel, "coupling-frozen-kernel",
+    [](const Params& p) { return estimate_of(p, 4.0); }}};
+
+const ExperimentRegistration reg_bs{Experiment{
+    "coupling-bounded-step",
+    "Coupling paper Prop 1 (bounded step, linear stream; Post-LN control) and Lemmas 15/16 (singular sets, eps_S = 0)",
+    [] {
+      auto ps = arch_params(8, 32, 6, 24, 0.3);
+      ps.push_back(p_int("samples", 20, "random states per scale and layer", 1, 100000));
+      ps.push_back(p_int("ascent_steps", 60, "gradient-ascent steps of the adversarial search", 0, 100000));
+      return ps;
+    }(),
+    run_bounded_step, "coupling-bounded-step",
+    [](const Params& p) { return estimate_of(p, 2.0); }}};
+
+const ExperimentRegistration reg_rc{Experiment{
+    "coupling-rank-collapse",
+    "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks, log-slope estimate of r_f",
+    [] {
+      auto ps = arch_params(16, 64, 16, 48, 0.0);
+      ps.push_back(p_int("runs", 8, "random input sequences", 1, 10000));
+      return ps;
+    }(),
+    run_rank_collapse, "coupling-rank-collapse",
+    [](const Params& p) { return estimate_of(p, 0.0); }}};
+
+const ExperimentRegistration reg_qk{Experiment{
+    "coupling-qk-specificity",
+    "Coupling paper E4: |alpha^(l) - alpha*| against depth near H, and the effect of late W_Q/W_K perturbations",
+    [] {
+      auto ps = arch_params(16, 64, 16, 48, 0.0);
+      ps.push_back(p_int("runs", 8, "perturbed homogeneous inputs", 1, 10000));
+      ps.push_back(p_double("amplitude", 0.1, "size s of the perturbation X(0) = 1 x0^T + s dX", 0.0, 1e3));
+      ps.push_back(p_double("eta", 1.0, "relative size of the W_Q, W_K perturbation", 0.0, 1e3));
+      ps.push_back(p_int("perturb_from", 25, "first (1-based) layer whose W_Q, W_K are perturbed", 1, 5000));
+      return ps;
+    }(),
+    run_qk_specificity, "coupling-qk-specificity",
+    [](const Params& p) { return estimate_of(p, 0.0); }}};
+
+}  // namespace
+}  // namespace tokdyn

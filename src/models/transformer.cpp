@@ -1,0 +1,455 @@
+// The Transformer block of the coupling paper (§2, eqs. (1)-(5)) with its exact forward-mode JVP.
+// See include/tokdyn/models/transformer.hpp for the equations and conventions.
+#include "tokdyn/models/transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <fmt/format.h>
+#include <limits>
+#include <stdexcept>
+
+#include "tokdyn/models/rope_attention.hpp"
+#include "tokdyn/parallel.hpp"
+#include "tokdyn/rng.hpp"
+
+namespace tokdyn::tf {
+
+namespace {
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+
+template <class E>
+E pick(const std::string& what, const std::string& s, std::initializer_list<std::pair<const char*, E>> opts) {
+  std::string all;
+  for (const auto& [n, e] : opts) {
+    if (s == n) return e;
+    all += (all.empty() ? "" : " | ") + std::string(n);
+  }
+  throw std::invalid_argument(fmt::format("{}: expected {}, got '{}'", what, all, s));
+}
+
+// Rotates the rows of Y (T x d) in place: row t by R_t (RoPE planes (2l, 2l+1), angle omega_l t).
+void rope_rotate(const std::vector<double>& omega, Eigen::Ref<Mat> Y) {
+  for (Eigen::Index t = 0; t < Y.rows(); ++t)
+    for (std::size_t l = 0; l < omega.size(); ++l) {
+      const double a = omega[l] * static_cast<double>(t), c = std::cos(a), s = std::sin(a);
+      const auto i = static_cast<Eigen::Index>(2 * l);
+      const double y0 = Y(t, i), y1 = Y(t, i + 1);
+      Y(t, i) = c * y0 - s * y1;
+      Y(t, i + 1) = s * y0 + c * y1;
+    }
+}
+
+// Row-wise tangent of the norm: dZ = DS(X)[dX] (§2.2 formulas applied to one direction).
+void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X, const Eigen::Ref<const Mat>& dX,
+                  Eigen::Ref<Mat> dZ) {
+  const double d = static_cast<double>(X.cols());
+  if (c.norm == Norm::None) {
+    dZ = dX;
+    return;
+  }
+  for (Eigen::Index t = 0; t < X.rows(); ++t) {
+    RowVec x = X.row(t), dx = dX.row(t);
+    if (c.norm == Norm::Layer) {
+      x.array() -= x.mean();
+      dx.array() -= dx.mean();
+    }
+    const double r = std::sqrt(x.squaredNorm() / d + c.eps);
+    const double xd = x.dot(dx);
+    dZ.row(t) = (dx / r - x * (xd / (d * r * r * r))).cwiseProduct(g.transpose());
+  }
+}
+
+}  // namespace
+
+Norm parse_norm(const std::string& s) {
+  return pick<Norm>("norm", s, {{"rms", Norm::RMS}, {"layer", Norm::Layer}, {"none", Norm::None}});
+}
+Placement parse_placement(const std::string& s) {
+  return pick<Placement>("placement", s, {{"pre", Placement::PreLN}, {"post", Placement::PostLN}});
+}
+Activation parse_activation(const std::string& s) {
+  return pick<Activation>("activation", s,
+                          {{"gelu", Activation::GeluExact}, {"gelu-tanh", Activation::GeluTanh}, {"silu", Activation::Silu},
+                           {"tanh", Activation::Tanh}, {"relu", Activation::Relu}});
+}
+Mask parse_mask(const std::string& s) {
+  return pick<Mask>("mask", s,
+                    {{"causal", Mask::Causal}, {"bidirectional", Mask::Bidirectional}, {"block", Mask::BlockLocal},
+                     {"sliding", Mask::Sliding}, {"leaky", Mask::Leaky}});
+}
+Positional parse_positional(const std::string& s) {
+  return pick<Positional>("positional", s, {{"none", Positional::None}, {"rope", Positional::Rope}, {"alibi", Positional::Alibi}});
+}
+Tying parse_tying(const std::string& s) {
+  return pick<Tying>("tying", s, {{"untied", Tying::Untied}, {"tied", Tying::Tied}, {"looped", Tying::Looped}});
+}
+
+void Config::validate() const {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("transformer: " + m); };
+  if (d < 1) bad(fmt::format("d: expected >= 1, got {}", d));
+  if (d_ff < 1) bad(fmt::format("d_ff: expected >= 1, got {}", d_ff));
+  if (!(eps >= 0.0) || !std::isfinite(eps)) bad(fmt::format("eps: expected a finite value >= 0, got {}", eps));
+  if (!(temperature >= 0.0) || !std::isfinite(temperature))
+    bad(fmt::format("temperature: expected a finite value > 0 (0 = sqrt(d)), got {}", temperature));
+  if (block < 1) bad(fmt::format("block length P: expected >= 1, got {}", block));
+  if (window < 1) bad(fmt::format("window w: expected >= 1, got {}", window));
+  if (!(eps_leak > 0.0 && eps_leak <= 1.0)) bad(fmt::format("eps_leak: expected a value in (0, 1], got {}", eps_leak));
+  if (pos == Positional::Rope && d % 2 != 0) bad(fmt::format("RoPE needs an even d, got d = {}", d));
+  if (!(rope_base > 1.0) || !std::isfinite(rope_base)) bad(fmt::format("rope_base: expected a finite value > 1, got {}", rope_base));
+  if (!(alibi_slope >= 0.0) || !std::isfinite(alibi_slope))
+    bad(fmt::format("alibi_slope: expected a finite value >= 0, got {}", alibi_slope));
+}
+
+double Config::tau() const { return temperature > 0.0 ? temperature : std::sqrt(static_cast<double>(d)); }
+
+std::vector<std::string> Config::warnings() const {
+  std::vector<std::string> w;
+  if (phi == Activation::Relu)
+    w.push_back("activation relu is not C^1: assumption (A3) of the paper fails; its Jacobian uses phi'(0) = 0");
+  if (norm != Norm::None && eps == 0.0)
+    w.push_back("eps = 0: the norm is singular at x = 0 (RMSNorm) or on span(1) (LayerNorm)");
+  return w;
+}
+
+void LayerWeights::check(const Config& c, const std::string& what) const {
+  auto shape = [&](const Mat& M, Eigen::Index r, Eigen::Index k, const char* n) {
+    if (M.rows() != r || M.cols() != k)
+      throw std::invalid_argument(fmt::format("{}: {} has shape [{}, {}], expected [{}, {}]", what, n, M.rows(), M.cols(), r, k));
+    if (!M.allFinite()) throw std::invalid_argument(fmt::format("{}: {} has a non-finite entry", what, n));
+  };
+  auto vshape = [&](const Vec& v, Eigen::Index r, const char* n) {
+    if (v.size() != r) throw std::invalid_argument(fmt::format("{}: {} has length {}, expected {}", what, n, v.size(), r));
+    if (!v.allFinite()) throw std::invalid_argument(fmt::format("{}: {} has a non-finite entry", what, n));
+  };
+  shape(W_Q, c.d, c.d, "W_Q");
+  shape(W_K, c.d, c.d, "W_K");
+  shape(W_V, c.d, c.d, "W_V");
+  shape(W_1, c.d_ff, c.d, "W_1");
+  shape(W_2, c.d, c.d_ff, "W_2");
+  vshape(b_1, c.d_ff, "b_1");
+  vshape(b_2, c.d, "b_2");
+  vshape(g_attn, c.d, "g_attn");
+  vshape(beta_attn, c.d, "beta_attn");
+  vshape(g_mlp, c.d, "g_mlp");
+  vshape(beta_mlp, c.d, "beta_mlp");
+}
+
+LayerWeights random_weights(const Config& c, int r, double sigma_w, double sigma_b, std::uint64_t seed) {
+  if (!(sigma_w >= 0.0) || !std::isfinite(sigma_w)) throw std::invalid_argument(fmt::format("sigma_w: expected >= 0, got {}", sigma_w));
+  if (!(sigma_b >= 0.0) || !std::isfinite(sigma_b)) throw std::invalid_argument(fmt::format("sigma_b: expected >= 0, got {}", sigma_b));
+  LayerWeights W;
+  const auto ur = static_cast<std::uint64_t>(r);
+  auto mat = [&](Mat& M, int rows, int cols, std::uint64_t id) {
+    M.resize(rows, cols);
+    Rng(seed, {ur, id}).fill_normal(M, sigma_w / std::sqrt(static_cast<double>(cols)));
+  };
+  mat(W.W_Q, c.d, c.d, 1);
+  mat(W.W_K, c.d, c.d, 2);
+  mat(W.W_V, c.d, c.d, 3);
+  mat(W.W_1, c.d_ff, c.d, 4);
+  mat(W.W_2, c.d, c.d_ff, 5);
+  W.b_1.resize(c.d_ff);
+  W.b_2.resize(c.d);
+  Rng(seed, {ur, 6}).fill_normal(W.b_1, sigma_b);
+  Rng(seed, {ur, 7}).fill_normal(W.b_2, sigma_b);
+  W.g_attn = Vec::Ones(c.d);
+  W.g_mlp = Vec::Ones(c.d);
+  W.beta_attn = Vec::Zero(c.d);
+  W.beta_mlp = Vec::Zero(c.d);
+  return W;
+}
+
+double activation(Activation a, double z) {
+  switch (a) {
+    case Activation::GeluExact: return 0.5 * z * std::erfc(-z * kInvSqrt2);
+    case Activation::GeluTanh: return 0.5 * z * (1.0 + std::tanh(kSqrt2OverPi * (z + 0.044715 * z * z * z)));
+    case Activation::Silu: return z / (1.0 + std::exp(-z));
+    case Activation::Tanh: return std::tanh(z);
+    case Activation::Relu: return z > 0.0 ? z : 0.0;
+  }
+  return 0.0;
+}
+
+double activation_derivative(Activation a, double z) {
+  switch (a) {
+    case Activation::GeluExact: return 0.5 * std::erfc(-z * kInvSqrt2) + z * kInvSqrt2Pi * std::exp(-0.5 * z * z);
+    case Activation::GeluTanh: {
+      const double u = kSqrt2OverPi * (z + 0.044715 * z * z * z), th = std::tanh(u);
+      return 0.5 * (1.0 + th) + 0.5 * z * (1.0 - th * th) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * z * z);
+    }
+    case Activation::Silu: {
+      const double s = 1.0 / (1.0 + std::exp(-z));
+      return s * (1.0 + z * (1.0 - s));
+    }
+    case Activation::Tanh: {
+      const double th = std::tanh(z);
+      return 1.0 - th * th;
+    }
+    case Activation::Relu: return z > 0.0 ? 1.0 : 0.0;
+  }
+  return 0.0;
+}
+
+double activation_lipschitz(Activation a) {
+  // sup |phi'| (§2.2): GELU exact phi'(sqrt 2) = Phi(sqrt 2) + sqrt 2 phi_N(sqrt 2) = 1.12837...;
+  // the others were maximised on a fine grid (GELU-tanh 1.1295 at z ~ 1.47, SiLU 1.0998 at z ~ 2.40).
+  switch (a) {
+    case Activation::GeluExact: return activation_derivative(a, std::sqrt(2.0));
+    case Activation::GeluTanh: {
+      double best = 0.0;
+      for (double z = 1.0; z < 2.0; z += 1e-5) best = std::max(best, std::abs(activation_derivative(a, z)));
+      return best;
+    }
+    case Activation::Silu: {
+      double best = 0.0;
+      for (double z = 2.0; z < 3.0; z += 1e-5) best = std::max(best, std::abs(activation_derivative(a, z)));
+      return best;
+    }
+    case Activation::Tanh: return 1.0;
+    case Activation::Relu: return 1.0;
+  }
+  return 1.0;
+}
+
+Mat score_bias(const Config& c, int T) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  Mat B = Mat::Zero(T, T);
+  for (int t = 0; t < T; ++t)
+    for (int s = 0; s < T; ++s) {
+      bool allowed = true;
+      double b = 0.0;
+      switch (c.mask) {
+        case Mask::Causal: allowed = s <= t; break;
+        case Mask::Bidirectional: break;
+        case Mask::BlockLocal: allowed = s <= t && s / c.block == t / c.block; break;
+        case Mask::Sliding: allowed = s <= t && t - s < c.window; break;
+        case Mask::Leaky:
+          if (s > t) b = std::log(c.eps_leak);
+          break;
+      }
+      if (c.pos == Positional::Alibi) b -= c.alibi_slope * std::abs(t - s);
+      B(t, s) = allowed ? b : ninf;
+    }
+  return B;
+}
+
+void apply_norm(const Config& c, const Vec& g, const Vec& beta, const Eigen::Ref<const Mat>& X, Mat& Z) {
+  Z.resize(X.rows(), X.cols());
+  if (c.norm == Norm::None) {
+    Z = X;
+    return;
+  }
+  const double d = static_cast<double>(X.cols());
+  for (Eigen::Index t = 0; t < X.rows(); ++t) {
+    RowVec x = X.row(t);
+    if (c.norm == Norm::Layer) x.array() -= x.mean();
+    const double r = std::sqrt(x.squaredNorm() / d + c.eps);
+    Z.row(t) = (x / r).cwiseProduct(g.transpose());
+    if (c.norm == Norm::Layer) Z.row(t) += beta.transpose();
+  }
+}
+
+Mat norm_jacobian(const Config& c, const Vec& g, const Vec& x) {
+  const Eigen::Index n = x.size();
+  const double d = static_cast<double>(n);
+  if (c.norm == Norm::None) return Mat::Identity(n, n);
+  Vec xc = x;
+  Mat P = Mat::Identity(n, n);
+  if (c.norm == Norm::Layer) {
+    xc.array() -= x.mean();
+    P.array() -= 1.0 / d;
+  }
+  const double r = std::sqrt(xc.squaredNorm() / d + c.eps);
+  // RMS: diag(g)(I/r - x x^T/(d r^3)); LN: diag(g)(1/sigma)(I - 11^T/d - x~x~^T/(d sigma^2)) (§2.2).
+  Mat D = P / r - xc * xc.transpose() / (d * r * r * r);
+  return g.asDiagonal() * D;
+}
+
+void softmax_row(const Eigen::Ref<const RowVec>& u, Eigen::Ref<RowVec> p) {
+  const double m = u.maxCoeff();
+  double sum = 0.0;
+  for (Eigen::Index s = 0; s < u.size(); ++s) {
+    p(s) = std::isinf(u(s)) && u(s) < 0 ? 0.0 : std::exp(u(s) - m);
+    sum += p(s);
+  }
+  p /= sum;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Transformer::Cache {
+  Mat X, A_in, Q, K, Vv, alpha, R1, Xh, M_in, H, Y;
+};
+
+Transformer::Transformer(Config c, std::vector<LayerWeights> weights, Tying tying)
+    : cfg_(c), w_(std::move(weights)), tying_(tying) {
+  cfg_.validate();
+  if (w_.empty()) throw std::invalid_argument("transformer: expected at least one set of layer weights, got none");
+  for (std::size_t i = 0; i < w_.size(); ++i) w_[i].check(cfg_, fmt::format("transformer weights {}", i));
+}
+
+const LayerWeights& Transformer::weights(long k) const {
+  if (k < 1) throw std::out_of_range(fmt::format("transformer: layer index k = {} < 1", k));
+  const auto n = static_cast<long>(w_.size());
+  switch (tying_) {
+    case Tying::Tied: return w_[0];
+    case Tying::Looped: return w_[static_cast<std::size_t>((k - 1) % n)];
+    case Tying::Untied:
+      if (k > n) throw std::out_of_range(fmt::format("transformer: layer {} but only {} untied weight sets", k, n));
+      return w_[static_cast<std::size_t>(k - 1)];
+  }
+  return w_[0];
+}
+
+void Transformer::forward_run(const LayerWeights& W, const Mat& B, const Eigen::Ref<const Mat>& X, Mat& out,
+                              Cache* cache) const {
+  const bool pre = cfg_.placement == Placement::PreLN;
+  const Eigen::Index T = X.rows();
+  Cache local;
+  Cache& c = cache ? *cache : local;
+  c.X = X;
+  if (pre) apply_norm(cfg_, W.g_attn, W.beta_attn, X, c.A_in);
+  else c.A_in = X;
+  c.Q.noalias() = c.A_in * W.W_Q.transpose();
+  c.K.noalias() = c.A_in * W.W_K.transpose();
+  c.Vv.noalias() = c.A_in * W.W_V.transpose();
+  if (cfg_.pos == Positional::Rope) {
+    const auto omega = rope::standard_frequencies(cfg_.d, cfg_.rope_base);
+    rope_rotate(omega, c.Q);
+    rope_rotate(omega, c.K);
+  }
+  Mat U = c.Q * c.K.transpose() / cfg_.tau() + B;
+  c.alpha.resize(T, T);
+  for (Eigen::Index t = 0; t < T; ++t) softmax_row(U.row(t), c.alpha.row(t));
+  c.R1 = X + c.alpha * c.Vv;   // eq. (4), first line: x + sum_s alpha_ts v_s
+  if (pre) {
+    c.Xh = c.R1;
+    apply_norm(cfg_, W.g_mlp, W.beta_mlp, c.Xh, c.M_in);
+  } else {
+    apply_norm(cfg_, W.g_attn, W.beta_attn, c.R1, c.Xh);
+    c.M_in = c.Xh;
+  }
+  c.H.noalias() = c.M_in * W.W_1.transpose();
+  c.H.rowwise() += W.b_1.transpose();
+  Mat act = c.H.unaryExpr([this](double z) { return activation(cfg_.phi, z); });
+  c.Y.noalias() = act * W.W_2.transpose();
+  c.Y.rowwise() += W.b_2.transpose();
+  c.Y += c.Xh;   // eq. (4), second line
+  if (pre) out = c.Y;
+  else apply_norm(cfg_, W.g_mlp, W.beta_mlp, c.Y, out);
+}
+
+void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen::Ref<const Mat>& dX, Mat& dout) const {
+  const bool pre = cfg_.placement == Placement::PreLN;
+  Mat dA(dX.rows(), dX.cols());
+  if (pre) norm_tangent(cfg_, W.g_attn, c.X, dX, dA);
+  else dA = dX;
+  Mat dQ = dA * W.W_Q.transpose(), dK = dA * W.W_K.transpose(), dV = dA * W.W_V.transpose();
+  if (cfg_.pos == Positional::Rope) {
+    const auto omega = rope::standard_frequencies(cfg_.d, cfg_.rope_base);
+    rope_rotate(omega, dQ);
+    rope_rotate(omega, dK);
+  }
+  // Softmax tangent: d alpha_t = alpha_t ⊙ (du_t - <alpha_t, du_t>) (rows of d alpha sum to 0).
+  Mat dU = (dQ * c.K.transpose() + c.Q * dK.transpose()) / cfg_.tau();
+  Mat dAl = c.alpha.cwiseProduct(dU);
+  const Vec rs = dAl.rowwise().sum();
+  dAl -= c.alpha.cwiseProduct(rs.replicate(1, dAl.cols()));
+  Mat dR1 = dX + dAl * c.Vv + c.alpha * dV;
+  Mat dXh(dX.rows(), dX.cols()), dM(dX.rows(), dX.cols());
+  if (pre) {
+    dXh = dR1;
+    norm_tangent(cfg_, W.g_mlp, c.Xh, dXh, dM);
+  } else {
+    norm_tangent(cfg_, W.g_attn, c.R1, dR1, dXh);
+    dM = dXh;
+  }
+  Mat dH = dM * W.W_1.transpose();
+  const Mat dphi = c.H.unaryExpr([this](double z) { return activation_derivative(cfg_.phi, z); });
+  Mat dY = dH.cwiseProduct(dphi) * W.W_2.transpose() + dXh;
+  if (pre) dout = dY;
+  else {
+    dout.resize(dY.rows(), dY.cols());
+    norm_tangent(cfg_, W.g_mlp, c.Y, dY, dout);
+  }
+}
+
+void Transformer::apply(long k, Batch& Z) const {
+  const LayerWeights& W = weights(k);
+  if (Z.dim() != cfg_.d) throw std::invalid_argument(fmt::format("transformer: token dimension {}, expected d = {}", Z.dim(), cfg_.d));
+  const Mat B = score_bias(cfg_, Z.len);
+  Tokens add;
+  if (inject_) {
+    add = Tokens::Zero(Z.Z.rows(), Z.Z.cols());
+    inject_(k, Z, add);
+  }
+  ParallelErrors errors;
+  // Threads only where a run is big enough to pay for the parallel region.
+  const bool par = static_cast<double>(Z.runs) * Z.len * Z.dim() * (Z.len + cfg_.d_ff) > 2e5 && Z.runs > 1;
+#pragma omp parallel for schedule(static) if (par)
+  for (int r = 0; r < Z.runs; ++r) try {
+      Mat out;
+      forward_run(W, B, Z.run(r), out, nullptr);
+      Z.run(r) = out;
+    } catch (...) {
+      errors.capture();
+    }
+  errors.rethrow();
+  if (inject_) Z.Z += add;
+}
+
+void Transformer::step_update(long k, const Batch& Z, Tokens& N) const {
+  Batch Y = Z;
+  apply(k, Y);
+  N = Y.Z - Z.Z;
+}
+
+void Transformer::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
+  const LayerWeights& W = weights(k);
+  if (V.rows() != Z.Z.rows() || V.cols() != Z.Z.cols())
+    throw std::invalid_argument(fmt::format("transformer jvp: tangent of shape [{}, {}], expected [{}, {}]", V.rows(), V.cols(),
+                                            Z.Z.rows(), Z.Z.cols()));
+  const Mat B = score_bias(cfg_, Z.len);
+  out.resize(V.rows(), V.cols());
+  ParallelErrors errors;
+  const bool par = static_cast<double>(Z.runs) * Z.len * Z.dim() * (Z.len + cfg_.d_ff) > 1e5 && Z.runs > 1;
+#pragma omp parallel for schedule(static) if (par)
+  for (int r = 0; r < Z.runs; ++r) try {
+      Cache c;
+      Mat y, dy;
+      forward_run(W, B, Z.run(r), y, &c);
+      tangent_run(W, c, V.middleRows(static_cast<Eigen::Index>(r) * Z.len, Z.len), dy);
+      out.middleRows(static_cast<Eigen::Index>(r) * Z.len, Z.len) = dy;
+    } catch (...) {
+      errors.capture();
+    }
+  errors.rethrow();
+}
+
+std::vector<Mat> Transformer::attention(long k, const Batch& Z) const {
+  const LayerWeights& W = weights(k);
+  const Mat B = score_bias(cfg_, Z.len);
+  std::vector<Mat> out(static_cast<std::size_t>(Z.runs));
+  for (int r = 0; r < Z.runs; ++r) {
+    Cache c;
+    Mat y;
+    forward_run(W, B, Z.run(r), y, &c);
+    out[static_cast<std::size_t>(r)] = c.alpha;
+  }
+  return out;
+}
+
+Vec Transformer::reduced_map(long k, const Vec& x) const {
+  // Lemma 2: on H every row of alpha averages identical values, so the common token follows the
+  // block on a single token (T = 1: alpha = 1 for every mask and positional scheme).
+  const LayerWeights& W = weights(k);
+  Mat X = x.transpose(), out;
+  forward_run(W, Mat::Zero(1, 1), X, out, nullptr);
+  return out.row(0).transpose();
+}
+
+}  // namespace tokdyn::tf
