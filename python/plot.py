@@ -254,6 +254,9 @@ def main():
     elif kind.startswith("rope-"):
         import plot_rope
         plot_rope.plot_rope(kind, d)
+    elif kind == "coupling-dichotomy":
+        import plot_dichotomy
+        plot_dichotomy.plot_coupling_dichotomy(d)
     elif kind in ("ssm-theorem-pe", "ssm-theorem-pd"):
         import plot_theorems
         getattr(plot_theorems, "plot_" + kind.replace("-", "_"))(d)

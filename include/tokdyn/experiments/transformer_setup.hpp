@@ -1,0 +1,25 @@
+#pragma once
+// The Transformer presets' shared architecture parameters (coupling paper, block (4)): one schema
+// and one way from validated Params to a Config, its weights and the model, for every preset that
+// runs a Transformer stack (coupling-*, depth-spectra with model = transformer).
+#include <cstdint>
+#include <vector>
+
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/models/transformer.hpp"
+
+namespace tokdyn::tf {
+
+/// The architecture keys (d, d_ff, T, L, sigma_w, sigma_b, norm, eps, placement, activation, mask,
+/// P, window, eps_leak, positional, temperature, tying, loop, weights, seed) with these defaults.
+std::vector<ParamSpec> transformer_params(long d, long d_ff, long T, long L, double sigma_b);
+/// The Config of validated Params (InputError for combinations the schema cannot express).
+Config config_from(const Params& p);
+/// Seeded random weights (one set per untied layer, one tied, `loop` looped) or the `weights` file.
+std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::uint64_t seed_offset = 0);
+/// The stack; the model's warnings (ReLU is not C^1) go to the run's warnings.
+Transformer transformer_from(const Params& p, RunContext& ctx, std::uint64_t seed_offset = 0);
+/// The reference's starting point x*(0): Gaussian entries of unit variance, stream (seed, 0xa11ce).
+Vec reference_start(const Config& c, std::uint64_t seed);
+
+}  // namespace tokdyn::tf

@@ -1,0 +1,421 @@
+// Preset coupling-dichotomy: the dichotomy spectrum of the coupling paper (Thm 5, checks R10 (a)-(e))
+// and the (A4)/(A5) diagnostics on random Transformer stacks against depth (R11, flag F17).
+//   (a) weight-tied family G1: QR growth scales -> |1 + sigma_i|, point intervals, C against the
+//       spectral projector norms and kappa(S);
+//   (b) the Transformer's tangent cocycle: at most d intervals, inside (0, 1 + a];
+//   (c) a scalar switching sequence: Steklov/Bohl estimates approach [lo, hi] once runs exceed H;
+//   (d) hyperbolicity: 1 outside the estimated spectrum iff the Green operator of gamma^-1 B stays
+//       bounded as the window grows (a sweep of gamma through the G1 spectrum);
+//   (e) LayerNorm stacks: (I + A(l)) 1_d = 1_d, so growth scale 1 is always in the spectrum (F19);
+//   R11: per depth window r_-, r_+^min, r_+^max (F11), C, m_-, m_+, r_f, C_f, theta, the transient
+//       depth, with |x*(l)| and |A(l)| per layer (F17: |A| ~ 1/|x*| under Pre-LN).
+// Every check is a row of checks.csv (check, statement, quantity, value, expected, pass).
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/analysis/cocycle_families.hpp"
+#include "tokdyn/analysis/transformer_reference.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/io/csv.hpp"
+
+namespace tokdyn {
+namespace {
+
+using cocycle::Cocycle;
+using cocycle::Interval;
+using cocycle::Matrix;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double norm2(const Matrix& A) { return Eigen::JacobiSVD<Matrix>(A).singularValues()(0); }
+
+struct Checks {
+  CsvWriter csv;
+  int failed = 0;
+  explicit Checks(const std::filesystem::path& f)
+      : csv(f, {"check", "statement", "quantity", "value", "expected", "pass"}) {}
+  void add(const std::string& check, const std::string& statement, const std::string& quantity, double value,
+           const std::string& expected, bool pass) {
+    csv.cell(check).cell(statement).cell(quantity).cell(value).cell(expected).cell(std::string(pass ? "true" : "false"));
+    csv.end_row();
+    failed += pass ? 0 : 1;
+  }
+};
+
+/// Spectral edges around 1 from the Bohl intervals of the QR columns (flag F11: r_+ is a lower
+/// bound of the growth along V_par (r_plus_min, for m_+) and an upper bound of all growth
+/// (r_plus_max, for (A5) and Remark 6)). Columns whose interval contains 1 are neutral: with any
+/// of them the window has no dichotomy at 1.
+struct Edges {
+  double r_minus = kNaN, r_plus_min = kNaN, r_plus_max = kNaN;
+  long k_plus = 0, k_neutral = 0;  ///< QR columns above 1, and straddling 1
+};
+Edges edges(const std::vector<Interval>& columns) {
+  Edges e;
+  for (const Interval& iv : columns) {
+    if (iv.upper < 1.0) e.r_minus = std::isnan(e.r_minus) ? iv.upper : std::max(e.r_minus, iv.upper);
+    else if (iv.lower > 1.0) {
+      e.r_plus_min = std::isnan(e.r_plus_min) ? iv.lower : std::min(e.r_plus_min, iv.lower);
+      ++e.k_plus;
+    } else {
+      ++e.k_neutral;
+    }
+    e.r_plus_max = std::isnan(e.r_plus_max) ? iv.upper : std::max(e.r_plus_max, iv.upper);
+  }
+  return e;
+}
+
+Cocycle window_of(const std::vector<Matrix>& B, long first, long last) {
+  return Cocycle::from_matrices(std::vector<Matrix>(B.begin() + first, B.begin() + last));
+}
+
+std::vector<Matrix> to_matrices(const std::vector<Mat>& M) {
+  std::vector<Matrix> out;
+  out.reserve(M.size());
+  for (const Mat& m : M) out.emplace_back(m);
+  return out;
+}
+
+/// Upper growth scale and constant of one sector cocycle on a window: r = the upper end of the
+/// Bohl interval of the top QR exponent (Steklov window H), C = max_{s,n} |Phi(s+n, s)| / r^n over
+/// starts s every `stride` layers.
+std::pair<double, double> sector_rate(const std::vector<Matrix>& S, long H, long stride) {
+  const Cocycle c = Cocycle::from_matrices(S);
+  cocycle::QrOptions o;
+  o.k = 1;
+  const auto qr = cocycle::qr_iterate(c, o);
+  const double r = cocycle::bohl_intervals(qr.log_diag, H).at(0).upper;
+  double C = 1.0;
+  const long L = static_cast<long>(S.size());
+  for (long s = 0; s < L; s += stride) {
+    Matrix P = Matrix::Identity(S[0].rows(), S[0].cols());
+    for (long n = 1; s + n <= L; ++n) {
+      P = S[static_cast<std::size_t>(s + n - 1)] * P;
+      C = std::max(C, norm2(P) / std::pow(r, static_cast<double>(n)));
+    }
+  }
+  return {r, C};
+}
+
+void run_dichotomy(const Params& p, RunContext& ctx) {
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const long window = p.get_int("R11_window"), L = p.get_int("L");
+  const std::vector<long>& Hs = p.get_int_list("H");
+  const tf::Form form = p.get_string("form") == "paper" ? tf::Form::Paper : tf::Form::Exact;
+  for (long H : Hs)
+    if (H > window)
+      throw InputError(fmt::format("parameter 'H': Steklov window {} is longer than the depth window R11_window = {}", H, window));
+  if (window > L) throw InputError(fmt::format("parameter 'R11_window' = {}: longer than the depth L = {}", window, L));
+  std::vector<double> sigma;
+  as_input_error([&] { sigma = cocycle::parse_number_list(p.get_string("sigma"), "parameter 'sigma'"); });
+  for (double v : sigma)
+    if (std::abs(std::abs(1.0 + v) - 1.0) < 1e-9)
+      throw InputError(fmt::format("parameter 'sigma': entry {} gives the growth scale |1 + sigma| = 1 (not hyperbolic); expected sigma not 0 or -2", v));
+  if (!(p.get_double("switch_lo") < p.get_double("switch_hi")))
+    throw InputError(fmt::format("parameters 'switch_lo' = {} and 'switch_hi' = {}: expected lo < hi", p.get_double("switch_lo"),
+                                 p.get_double("switch_hi")));
+  const long H_min = *std::min_element(Hs.begin(), Hs.end());
+  const long H_win = *std::max_element(Hs.begin(), Hs.end());  // R11's windows: the longest Steklov window
+  Checks checks(ctx.dir / "checks.csv");
+  CsvWriter ivs(ctx.dir / "intervals.csv", {"part", "H", "interval", "lower", "upper"});
+  auto write_intervals = [&](const std::string& part, long H, const std::vector<Interval>& iv) {
+    for (std::size_t i = 0; i < iv.size(); ++i) {
+      ivs.cell(part).cell(H).cell(static_cast<long>(i)).cell(iv[i].lower).cell(iv[i].upper);
+      ivs.end_row();
+    }
+  };
+
+  // ---- (a) weight-tied G1 -------------------------------------------------------------------------
+  {
+    const double kappa = p.get_double("kappa");
+    const long Lg = p.get_int("g1_L"), burn = Lg / 2;
+    const auto B = cocycle::family_g1(Lg, sigma, kappa, seed);
+    const Cocycle c = Cocycle::from_matrices(B);
+    const auto qr = cocycle::qr_iterate(c);
+    const auto ly = cocycle::lyapunov_spectrum(qr.log_diag, burn);
+    std::vector<double> want, got(ly.gamma.data(), ly.gamma.data() + ly.gamma.size());
+    for (double s : sigma) want.push_back(std::abs(1.0 + s));
+    std::sort(want.rbegin(), want.rend());
+    std::sort(got.rbegin(), got.rend());
+    double err = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]) / want[i]);
+    checks.add("R10a", "Thm 5 weight-tied: QR growth scales are |1 + sigma_i|", "max relative error", err, "<= 1e-6",
+               err <= 1e-6);
+    double width = 0.0;
+    for (long H : Hs) {
+      if (H > Lg - burn) continue;
+      const auto iv = cocycle::bohl_intervals(qr.log_diag, H, burn);
+      for (const auto& i : iv) width = std::max(width, (i.upper - i.lower) / i.upper);
+      write_intervals("G1", H, cocycle::merge_intervals(iv));
+    }
+    checks.add("R10a", "Thm 5 weight-tied: the Sacker-Sell intervals are points", "max relative width", width, "<= 1e-6",
+               width <= 1e-6);
+    // C against the spectral projectors of S diag(sigma) S^-1 (Thm 5 step (6): C is at most kappa(S)).
+    const Matrix S = cocycle::family_g1_basis(static_cast<long>(sigma.size()), kappa, seed);
+    const Matrix Sinv = S.inverse();
+    Eigen::VectorXd up(sigma.size());
+    for (std::size_t i = 0; i < sigma.size(); ++i) up(static_cast<Eigen::Index>(i)) = std::abs(1.0 + sigma[i]) > 1.0 ? 1.0 : 0.0;
+    const Matrix Pp = S * up.asDiagonal() * Sinv, Pm = Matrix::Identity(S.rows(), S.cols()) - Pp;
+    const auto bundles = cocycle::two_sided_bundles(c);
+    const auto env = cocycle::growth_envelope(c, bundles, std::max<long>(1, Lg / 50));
+    double C = 1.0;
+    for (double w : want) {
+      const bool edge_minus = w < 1.0 && w == *std::find_if(want.begin(), want.end(), [](double v) { return v < 1.0; });
+      const bool edge_plus = w > 1.0 && w == *std::find_if(want.rbegin(), want.rend(), [](double v) { return v > 1.0; });
+      if (edge_minus) C = std::max(C, cocycle::constant_minus(env, w));  // r_- = the largest decaying scale
+      if (edge_plus) C = std::max(C, cocycle::constant_plus(env, w));    // r_+ = the smallest growing scale
+    }
+    const double proj = std::max(norm2(Pp), norm2(Pm)), kS = norm2(S) * norm2(Sinv);
+    checks.add("R10a", "Thm 5 weight-tied: dichotomy constant between the projector norms and kappa(S)", "C", C,
+               fmt::format("in [{:.6g}, {:.6g}]", proj, kS), C >= proj * (1 - 1e-9) && C <= kS * (1 + 1e-9));
+    ctx.notes["G1"] = {{"sigma", sigma}, {"kappa_S", kS}, {"projector_norm", proj}, {"C", C}};
+
+    // (d) hyperbolicity: the Green operator of gamma^-1 B on windows L and 2L.
+    CsvWriter green(ctx.dir / "green.csv", {"gamma", "window", "green_norm", "hyperbolic"});
+    const long Lw = std::max<long>(8, p.get_int("green_L"));
+    std::vector<double> gammas;
+    const double lo = want.back() * 0.8, hi = want.front() * 1.2;
+    for (int i = 0; i <= 24; ++i) gammas.push_back(lo * std::pow(hi / lo, i / 24.0));
+    for (double w : want) gammas.push_back(w);
+    std::sort(gammas.begin(), gammas.end());
+    for (double g : gammas) {
+      double norms[2] = {kNaN, kNaN};
+      for (int j = 0; j < 2; ++j) {
+        const long n = Lw << j;
+        std::vector<Matrix> Bg(static_cast<std::size_t>(n), B[0] / g);
+        const Cocycle cg = Cocycle::from_matrices(Bg);
+        bool ok = true;
+        try {
+          norms[j] = cocycle::green_norm(cg, cocycle::two_sided_bundles(cg));
+        } catch (const std::domain_error&) {
+          ok = false;  // gamma on the spectrum: no dichotomy, the Green operator does not exist
+        }
+        green.cell(g).cell(n).cell(ok ? norms[j] : kNaN).cell(std::string(ok ? "true" : "false"));
+        green.end_row();
+      }
+    }
+    // The Green operator of the constant cocycle on all of Z: sum_k |B^k P_-| + sum_{k>=1} |B^-k P_+|
+    // (Lemma 17). A window's norm is a partial sum of it (two-sided extension), so hyperbolicity
+    // shows as |G|(L) <= |G|(2L) <= |G|_inf < infinity.
+    double g_inf = 0.0;
+    {
+      Matrix Pk = Pm;
+      for (int k = 0; k < 100000; ++k) {
+        const double t = norm2(Pk);
+        g_inf += t;
+        if (t < 1e-17 * g_inf) break;
+        Pk = B[0] * Pk;
+      }
+      const Matrix Binv = B[0].inverse();
+      Pk = Binv * Pp;
+      for (int k = 1; k < 100000; ++k) {
+        const double t = norm2(Pk);
+        g_inf += t;
+        if (t < 1e-17 * g_inf) break;
+        Pk = Binv * Pk;
+      }
+    }
+    const Cocycle c1 = Cocycle::from_matrices(std::vector<Matrix>(static_cast<std::size_t>(Lw), B[0]));
+    const Cocycle c2 = Cocycle::from_matrices(std::vector<Matrix>(static_cast<std::size_t>(2 * Lw), B[0]));
+    const double g1 = cocycle::green_norm(c1, cocycle::two_sided_bundles(c1));
+    const double g2 = cocycle::green_norm(c2, cocycle::two_sided_bundles(c2));
+    const bool one_hyperbolic =
+        cocycle::hyperbolic(cocycle::merge_intervals(cocycle::bohl_intervals(qr.log_diag, H_min, burn)));
+    checks.add("R10d", "Thm 5 / Lemma 17: 1 outside the estimated spectrum and the Green operator bounded as the window doubles",
+               "|G|(2L) / |G|_inf", g2 / g_inf,
+               fmt::format("hyperbolic, |G|(L) / |G|_inf = {:.6g} <= value <= 1", g1 / g_inf),
+               one_hyperbolic && g1 <= g2 * (1 + 1e-12) && g2 <= g_inf * (1 + 1e-9));
+    ctx.notes["G1"]["green_inf"] = g_inf;
+  }
+
+  // ---- (c) scalar switching -----------------------------------------------------------------------
+  {
+    const double lo = p.get_double("switch_lo"), hi = p.get_double("switch_hi");
+    const long Ls = p.get_int("switch_L"), run0 = p.get_int("switch_run0");
+    const auto B = cocycle::switching_scalar(Ls, lo, hi, run0);
+    const auto qr = cocycle::qr_iterate(Cocycle::from_matrices(B));
+    // The longest complete run of each level inside the window.
+    long longest[2] = {0, 0}, len = run0;
+    for (long at = 0, lvl = 1; at < Ls; at += len, len *= 2, lvl ^= 1)
+      if (at + len <= Ls) longest[lvl] = std::max(longest[lvl], len);
+    const long both = std::min(longest[0], longest[1]);
+    double worst_inside = 0.0;
+    bool hyper = false;
+    // The H of the preset and a doubling grid up to the whole sequence: the estimate is [lo, hi] while
+    // some run of each level is at least H long, and shrinks inside it beyond.
+    std::vector<long> grid(Hs.begin(), Hs.end());
+    for (long H = 2; H <= Ls; H *= 2) grid.push_back(H);
+    std::sort(grid.begin(), grid.end());
+    grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+    for (long H : grid) {
+      if (H > Ls) continue;
+      const auto iv = cocycle::bohl_intervals(qr.log_diag, H);
+      write_intervals("switching", H, iv);
+      hyper = hyper || cocycle::hyperbolic(iv);
+      if (H <= both) worst_inside = std::max({worst_inside, std::abs(iv[0].lower - lo), std::abs(iv[0].upper - hi)});
+    }
+    checks.add("R10c", "Thm 5: switching a(l) in {lo, hi}: the Steklov estimate is [lo, hi] once runs exceed H",
+               "max |edge - [lo, hi]| over H <= longest run", worst_inside, "<= 1e-12", worst_inside <= 1e-12);
+    checks.add("R10c", "Thm 5: 1 in [lo, hi]: not hyperbolic although window averages sit on either side",
+               "hyperbolic at some H", hyper ? 1.0 : 0.0, "0", !hyper);
+    ctx.notes["switching"] = {{"lo", lo}, {"hi", hi}, {"run0", run0}, {"L", Ls}, {"longest_run_of_both_levels", both}};
+  }
+
+  // ---- (b), R11, F17: the Transformer's tangent cocycle -----------------------------------------------
+  tf::Transformer model = tf::transformer_from(p, ctx);
+  const tf::Config& cfg = model.config();
+  if (cfg.placement != tf::Placement::PreLN)
+    throw InputError("parameter 'placement' = post: the generators (7) and the cocycle (9) are Pre-LN; use pre");
+  const long d = cfg.d, P = p.get_int("sectors");
+  const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(cfg, seed), static_cast<int>(L));
+  const std::vector<Matrix> B = to_matrices(tf::tangent_sequence(ref, form));
+  {
+    CsvWriter csv(ctx.dir / "reference.csv", {"l", "norm_x", "norm_A", "norm_A_F", "norm_A_F_times_norm_x"});
+    for (long l = 0; l < L; ++l) {
+      const Matrix A = B[static_cast<std::size_t>(l)] - Matrix::Identity(d, d);
+      const double nx = ref.x[static_cast<std::size_t>(l)].norm();
+      csv.cell(l).cell(nx).cell(norm2(A)).cell(A.norm()).cell(A.norm() * nx);
+      csv.end_row();
+    }
+  }
+  const Cocycle whole = Cocycle::from_matrices(B);
+  const double a = whole.sup_norm_A();
+  const auto qr = cocycle::qr_iterate(whole);
+  {
+    CsvWriter ly(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma"});
+    const auto s = cocycle::lyapunov_spectrum(qr.log_diag);
+    for (Eigen::Index i = 0; i < s.mu.size(); ++i) {
+      ly.cell(static_cast<long>(i)).cell(s.mu(i)).cell(s.gamma(i));
+      ly.end_row();
+    }
+  }
+  std::size_t most = 0;
+  double outside = 0.0;
+  for (long H : Hs) {
+    const auto merged = cocycle::merge_intervals(cocycle::bohl_intervals(qr.log_diag, H));
+    write_intervals("transformer", H, merged);
+    most = std::max(most, merged.size());
+    for (const auto& iv : merged) outside = std::max({outside, iv.upper - (1.0 + a), iv.lower <= 0.0 ? 1.0 : 0.0});
+  }
+  checks.add("R10b", "Thm 5: at most d spectral intervals", "intervals (most over H)", static_cast<double>(most),
+             fmt::format("<= {}", d), static_cast<long>(most) <= d);
+  checks.add("R10b", "Thm 5: Sigma inside (0, 1 + a], a = sup |A(l)|", "largest excess over 1 + a", outside, "<= 1e-12",
+             outside <= 1e-12);
+
+  // R11 per window.
+  CsvWriter win(ctx.dir / "windows.csv", {"first", "last", "H", "r_minus", "r_plus_min", "r_plus_max", "k_plus", "k_neutral", "hyperbolic",
+                                          "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
+  std::vector<double> m_first, m_last;
+  for (long first = 0; first + window <= L; first += window) {
+    const long last = first + window;
+    const Cocycle c = window_of(B, first, last);
+    const auto q = cocycle::qr_iterate(c);
+    const auto cols = cocycle::bohl_intervals(q.log_diag, H_win);
+    const Edges e = edges(cols);
+    const bool hyp = cocycle::hyperbolic(cocycle::merge_intervals(cols));
+    double C = kNaN;
+    if (hyp && !std::isnan(e.r_minus)) {
+      try {
+        const auto b = cocycle::two_sided_bundles(c);
+        const auto env = cocycle::growth_envelope(c, b, std::max<long>(1, window / 20));
+        C = cocycle::constant_minus(env, e.r_minus);
+        if (b.k > 0 && !std::isnan(e.r_plus_min)) C = std::max(C, cocycle::constant_plus(env, e.r_plus_min));
+      } catch (const std::domain_error&) {
+        // the window's end maps are not hyperbolic with equal unstable dimensions: no constant
+      }
+    }
+    // (A5): the fluctuation sectors lambda_j = 1/j, j = 2..P.
+    double r_f = 0.0, C_f = 1.0;
+    for (long j = 2; j <= P; ++j) {
+      std::vector<Matrix> S;
+      for (long l = first; l < last; ++l)
+        S.emplace_back(tf::sector_map(ref.layers[static_cast<std::size_t>(l)], 1.0 / static_cast<double>(j), form));
+      const auto [r, Cj] = sector_rate(S, H_win, std::max<long>(1, window / 10));
+      r_f = std::max(r_f, r);
+      C_f = std::max(C_f, Cj);
+    }
+    const double m_minus = 1.0 - e.r_minus, m_plus = e.r_plus_min - 1.0;
+    const double theta = r_f * (std::isnan(e.r_plus_max) ? 1.0 : std::max(1.0, e.r_plus_max));
+    win.cell(first).cell(last).cell(H_win).cell(e.r_minus).cell(e.r_plus_min).cell(e.r_plus_max).cell(e.k_plus).cell(e.k_neutral)
+        .cell(std::string(hyp ? "true" : "false")).cell(C).cell(m_minus).cell(m_plus)
+        .cell(std::log(C) / std::log(1.0 / e.r_minus)).cell(r_f).cell(C_f).cell(theta);
+    win.end_row();
+    const double margin = std::max(std::isnan(m_minus) ? 0.0 : m_minus, std::isnan(m_plus) ? 0.0 : m_plus);
+    if (first == 0) m_first = {m_minus, m_plus, margin};
+    m_last = {m_minus, m_plus, margin};
+  }
+  // F17: |x*| grows linearly (Prop 1) and |A| ~ 1/|x*|.
+  {
+    const double growth = ref.x.back().norm() / ref.x.front().norm();
+    double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+    for (long l = L / 4; l < L; ++l) {
+      const double v = (B[static_cast<std::size_t>(l)] - Matrix::Identity(d, d)).norm() * ref.x[static_cast<std::size_t>(l)].norm();
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    const double A0 = (B.front() - Matrix::Identity(d, d)).norm(), AL = (B.back() - Matrix::Identity(d, d)).norm();
+    checks.add("F17", "Pre-LN: the reference stream grows (Prop 1)", "|x*(L)| / |x*(0)|", growth, "> 2", growth > 2.0);
+    checks.add("F17", "Pre-LN: |A(l)| decays along depth", "|A(L-1)|_F / |A(0)|_F", AL / A0, "< 0.5", AL / A0 < 0.5);
+    checks.add("F17", "Pre-LN: |A(l)|_F |x*(l)| stays of one size (|A| ~ 1/|x*|)", "max / min over l >= L/4", hi / lo, "<= 2",
+               hi / lo <= 2.0);
+  }
+  ctx.notes["R11"] = {{"margins_first_window", m_first}, {"margins_last_window", m_last}, {"a", a}};
+  if (L >= 2 * window)
+    checks.add("R11", "F17: the margins m_-, m_+ of random Pre-LN stacks shrink with depth", "largest margin, last / first window",
+               m_last[2] / m_first[2], "< 1", m_last[2] < m_first[2]);
+
+  // ---- (e) LayerNorm: the neutral direction 1_d (F19) -----------------------------------------------
+  {
+    tf::Config lc = cfg;
+    lc.norm = tf::Norm::Layer;
+    const tf::Transformer ln(lc, tf::weights_from(p, lc), tf::parse_tying(p.get_string("tying")));
+    const tf::Reference lref = tf::reference_trajectory(ln, tf::reference_start(lc, seed), static_cast<int>(L));
+    const std::vector<Matrix> LB = to_matrices(tf::tangent_sequence(lref, form));
+    const Eigen::VectorXd one = Eigen::VectorXd::Ones(d);
+    double fixed = 0.0;
+    for (const Matrix& M : LB) fixed = std::max(fixed, (M * one - one).cwiseAbs().maxCoeff());
+    cocycle::QrOptions o;
+    o.Q0 = Matrix::Identity(d, d);
+    o.Q0.col(0) = one / std::sqrt(static_cast<double>(d));
+    o.Q0 = Eigen::HouseholderQR<Matrix>(o.Q0).householderQ();
+    if (o.Q0.col(0).dot(one) < 0) o.Q0 = -o.Q0;
+    const auto lq = cocycle::qr_iterate(Cocycle::from_matrices(LB), o);
+    const double neutral = lq.log_diag.col(0).cwiseAbs().maxCoeff();
+    checks.add("R10e", "F19: LayerNorm: (I + A(l)) 1_d = 1_d at every layer", "max |(I + A) 1 - 1|", fixed, "<= 1e-12",
+               fixed <= 1e-12);
+    checks.add("R10e", "F19: LayerNorm: growth scale 1 along 1_d (in every window's spectrum)", "max_l |log R_11(l)|", neutral,
+               "<= 1e-12", neutral <= 1e-12);
+  }
+  ctx.notes["checks_failed"] = checks.failed;
+  if (checks.failed) ctx.warnings.push_back(fmt::format("{} check(s) of coupling-dichotomy failed: see checks.csv", checks.failed));
+}
+
+std::vector<ParamSpec> dichotomy_params() {
+  auto ps = tf::transformer_params(8, 32, 8, 400, 0.0);
+  ps.push_back(p_int_list("H", {10, 25, 50}, "Steklov windows H of the Bohl intervals (each <= R11_window)", 1, 100000));
+  ps.push_back(p_int("R11_window", 100, "depth window of the (A4)/(A5) diagnostics", 2, 5000));
+  ps.push_back(p_int("sectors", 4, "fluctuation sectors lambda_j = 1/j, j = 2..sectors, for r_f (A5)", 2, 64));
+  ps.push_back(p_string("form", "exact", "generator convention: exact (I+M~)(I+V) or paper I+M+V (F1)", {"exact", "paper"}));
+  ps.push_back(p_string("sigma", "0.2,0.1,-0.3,-0.5", "G1 (R10a): eigenvalues sigma_i of the tied generator A"));
+  ps.push_back(p_double("kappa", 10.0, "G1: condition number of the eigenbasis S", 1.0, 1e8));
+  ps.push_back(p_int("g1_L", 400, "G1: depth (the second half is the measuring window)", 4, 100000));
+  ps.push_back(p_int("green_L", 200, "R10d: window of the Green operator (and twice it)", 8, 2000));
+  ps.push_back(p_double("switch_lo", 0.9, "R10c: low level of the switching sequence", 0.0, 1e6, true));
+  ps.push_back(p_double("switch_hi", 1.2, "R10c: high level", 0.0, 1e6, true));
+  ps.push_back(p_int("switch_run0", 4, "R10c: first run length (runs double)", 1, 100000));
+  ps.push_back(p_int("switch_L", 2000, "R10c: length of the switching sequence", 2, 1000000));
+  return ps;
+}
+
+const ExperimentRegistration reg{Experiment{
+    "coupling-dichotomy",
+    "Coupling paper Thm 5 / (A4)-(A5): dichotomy spectra R10 (a)-(e), window diagnostics R11 on random Pre-LN stacks (F17, F19)",
+    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}};
+
+}  // namespace
+}  // namespace tokdyn

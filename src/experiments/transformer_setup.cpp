@@ -1,0 +1,85 @@
+// The Transformer presets' shared architecture parameters and model construction.
+#include "tokdyn/experiments/transformer_setup.hpp"
+
+#include <fmt/format.h>
+
+#include "tokdyn/error.hpp"
+#include "tokdyn/rng.hpp"
+
+namespace tokdyn::tf {
+
+std::vector<ParamSpec> transformer_params(long d, long d_ff, long T, long L, double sigma_b) {
+  return {p_int("d", d, "token dimension (= d_k = d_v)", 1, 256),
+          p_int("d_ff", d_ff, "MLP width", 1, 4096),
+          p_int("T", T, "tokens per sequence", 1, 512),
+          p_int("L", L, "depth (number of layers)", 1, 5000),
+          p_double("sigma_w", 1.0, "weight std x sqrt(fan_in)", 0.0, 100.0),
+          p_double("sigma_b", sigma_b, "bias std (b_1, b_2)", 0.0, 100.0),
+          p_string("norm", "rms", "norm S", {"rms", "layer", "none"}),
+          p_double("eps", 1e-6, "eps_S of the norm", 0.0, 1.0),
+          p_string("placement", "pre", "norm placement", {"pre", "post"}),
+          p_string("activation", "gelu", "MLP activation phi (relu is not C^1: warned)", {"gelu", "gelu-tanh", "silu", "tanh", "relu"}),
+          p_string("mask", "causal", "attention mask", {"causal", "bidirectional", "block", "sliding", "leaky"}),
+          p_int("P", 4, "block length (mask = block)", 1, 512),
+          p_int("window", 4, "sliding window w (mask = sliding)", 1, 512),
+          p_double("eps_leak", 1e-3, "weight of future tokens (mask = leaky)", 0.0, 1.0, true),
+          p_string("positional", "none", "positional scheme", {"none", "rope", "alibi"}),
+          p_double("temperature", 0.0, "softmax temperature tau (0 = sqrt(d))", 0.0, 1e6),
+          p_string("tying", "untied", "weights across depth", {"untied", "tied", "looped"}),
+          p_int("loop", 4, "period of a looped stack (tying = looped)", 1, 5000),
+          p_string("weights", "", "safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)"),
+          p_int("seed", 0, "base seed", 0, kMaxSeed)};
+}
+
+Config config_from(const Params& p) {
+  Config c;
+  c.d = static_cast<int>(p.get_int("d"));
+  c.d_ff = static_cast<int>(p.get_int("d_ff"));
+  c.norm = parse_norm(p.get_string("norm"));
+  c.eps = p.get_double("eps");
+  c.placement = parse_placement(p.get_string("placement"));
+  c.phi = parse_activation(p.get_string("activation"));
+  c.mask = parse_mask(p.get_string("mask"));
+  c.block = static_cast<int>(p.get_int("P"));
+  c.window = static_cast<int>(p.get_int("window"));
+  c.eps_leak = p.get_double("eps_leak");
+  c.pos = parse_positional(p.get_string("positional"));
+  c.temperature = p.get_double("temperature");
+  if (c.pos == Positional::Rope && c.d % 2)
+    throw InputError(fmt::format("parameter 'd' = {}: positional = rope needs an even d", c.d));
+  c.validate();
+  return c;
+}
+
+std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::uint64_t seed_offset) {
+  const int L = static_cast<int>(p.get_int("L"));
+  const Tying tying = parse_tying(p.get_string("tying"));
+  const std::string& file = p.get_string("weights");
+  if (!file.empty()) {
+    auto w = load_weights(file, c);
+    if (tying == Tying::Untied && static_cast<int>(w.size()) < L)
+      throw InputError(fmt::format("parameter 'weights' = {}: {} layers in the file, expected at least L = {} for untied weights", file,
+                                   w.size(), L));
+    return w;
+  }
+  const int n = tying == Tying::Tied ? 1 : tying == Tying::Looped ? static_cast<int>(p.get_int("loop")) : L;
+  std::vector<LayerWeights> w;
+  for (int r = 0; r < n; ++r)
+    w.push_back(random_weights(c, r, p.get_double("sigma_w"), p.get_double("sigma_b"),
+                               static_cast<std::uint64_t>(p.get_int("seed")) + seed_offset));
+  return w;
+}
+
+Transformer transformer_from(const Params& p, RunContext& ctx, std::uint64_t seed_offset) {
+  const Config c = config_from(p);
+  for (const auto& w : c.warnings()) ctx.warnings.push_back(w);
+  return Transformer(c, weights_from(p, c, seed_offset), parse_tying(p.get_string("tying")));
+}
+
+Vec reference_start(const Config& c, std::uint64_t seed) {
+  Vec x(c.d);
+  Rng(seed, {0xa11ce}).fill_normal(x, 1.0);
+  return x;
+}
+
+}  // namespace tokdyn::tf
