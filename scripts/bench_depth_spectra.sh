@@ -78,9 +78,9 @@ for i in $(seq 1 "$reps"); do
 done
 uptime >"$work/load_after.txt"
 
-"$py" - "$work" "$reps" "$threads" "$K" "$LEN" "$DEPTH" "$BURN" "$dg_n" "$dg_t" >"$out_md" <<'EOF'
+"$py" - "$work" "$reps" "$threads" "$K" "$LEN" "$DEPTH" "$BURN" "$dg_n" "$dg_t" "$dgemm_reps" >"$out_md" <<'EOF'
 import json, os, re, sys
-work, reps, threads, K, T, depth, burn, dg_n, dg_t = sys.argv[1], *map(int, sys.argv[2:10])
+work, reps, threads, K, T, depth, burn, dg_n, dg_t, dgemm_reps = sys.argv[1], *map(int, sys.argv[2:11])
 
 def gnu_time(path):
     t = open(path).read()
@@ -150,6 +150,8 @@ P_(f"| achieved | **{gfs:.1f} GFLOP/s** |")
 P_(f"| OpenBLAS DGEMM peak, n = {dg_n}, {dg_t} threads (best of {dgemm_reps}) | {peak / 1e9:.1f} GFLOP/s |")
 P_(f"| achieved / DGEMM peak | **{100 * gfs * 1e9 / peak:.0f} %** |")
 P_(f"| CPU time of the best run (user + sys) | {best['cpu']:.1f} s ({best['cpu'] / wall:.2f} cores busy) |")
+P_(f"| flops per CPU second (independent of the other processes' share) | {flops / best['cpu'] / 1e9:.1f} GFLOP/s per core, "
+   f"{100 * flops / best['cpu'] / (peak / dg_t):.0f} % of the DGEMM peak per core ({peak / dg_t / 1e9:.1f}) |")
 P_(f"| other processes during the best run | {best['other']:.2f} cores on average |")
 P_(f"| peak RSS (GNU time), best run | {best['rss'] / 1024:.0f} MiB |")
 P_(f"| same lyapunov.csv bytes in every run | {'yes' if same else 'NO'} |")

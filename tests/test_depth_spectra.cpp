@@ -266,6 +266,27 @@ TEST(DepthSpectra, Mamba2MatchesDenseJacobiansOfTheDoubleStep) {
   }
 }
 
+TEST(DepthSpectra, EulerStepOfAFieldMatchesFiniteDifferences) {
+  // The step map of the RoPE flow (5) and of the SSM flow (5) through one retracted Euler step:
+  // its exact jvp (field jvp + retraction derivative) against central differences of its apply.
+  rope::AttentionParams AP;
+  AP.d = 4;
+  AP.beta = 1.5;
+  const rope::AttentionField field(AP, 4);
+  const EulerStepMap F(field, 0.2);
+  EXPECT_TRUE(F.has_exact_jvp());
+  EXPECT_TRUE(F.on_sphere());
+  const Batch Z0 = sphere_state(4, 4, 6);
+  expect_matches_dense(F, Z0, 5, 8, 1e-10, [&](long l, const Batch& Z) { return dense_jacobian_jvp(F, l, Z); });
+  expect_matches_dense(F, Z0, 5, 8, 1e-6, [&](long l, const Batch& Z) { return dense_jacobian_fd(F, l, Z); });
+  SsmOptions so;
+  so.silu_bc = true;
+  const SsmFlow sf(ssm_schedule(4, 5), so);
+  const EulerStepMap G(sf, 0.5);
+  expect_matches_dense(G, sphere_state(3, 4, 7), 4, 8, 1e-6, [&](long l, const Batch& Z) { return dense_jacobian_fd(G, l, Z); });
+  EXPECT_THROW(EulerStepMap(field, 0.0), std::invalid_argument);
+}
+
 TEST(DepthSpectra, TopTwoDoNotDependOnK) {
   SsmOptions so;
   const SsmLayer ssm(ssm_schedule(5, 4), so);

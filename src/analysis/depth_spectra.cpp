@@ -10,6 +10,7 @@
 #include <Eigen/QR>
 
 #include "tokdyn/rng.hpp"
+#include "tokdyn/sphere.hpp"
 
 namespace tokdyn {
 
@@ -28,6 +29,35 @@ void project_tangent(const Tokens& Z, int runs, int len, Tokens& V) {
 }
 
 }  // namespace
+
+EulerStepMap::EulerStepMap(const VectorField& f, double h, double t0) : f_(f), h_(h), t0_(t0) {
+  if (!(h > 0.0) || !std::isfinite(h)) throw std::invalid_argument(fmt::format("EulerStepMap: h: expected a finite step > 0, got {}", h));
+  if (!std::isfinite(t0)) throw std::invalid_argument("EulerStepMap: t0: expected a finite time");
+}
+
+void EulerStepMap::apply(long l, Batch& Z) const {
+  Tokens F;
+  f_.eval(t0_ + static_cast<double>(l - 1) * h_, Z, F);
+  Z.Z += h_ * F;
+  if (f_.on_sphere()) project_rows(Z.Z);
+}
+
+void EulerStepMap::jvp(long l, const Batch& Z, const Tokens& V, Tokens& out) const {
+  const double t = t0_ + static_cast<double>(l - 1) * h_;
+  Tokens dF;
+  f_.jvp(t, Z, V, dF);
+  out = V + h_ * dF;
+  if (!f_.on_sphere()) return;
+  Tokens F;
+  f_.eval(t, Z, F);
+  const Tokens U = Z.Z + h_ * F;  // the step before the retraction
+  for (Eigen::Index i = 0; i < U.rows(); ++i) {
+    const double nu = U.row(i).norm();
+    if (nu == 0.0) continue;  // project_rows leaves a zero row as it is
+    const RowVec p = U.row(i) / nu;
+    out.row(i) = (out.row(i) - p.dot(out.row(i)) * p) / nu;
+  }
+}
 
 TangentStep apply_and_jvp(const LayerMap& F) {
   return [&F](long l, const Batch& Z, const Batch& Zrep, const Tokens& V, Batch& Znext, Tokens& W) {

@@ -65,6 +65,24 @@ struct DepthSpectrum {
   Mat measured_log_r() const { return log_r.bottomRows(depth - burn_in); }
 };
 
+/// The step map of a VectorField through one fixed explicit (forward-Euler) step, as a LayerMap:
+/// layer l maps Z at time t = t0 + (l-1) h to Z + h f(t, Z), retracted onto the spheres
+/// (u -> u/|u| per token) when the field is on_sphere(). Its jvp is exact when the field's is:
+/// W = V + h Df(t, Z)[V], then Dpi(u)[W] = (W - pi <pi, W>)/|u| on spheres. Holds a reference to
+/// the field (which must outlive it). std::invalid_argument for h <= 0 or non-finite h, t0.
+class EulerStepMap final : public LayerMap {
+ public:
+  EulerStepMap(const VectorField& f, double h, double t0 = 0.0);
+  void apply(long l, Batch& Z) const override;
+  void jvp(long l, const Batch& Z, const Tokens& V, Tokens& out) const override;
+  bool has_exact_jvp() const override { return f_.has_exact_jvp(); }
+  bool on_sphere() const override { return f_.on_sphere(); }
+
+ private:
+  const VectorField& f_;
+  double h_, t0_;
+};
+
 /// Dimension of the tangent space at Z (one run): T d, or T (d-1) when F.on_sphere().
 long tangent_dimension(const LayerMap& F, const Batch& Z);
 
