@@ -318,20 +318,37 @@ TEST(DepthSpectra, BitsDoNotDependOnThreadCount) {
   so.silu_bc = true;
   const SsmLayer ssm(ssm_schedule(16, 16), so);
   const Batch Zr = sphere_state(48, 8, 1), Zs = sphere_state(24, 16, 2);
+  // Mamba-2 "tiny" shapes, k T = 320 rows: the double step's projections are threaded tiles.
+  using namespace mamba2;
+  const Config c = Config::named("tiny");
+  Model m = init_model(c, 2);
+  const MatF X0 = embed(m, draw_token_ids(1000, 1, 40, 3), Update::Residual);
+  const BlockMap bm(c, Switches{}, std::make_shared<const ListSchedule<Layer>>(share_layers(m)), Update::Residual);
+  const TangentStep step = [&](long l, const Batch&, const Batch& Zrep, const Tokens& V, Batch& Zn, Tokens& W) {
+    Tokens Y;
+    bm.step_double(l, Zrep, V, Y, W);
+    Zn = Batch{Y.topRows(40), 1, 40};
+  };
   DepthSpectrumOptions o;
   o.k = 4;
   o.depth = 6;
-  Mat ref_r, ref_s;
+  DepthSpectrumOptions om = o;
+  om.k = 8;
+  om.depth = 3;
+  Mat ref_r, ref_s, ref_m;
   for (int t : {1, 2}) {
     tokdyn::testing::set_threads(t);
     const Mat r = depth_spectrum(rp, Zr, o).log_r, s = depth_spectrum(ssm, Zs, o).log_r;
+    const Mat mm = depth_spectrum(bm, Batch{X0.cast<double>(), 1, 40}, om, step).log_r;
     if (t == 1) {
       ref_r = r;
       ref_s = s;
+      ref_m = mm;
       continue;
     }
     EXPECT_EQ(r, ref_r) << "rope, threads " << t;
     EXPECT_EQ(s, ref_s) << "ssm, threads " << t;
+    EXPECT_EQ(mm, ref_m) << "mamba2, threads " << t;
   }
 }
 
