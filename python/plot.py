@@ -260,6 +260,9 @@ def main():
     elif kind in ("ssm-theorem-pe", "ssm-theorem-pd"):
         import plot_theorems
         getattr(plot_theorems, "plot_" + kind.replace("-", "_"))(d)
+    elif kind == "depth-spectra":
+        import plot_depth
+        plot_depth.plot_depth_spectra(d)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 

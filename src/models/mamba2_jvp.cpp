@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "tokdyn/linalg.hpp"
 #include "tokdyn/models/mamba2.hpp"
 
 namespace tokdyn::mamba2 {
@@ -68,8 +69,12 @@ void BlockMap::step_double(long k, const Batch& Zb, const Tokens& V, Tokens& You
   for (Eigen::Index i = 0; i < RT; ++i) rmsnorm_pair(U.row(i), dU.row(i), nw.transpose(), eps);
 
   // 2. in_proj: P = U W^T (columns z | xBC | dt)
+  // The projections are gemm_nt_blocked (fixed tiles on the thread team: the same bits on any
+  // thread count), as the fp32 mixer's; they are nearly all of the step's work.
   const Mat Win = L.in_proj.cast<double>();
-  const Mat P = U * Win.transpose(), dP = dU * Win.transpose();
+  Mat P, dP;
+  gemm_nt_blocked(U, Win, P);
+  gemm_nt_blocked(dU, Win, dP);
   const int xoff = di, dtoff = di + cd;
 
   // 3. causal depthwise conv + SiLU; 4. dt = softplus(dt_raw + dt_bias) (threshold 20)
@@ -168,7 +173,9 @@ void BlockMap::step_double(long k, const Batch& Zb, const Tokens& V, Tokens& You
 
   // 7. out_proj
   const Mat Wout = L.out_proj.cast<double>();
-  const Mat O = Y * Wout.transpose(), dO = dY * Wout.transpose();
+  Mat O, dO;
+  gemm_nt_blocked(Y, Wout, O);
+  gemm_nt_blocked(dY, Wout, dO);
 
   // Depth update: residual x + o, or sphere pi(x + tau o) with Dpi(u)[w] = (w - pi <pi, w>)/|u|.
   if (update_ == Update::Residual) {

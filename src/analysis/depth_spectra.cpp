@@ -1,0 +1,157 @@
+// Top-k Lyapunov spectrum of a depth map by discrete QR through the model's JVP
+// (analysis/depth_spectra.hpp; coupling paper eq. (10), growth scales of §2.9).
+#include "tokdyn/analysis/depth_spectra.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <stdexcept>
+
+#include <Eigen/QR>
+
+#include "tokdyn/rng.hpp"
+#include "tokdyn/sphere.hpp"
+
+namespace tokdyn {
+
+namespace {
+
+bool all_finite(const Tokens& M) { return M.allFinite(); }
+
+/// Removes each token's component along z_i (tangent space of (S^{d-1})^T at Z) from every run of V.
+void project_tangent(const Tokens& Z, int runs, int len, Tokens& V) {
+  for (int r = 0; r < runs; ++r)
+    for (int i = 0; i < len; ++i) {
+      const Eigen::Index row = static_cast<Eigen::Index>(r) * len + i;
+      const double zz = Z.row(i).squaredNorm();
+      if (zz > 0.0) V.row(row) -= (Z.row(i).dot(V.row(row)) / zz) * Z.row(i);
+    }
+}
+
+}  // namespace
+
+EulerStepMap::EulerStepMap(const VectorField& f, double h, double t0) : f_(f), h_(h), t0_(t0) {
+  if (!(h > 0.0) || !std::isfinite(h)) throw std::invalid_argument(fmt::format("EulerStepMap: h: expected a finite step > 0, got {}", h));
+  if (!std::isfinite(t0)) throw std::invalid_argument("EulerStepMap: t0: expected a finite time");
+}
+
+void EulerStepMap::apply(long l, Batch& Z) const {
+  Tokens F;
+  f_.eval(t0_ + static_cast<double>(l - 1) * h_, Z, F);
+  Z.Z += h_ * F;
+  if (f_.on_sphere()) project_rows(Z.Z);
+}
+
+void EulerStepMap::jvp(long l, const Batch& Z, const Tokens& V, Tokens& out) const {
+  const double t = t0_ + static_cast<double>(l - 1) * h_;
+  Tokens dF;
+  f_.jvp(t, Z, V, dF);
+  out = V + h_ * dF;
+  if (!f_.on_sphere()) return;
+  Tokens F;
+  f_.eval(t, Z, F);
+  const Tokens U = Z.Z + h_ * F;  // the step before the retraction
+  for (Eigen::Index i = 0; i < U.rows(); ++i) {
+    const double nu = U.row(i).norm();
+    if (nu == 0.0) continue;  // project_rows leaves a zero row as it is
+    const RowVec p = U.row(i) / nu;
+    out.row(i) = (out.row(i) - p.dot(out.row(i)) * p) / nu;
+  }
+}
+
+TangentStep apply_and_jvp(const LayerMap& F) {
+  return [&F](long l, const Batch& Z, const Batch& Zrep, const Tokens& V, Batch& Znext, Tokens& W) {
+    Znext = Z;
+    F.apply(l, Znext);
+    F.jvp(l, Zrep, V, W);
+  };
+}
+
+long tangent_dimension(const LayerMap& F, const Batch& Z) {
+  const long d = Z.dim();
+  return static_cast<long>(Z.len) * (F.on_sphere() ? d - 1 : d);
+}
+
+void qr_log_step(Eigen::Map<Eigen::MatrixXd> W, Eigen::Ref<RowVec> log_diag) {
+  const Eigen::Index n = W.rows(), k = W.cols();
+  if (k > n || log_diag.size() != k) throw std::logic_error("qr_log_step: expected rows >= k and k diagonal entries");
+  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(W);
+  Eigen::MatrixXd Q = Eigen::MatrixXd::Identity(n, k);
+  Q.applyOnTheLeft(qr.householderQ());
+  for (Eigen::Index i = 0; i < k; ++i) {
+    const double rii = qr.matrixQR()(i, i);
+    // Sign fix: diag(R) > 0 (column i of Q and row i of R flipped together). R_ii = 0 exactly is
+    // growth scale 0 (coupling paper §7.4: the spectrum may extend to 0): log = -inf, and the
+    // Householder Q still supplies a unit column orthogonal to the others, so the run goes on.
+    if (rii < 0.0) Q.col(i) = -Q.col(i);
+    log_diag[i] = rii == 0.0 ? -std::numeric_limits<double>::infinity() : std::log(std::abs(rii));
+  }
+  W = Q;
+}
+
+Tokens initial_tangents(const LayerMap& F, const Batch& Z, int k, std::uint64_t seed) {
+  const long dim = tangent_dimension(F, Z);
+  if (k < 1 || k > dim)
+    throw std::invalid_argument(fmt::format("depth spectrum: k: expected 1 <= k <= the tangent dimension {}, got {}", dim, k));
+  const int len = Z.len, d = Z.dim();
+  Rng rng(seed, {0xd5ec});
+  Tokens V(static_cast<Eigen::Index>(k) * len, d);
+  rng.fill_normal(V);
+  if (F.on_sphere()) project_tangent(Z.Z, k, len, V);
+  RowVec logs(k);
+  // Column j of the (T d) x k column-major view is run j of V (row-major, contiguous).
+  qr_log_step(Eigen::Map<Eigen::MatrixXd>(V.data(), static_cast<Eigen::Index>(len) * d, k), logs);
+  return V;
+}
+
+DepthSpectrum depth_spectrum(const LayerMap& F, const Batch& Z0, const DepthSpectrumOptions& opt, const TangentStep& step_in,
+                             const ProgressFn& progress) {
+  if (Z0.runs != 1 || Z0.len < 1 || Z0.Z.rows() != Z0.len)
+    throw std::invalid_argument(fmt::format("depth spectrum: expected one run of tokens, got {} runs of {}", Z0.runs, Z0.len));
+  if (!all_finite(Z0.Z)) throw std::invalid_argument("depth spectrum: the initial state is not finite");
+  if (opt.depth < 1) throw std::invalid_argument(fmt::format("depth spectrum: depth: expected >= 1, got {}", opt.depth));
+  if (opt.burn_in < 0 || opt.burn_in >= opt.depth)
+    throw std::invalid_argument(
+        fmt::format("depth spectrum: burn_in: expected 0 <= burn_in < depth = {}, got {}", opt.depth, opt.burn_in));
+  const int k = opt.k, len = Z0.len, d = Z0.dim();
+  DepthSpectrum S;
+  S.k = k;
+  S.depth = opt.depth;
+  S.burn_in = opt.burn_in;
+  S.dim = tangent_dimension(F, Z0);
+  Tokens V = initial_tangents(F, Z0, k, opt.seed);  // checks k
+  const TangentStep step = step_in ? step_in : apply_and_jvp(F);
+  const Eigen::Index n = static_cast<Eigen::Index>(len) * d;
+
+  S.log_r.resize(opt.depth, k);
+  Batch Z = Z0, Znext, Zrep{Tokens(), k, len};
+  Tokens W;
+  for (long l = 1; l <= opt.depth; ++l) {
+    Zrep.Z = Z.Z.replicate(k, 1);
+    step(l, Z, Zrep, V, Znext, W);
+    if (Znext.runs != 1 || Znext.len != len || Znext.Z.rows() != len || Znext.Z.cols() != d || W.rows() != V.rows() ||
+        W.cols() != d)
+      throw std::logic_error("depth spectrum: the tangent step returned the wrong shapes");
+    if (!all_finite(Znext.Z)) throw std::domain_error(fmt::format("depth spectrum: the state is not finite after layer {}", l));
+    if (!all_finite(W)) throw std::domain_error(fmt::format("depth spectrum: a tangent is not finite after layer {}", l));
+    qr_log_step(Eigen::Map<Eigen::MatrixXd>(W.data(), n, k), S.log_r.row(l - 1));
+    std::swap(V, W);
+    std::swap(Z, Znext);
+    if (progress) progress(static_cast<double>(l) / static_cast<double>(opt.depth));
+  }
+
+  // Finite-time exponents (coupling paper §7.5): running means of log R_ii after the burn-in.
+  const long N = opt.depth - opt.burn_in;
+  S.mu_running.resize(N, k);
+  RowVec acc = RowVec::Zero(k);
+  for (long j = 0; j < N; ++j) {
+    acc += S.log_r.row(opt.burn_in + j);
+    S.mu_running.row(j) = acc / static_cast<double>(j + 1);
+  }
+  S.mu = S.mu_running.row(N - 1).transpose();
+  S.gamma = S.mu.array().exp().matrix();
+  S.final_state = std::move(Z);
+  return S;
+}
+
+}  // namespace tokdyn

@@ -1,0 +1,290 @@
+// Preset depth-spectra: the top-k Lyapunov exponents of the depth map of any tokdyn model along
+// one trajectory (coupling paper eq. (10): the linearised depth dynamics; growth scales gamma = e^mu
+// of §2.9), by discrete QR through the model's own JVP (analysis/depth_spectra.hpp).
+//
+// Adding a model is one function: a ModelBuilder (Params -> the LayerMap, its initial state and its
+// tangent step) in the table `builders()` below, plus its knobs in the schema (tagged with the
+// models they apply to, so a knob set for another model is refused).
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "tokdyn/analysis/depth_spectra.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/models/rope_attention.hpp"
+#include "tokdyn/models/ssm.hpp"
+#include "tokdyn/models/ssm_random.hpp"
+#include "tokdyn/rng.hpp"
+#include "tokdyn/schedule.hpp"
+
+namespace tokdyn {
+namespace {
+
+/// What a model contributes to a depth-spectrum run.
+struct ModelSetup {
+  std::unique_ptr<LayerMap> map;
+  Batch Z0;                 ///< one run of `tokens` tokens
+  TangentStep step;         ///< empty: apply_and_jvp(*map)
+  nlohmann::json notes = nlohmann::json::object();
+};
+
+using ModelBuilder = ModelSetup (*)(const Params&, RunContext&);
+
+/// "1, 0.01" -> doubles ("" -> empty); InputError naming the parameter otherwise.
+std::vector<double> number_list(const std::string& key, const std::string& s) {
+  std::vector<double> out;
+  if (s.find_first_not_of(" \t") == std::string::npos) return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    double v = 0.0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos || !std::isfinite(v))
+      throw InputError(fmt::format("parameter '{}': expected comma-separated finite numbers, got '{}'", key, s));
+    out.push_back(v);
+  }
+  return out;
+}
+
+// ---- SSM (The Attention Within (1)-(2)): random zero-mean weights, as the ssm-random-silu preset ----
+ModelSetup build_ssm(const Params& P, RunContext&) {
+  SsmRandomSpec spec;
+  spec.n = static_cast<int>(P.get_int("n"));
+  spec.m = static_cast<int>(P.get_int("m"));
+  spec.weights = P.get_string("weights");
+  spec.sigma = P.get_double("sigma");
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  const int len = static_cast<int>(P.get_int("tokens"));
+  // Layer weights redrawn every `redraw` layers from stream (seed ^ 0x5eedf00d, block), as ssm-random-silu.
+  auto sched = std::make_shared<IidSchedule<SsmParams>>([spec](Rng& rng) { return draw_ssm_layer(spec, rng); },
+                                                         seed ^ 0x5eedf00dULL, P.get_int("redraw"));
+  SsmOptions o;
+  o.tau = P.get_double("tau");
+  o.silu_bc = P.get_bool("silu");
+  o.gate = GateKind::Off;
+  ModelSetup S;
+  S.map = std::make_unique<SsmLayer>(sched, o, SsmForm::InputOutput);
+  Rng rng(seed, {0});
+  S.Z0 = Batch{rng.sphere_tokens(len, spec.n), 1, len};
+  S.notes["model"] = fmt::format("SSM layer (2) of The Attention Within, n = {}, m = {}, tau = {}, SiLU on B/C {}, gate off, "
+                                 "{} weights redrawn every {} layer(s)",
+                                 spec.n, spec.m, o.tau, o.silu_bc ? "on" : "off", spec.weights, P.get_int("redraw"));
+  S.notes["initial_tokens"] = "uniform on S^{n-1}, stream (seed, 0)";
+  S.notes["tangent_step"] = "trajectory by SsmLayer::apply; tangents by its exact jvp (one call for the k tangents)";
+  return S;
+}
+
+// ---- RoPE attention step (3) of "Self-Attention Dynamics with Rotary Position Embeddings" ----
+ModelSetup build_rope(const Params& P, RunContext&) {
+  const int len = static_cast<int>(P.get_int("tokens"));
+  rope::AttentionParams AP;
+  AP.d = static_cast<int>(P.get_int("d"));
+  AP.beta = P.get_double("beta");
+  AP.rope = P.get_bool("rope");
+  AP.causal = P.get_bool("causal");
+  AP.heads = static_cast<int>(P.get_int("heads"));
+  AP.freqs = number_list("freqs", P.get_string("freqs"));
+  AP.positions = number_list("positions", P.get_string("positions"));
+  AP.validate(len, "depth-spectra");
+  const double h = P.get_double("h");
+  ModelSetup S;
+  S.map = std::make_unique<rope::AttentionStep>(AP, len, h);
+  Rng rng(static_cast<std::uint64_t>(P.get_int("seed")), {0});
+  Tokens X = rng.sphere_tokens(len, AP.d);
+  if (P.get_string("init") == "hemisphere")
+    for (int i = 0; i < len; ++i) X(i, 0) = std::abs(X(i, 0));
+  S.Z0 = Batch{X, 1, len};
+  S.notes["model"] = fmt::format("RoPE attention step (3): x_i <- pi(x_i + h y_i), h = {}, d = {}, beta = {}, rope {}, "
+                                 "causal {}, heads {}",
+                                 h, AP.d, AP.beta, AP.rope, AP.causal, AP.heads);
+  S.notes["frequencies"] = AP.plane_frequencies();
+  S.notes["initial_tokens"] = fmt::format("uniform on S^{{d-1}}{}, stream (seed, 0)",
+                                          P.get_string("init") == "hemisphere" ? " folded to x_1 >= 0" : "");
+  S.notes["tangent_step"] = "trajectory by AttentionStep::apply; tangents by its exact jvp (one call for the k tangents)";
+  return S;
+}
+
+// ---- the real Mamba-2 block (The Attention Within §II-B), from a checkpoint ----
+ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
+  using namespace mamba2;
+  const std::string ck = P.get_string("checkpoint");
+  if (ck.empty())
+    throw InputError("parameter 'checkpoint': model=mamba2 needs a checkpoint directory (make one with "
+                     "'tokdyn make-checkpoint --size 130m --seed 0 -o DIR')");
+  Model model = load(ck);
+  const Config cfg = model.cfg;
+  const int len = static_cast<int>(P.get_int("tokens"));
+  const std::string layers = P.get_string("layers");
+  const long layer = P.get_int("layer");
+  if (layers == "single" && layer >= cfg.n_layer)
+    throw InputError(fmt::format("parameter 'layer': the model has {} layers (0..{}), got {}", cfg.n_layer, cfg.n_layer - 1, layer));
+  long vocab = P.get_int("vocab");
+  if (vocab == 0) vocab = cfg.vocab_size;
+  if (vocab > model.embedding.rows())
+    throw InputError(fmt::format("parameter 'vocab': the embedding has {} rows, got {}", model.embedding.rows(), vocab));
+  const Update update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;
+  // Token ids iid uniform in [0, vocab), stream (seed, 0): run 0 of the Mamba-2 presets' draw.
+  const std::vector<std::int64_t> ids =
+      draw_token_ids(static_cast<std::uint64_t>(vocab), 1, len, static_cast<std::uint64_t>(P.get_int("seed")));
+  write_npy(ctx.dir / "token_ids.npy", ids.data(), {1, static_cast<std::size_t>(len)});
+  const MatF X0 = embed(model, ids, update);
+  ModelSetup S;
+  S.notes["model"] = model.source;
+  S.notes["synthetic_model"] = !model.generated_by.empty();
+  S.notes["model_config"] = cfg.to_json();
+  auto shared = share_layers(model);
+  std::shared_ptr<const LayerSchedule> sched =
+      layers == "single" ? std::make_shared<const ListSchedule<Layer>>(shared, std::vector<long>{layer})
+                         : std::make_shared<const ListSchedule<Layer>>(shared);
+  const float tau = static_cast<float>(P.get_double("tau"));
+  auto map = std::make_unique<BlockMap>(cfg, Switches{}, sched, update, tau);
+  const BlockMap* bm = map.get();
+  S.map = std::move(map);
+  S.Z0 = Batch{X0.cast<double>(), 1, len};
+  // The block's own state is fp32; its linearisation is exact forward mode in double. The
+  // trajectory is advanced by the same double step (step_double: value and tangent of the k
+  // replicas together, run 0's value kept), so the cocycle is the Jacobian of exactly the map that
+  // moves the state; the fp32 trajectory differs from it by fp32 round-off per layer.
+  S.step = [bm, len](long l, const Batch&, const Batch& Zrep, const Tokens& V, Batch& Znext, Tokens& W) {
+    Tokens Y;
+    bm->step_double(l, Zrep, V, Y, W);
+    Znext = Batch{Y.topRows(len), 1, len};
+  };
+  S.notes["schedule"] = layers == "single" ? fmt::format("single: block {} at every depth step", layer)
+                                           : fmt::format("cycle: depth step l uses block (l-1) mod {}", cfg.n_layer);
+  S.notes["update"] = update == Update::Sphere ? fmt::format("sphere: z <- pi(z + {} mixer(RMSNorm(z)))", tau)
+                                               : "residual: x <- x + mixer(RMSNorm(x))";
+  S.notes["initial_tokens"] = fmt::format("embedding rows of token ids iid uniform in [0, {}), stream (seed, 0); token_ids.npy", vocab);
+  S.notes["tangent_step"] = "value and tangent by BlockMap::step_double (double forward mode) on the k replicas in one call";
+  return S;
+}
+
+const std::map<std::string, ModelBuilder>& builders() {
+  static const std::map<std::string, ModelBuilder> b{{"ssm", build_ssm}, {"rope", build_rope}, {"mamba2", build_mamba2}};
+  return b;
+}
+
+/// Knobs that apply to some models only (a knob set for another model is refused).
+const std::map<std::string, std::vector<std::string>>& knob_models() {
+  static const std::map<std::string, std::vector<std::string>> m{
+      {"n", {"ssm"}},          {"m", {"ssm"}},          {"weights", {"ssm"}},     {"sigma", {"ssm"}},
+      {"silu", {"ssm"}},       {"redraw", {"ssm"}},     {"tau", {"ssm", "mamba2"}}, {"d", {"rope"}},
+      {"beta", {"rope"}},      {"h", {"rope"}},         {"rope", {"rope"}},       {"causal", {"rope"}},
+      {"heads", {"rope"}},     {"freqs", {"rope"}},     {"positions", {"rope"}},  {"init", {"rope"}},
+      {"checkpoint", {"mamba2"}}, {"layers", {"mamba2"}}, {"layer", {"mamba2"}}, {"update", {"mamba2"}},
+      {"vocab", {"mamba2"}}};
+  return m;
+}
+
+void run_depth_spectra(const Params& P, RunContext& ctx) {
+  const std::string model = P.get_string("model");
+  for (const auto& [key, models] : knob_models())
+    if (P.is_explicit(key) && std::find(models.begin(), models.end(), model) == models.end())
+      throw InputError(fmt::format("parameter '{}': applies to model={} only, not model={}", key, fmt::join(models, "|"), model));
+  DepthSpectrumOptions o;
+  o.k = static_cast<int>(P.get_int("k"));
+  o.depth = P.get_int("depth");
+  o.burn_in = P.get_int("burn_in");
+  o.seed = static_cast<std::uint64_t>(P.get_int("tangent_seed"));
+  if (o.burn_in >= o.depth)
+    throw InputError(fmt::format("parameter 'burn_in': expected burn_in < depth = {}, got {}", o.depth, o.burn_in));
+  ModelSetup S = builders().at(model)(P, ctx);
+  const long dim = tangent_dimension(*S.map, S.Z0);
+  if (o.k > dim)
+    throw InputError(fmt::format("parameter 'k': expected at most the tangent dimension {} = tokens x {} of model={}, got {}", dim,
+                                 dim / S.Z0.len, model, o.k));
+  const DepthSpectrum R = depth_spectrum(*S.map, S.Z0, o, S.step, ctx.progress);
+
+  CsvWriter ly(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma"});
+  for (int i = 0; i < R.k; ++i) {
+    ly.cell(i + 1).cell(R.mu[i]).cell(R.gamma[i]);
+    ly.end_row();
+  }
+  CsvWriter gr(ctx.dir / "growth.csv", {"layer", "i", "log_r", "mu_running"});
+  for (long l = 1; l <= R.depth; ++l)
+    for (int i = 0; i < R.k; ++i) {
+      gr.cell(l).cell(i + 1).cell(R.log_r(l - 1, i));
+      if (l > R.burn_in) gr.cell(R.mu_running(l - 1 - R.burn_in, i)); else gr.empty();
+      gr.end_row();
+    }
+  ctx.notes = S.notes;
+  ctx.notes["tangent_dimension"] = dim;
+  ctx.notes["tangent_space"] = S.map->on_sphere()
+                                   ? "product of the tangent spaces of (S^{d-1})^T: radial directions absent (the step is normalised)"
+                                   : "R^{T d} (the state is not normalised)";
+  ctx.notes["exact_jvp"] = S.map->has_exact_jvp();
+  ctx.notes["method"] = "discrete QR (Benettin): k tangents pushed by one batched jvp per layer, thin Householder QR with "
+                        "diag(R) > 0, mu_i = mean of log R_ii over layers burn_in+1..depth, in QR order";
+  ctx.notes["sum_mu"] = R.mu.sum();
+}
+
+const ExperimentRegistration reg{Experiment{
+    "depth-spectra",
+    "Coupling paper eq. (10): top-k Lyapunov exponents of the depth map of a model (ssm | rope | mamba2) via its JVP",
+    {p_string("model", "ssm", "which model's depth map", {"ssm", "rope", "mamba2"}),
+     p_int("k", 8, "number of Lyapunov exponents (tangent vectors)", 1, 100000),
+     p_int("depth", 200, "layers applied", 1, 10000000),
+     p_int("burn_in", 20, "first layers not averaged (< depth)", 0, 10000000),
+     p_int("tokens", 16, "tokens of the trajectory (T)", 1, 100000),
+     p_int("seed", 0, "seed of the initial tokens / token ids (and of the SSM weights)", 0, kMaxSeed),
+     p_int("tangent_seed", 0, "seed of the initial tangent vectors", 0, kMaxSeed),
+     // ssm
+     p_int("n", 16, "ssm: token dimension n", 1, 65536),
+     p_int("m", 16, "ssm: hidden-state size per channel", 1, 65536),
+     p_double("tau", 1.0, "ssm: step of the normalised update (2); mamba2: tau of update=sphere", 0.0, {}, true),
+     p_string("weights", "mamba2", "ssm: random weight distribution", {"mamba2", "gaussian"}),
+     p_double("sigma", 1.0, "ssm: standard deviation for weights=gaussian", 0.0, {}, true),
+     p_bool("silu", true, "ssm: SiLU on the B and C branches"),
+     p_int("redraw", 1, "ssm: weights redrawn every this many layers (>= depth: one weight-tied layer)", 1, 10000000),
+     // rope
+     p_int("d", 4, "rope: token dimension (even with RoPE)", 1, 1 << 14),
+     p_double("beta", 1.0, "rope: inverse temperature", 0.0),
+     p_double("h", 0.1, "rope: residual step h of (3)", 0.0, {}, true),
+     p_bool("rope", true, "rope: rotate queries and keys"),
+     p_bool("causal", false, "rope: causal mask"),
+     p_int("heads", 1, "rope: attention heads", 1, 4096),
+     p_string("freqs", "", "rope: frequencies per plane, comma-separated (empty: standard)"),
+     p_string("positions", "", "rope: token positions, comma-separated (empty: 0..T-1)"),
+     p_string("init", "sphere", "rope: initial tokens uniform on the sphere or in the hemisphere x_1 >= 0", {"sphere", "hemisphere"}),
+     // mamba2
+     p_string("checkpoint", "", "mamba2: checkpoint directory (required for model=mamba2)"),
+     p_string("layers", "cycle", "mamba2: the model's blocks cycled, or one block repeated", {"cycle", "single"}),
+     p_int("layer", 0, "mamba2: the block of layers=single", 0, 1000000),
+     p_string("update", "residual", "mamba2: residual stream or the sphere update", {"residual", "sphere"}),
+     p_int("vocab", 0, "mamba2: token ids drawn from [0, vocab) (0: the model's vocabulary)", 0, 1 << 30)},
+    run_depth_spectra,
+    "depth-spectra",
+    [](const Params& P) {
+      const double k = static_cast<double>(P.get_int("k")), T = static_cast<double>(P.get_int("tokens"));
+      const double depth = static_cast<double>(P.get_int("depth"));
+      const std::string model = P.get_string("model");
+      double d = 0.0, per_row = 0.0;
+      if (model == "ssm") {
+        d = static_cast<double>(P.get_int("n"));
+        per_row = 4.0 * d * (d + static_cast<double>(P.get_int("m"))) + 8.0 * T * d;
+      } else if (model == "rope") {
+        d = static_cast<double>(P.get_int("d"));
+        per_row = 16.0 * T * d;
+      } else {
+        d = 768.0;  // unknown until the checkpoint is read: sized as mamba2-130m
+        per_row = 4.0 * (d * 3352.0 + 1536.0 * d) + 8.0 * T * 1536.0;
+      }
+      const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + 64e6;
+      const double flops = depth * (k * T * per_row + 4.0 * T * d * k * k);
+      return ResourceEstimate{bytes, flops, "k replicas of the T x d state and their tangents, one jvp per layer"};
+    }}};
+
+}  // namespace
+}  // namespace tokdyn
