@@ -108,7 +108,9 @@ TEST(DepthSpectraCli, BadInputExitsTwoWithOneLine) {
   expect_bad(d.path(), run({"model=ssm", "checkpoint=x"}), "parameter 'checkpoint'");
   expect_bad(d.path(), run({"model=rope", "freqs=1,x"}), "parameter 'freqs'");
   expect_bad(d.path(), run({"model=rope", "d=3"}), "depth-spectra");  // odd d with RoPE: the model's refusal
-  expect_bad(d.path(), run({"model=transformer"}), "model");
+  expect_bad(d.path(), run({"model=unknown"}), "model");
+  expect_bad(d.path(), run({"model=transformer", "d=3", "positional=rope"}), "parameter 'd'");
+  expect_bad(d.path(), run({"model=transformer", "depth=30", "burn_in=10", "H=21"}), "parameter 'H'");
   expect_bad(d.path(), run({"k=0"}), "k");
   CliResult r = run_cli(d.path(), {"make-checkpoint", "--size", "tiny", "--seed", "1", "--out", "ck"});
   ASSERT_EQ(r.code, 0) << r.err;

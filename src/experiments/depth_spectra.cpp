@@ -23,6 +23,8 @@
 #include "tokdyn/models/ssm_random.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/schedule.hpp"
+#include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/experiments/transformer_setup.hpp"
 
 namespace tokdyn {
 namespace {
@@ -171,8 +173,36 @@ ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
   return S;
 }
 
+// ---- the Transformer block (4) of the coupling paper, seeded random or from a safetensors file ----
+ModelSetup build_transformer(const Params& P, RunContext& ctx) {
+  // The shared Transformer schema's keys, filled from this preset's knobs (T = tokens, L = depth).
+  Params q;
+  const auto copy = [&](const std::string& to, const std::string& from) { q.values_[to] = P.values_.at(from); };
+  for (const char* k : {"d", "d_ff", "sigma_w", "sigma_b", "norm", "eps", "placement", "activation", "mask", "P", "window",
+                        "eps_leak", "positional", "temperature", "tying", "loop", "seed"})
+    copy(k, k);
+  copy("T", "tokens");
+  copy("L", "depth");
+  copy("weights", "tf_weights");
+  tf::Transformer model = tf::transformer_from(q, ctx);
+  const tf::Config& c = model.config();
+  const int len = static_cast<int>(P.get_int("tokens"));
+  ModelSetup S;
+  Tokens X(len, c.d);
+  Rng(static_cast<std::uint64_t>(P.get_int("seed")), {0x7f}).fill_normal(X, 1.0);
+  S.Z0 = Batch{X, 1, len};
+  S.map = std::make_unique<tf::Transformer>(std::move(model));
+  S.notes["model"] = fmt::format("Transformer block (4): d = {}, d_ff = {}, {} {}, {}, mask {}, tying {}", c.d, c.d_ff,
+                                 P.get_string("placement"), P.get_string("norm"), P.get_string("activation"),
+                                 P.get_string("mask"), P.get_string("tying"));
+  S.notes["initial_tokens"] = "Gaussian entries of unit variance, stream (seed, 0x7f)";
+  S.notes["tangent_step"] = "trajectory by Transformer::apply; tangents by its exact jvp (one call for the k tangents)";
+  return S;
+}
+
 const std::map<std::string, ModelBuilder>& builders() {
-  static const std::map<std::string, ModelBuilder> b{{"ssm", build_ssm}, {"rope", build_rope}, {"mamba2", build_mamba2}};
+  static const std::map<std::string, ModelBuilder> b{
+      {"ssm", build_ssm}, {"rope", build_rope}, {"mamba2", build_mamba2}, {"transformer", build_transformer}};
   return b;
 }
 
@@ -180,11 +210,15 @@ const std::map<std::string, ModelBuilder>& builders() {
 const std::map<std::string, std::vector<std::string>>& knob_models() {
   static const std::map<std::string, std::vector<std::string>> m{
       {"n", {"ssm"}},          {"m", {"ssm"}},          {"weights", {"ssm"}},     {"sigma", {"ssm"}},
-      {"silu", {"ssm"}},       {"redraw", {"ssm"}},     {"tau", {"ssm", "mamba2"}}, {"d", {"rope"}},
+      {"silu", {"ssm"}},       {"redraw", {"ssm"}},     {"tau", {"ssm", "mamba2"}}, {"d", {"rope", "transformer"}},
       {"beta", {"rope"}},      {"h", {"rope"}},         {"rope", {"rope"}},       {"causal", {"rope"}},
       {"heads", {"rope"}},     {"freqs", {"rope"}},     {"positions", {"rope"}},  {"init", {"rope"}},
       {"checkpoint", {"mamba2"}}, {"layers", {"mamba2"}}, {"layer", {"mamba2"}}, {"update", {"mamba2"}},
-      {"vocab", {"mamba2"}}};
+      {"vocab", {"mamba2"}},     {"d_ff", {"transformer"}},   {"sigma_w", {"transformer"}}, {"sigma_b", {"transformer"}},
+      {"norm", {"transformer"}}, {"eps", {"transformer"}},    {"placement", {"transformer"}}, {"activation", {"transformer"}},
+      {"mask", {"transformer"}}, {"P", {"transformer"}},      {"window", {"transformer"}}, {"eps_leak", {"transformer"}},
+      {"positional", {"transformer"}}, {"temperature", {"transformer"}}, {"tying", {"transformer"}}, {"loop", {"transformer"}},
+      {"tf_weights", {"transformer"}}};
   return m;
 }
 
@@ -200,6 +234,16 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   o.seed = static_cast<std::uint64_t>(P.get_int("tangent_seed"));
   if (o.burn_in >= o.depth)
     throw InputError(fmt::format("parameter 'burn_in': expected burn_in < depth = {}, got {}", o.depth, o.burn_in));
+  std::vector<long> Hs = P.get_int_list("H");
+  if (Hs.empty()) {
+    const long N = o.depth - o.burn_in;
+    for (long div : {8, 4, 2})
+      if (Hs.empty() || std::max(1L, N / div) != Hs.back()) Hs.push_back(std::max(1L, N / div));
+  }
+  for (long H : Hs)
+    if (H > o.depth - o.burn_in)
+      throw InputError(fmt::format("parameter 'H': Steklov window {} is longer than the measured window depth - burn_in = {}", H,
+                                   o.depth - o.burn_in));
   ModelSetup S = builders().at(model)(P, ctx);
   const long dim = tangent_dimension(*S.map, S.Z0);
   if (o.k > dim)
@@ -219,6 +263,16 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
       if (l > R.burn_in) gr.cell(R.mu_running(l - 1 - R.burn_in, i)); else gr.empty();
       gr.end_row();
     }
+  // Dichotomy (Sacker-Sell) intervals of the top-k QR diagonal (Thm 5): Bohl intervals of each
+  // column with Steklov window H, merged where they overlap.
+  CsvWriter dich(ctx.dir / "dichotomy.csv", {"H", "interval", "lower", "upper", "columns"});
+  for (long H : Hs) {
+    const auto merged = cocycle::merge_intervals(cocycle::bohl_intervals(R.measured_log_r(), H));
+    for (std::size_t j = 0; j < merged.size(); ++j) {
+      dich.cell(H).cell(static_cast<long>(j)).cell(merged[j].lower).cell(merged[j].upper).cell(static_cast<long>(merged[j].columns.size()));
+      dich.end_row();
+    }
+  }
   ctx.notes = S.notes;
   ctx.notes["tangent_dimension"] = dim;
   ctx.notes["tangent_space"] = S.map->on_sphere()
@@ -232,8 +286,9 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
 
 const ExperimentRegistration reg{Experiment{
     "depth-spectra",
-    "Coupling paper eq. (10): top-k Lyapunov exponents of the depth map of a model (ssm | rope | mamba2) via its JVP",
-    {p_string("model", "ssm", "which model's depth map", {"ssm", "rope", "mamba2"}),
+    "Coupling paper eq. (10): top-k Lyapunov exponents and dichotomy intervals of the depth map of a model (ssm | rope | mamba2 | transformer) via its JVP",
+    {p_string("model", "ssm", "which model's depth map", {"ssm", "rope", "mamba2", "transformer"}),
+     p_int_list("H", {}, "Steklov windows H of the dichotomy intervals, each <= depth - burn_in (empty: N/8, N/4, N/2 of the measured N layers)", 1, 10000000),
      p_int("k", 8, "number of Lyapunov exponents (tangent vectors)", 1, 100000),
      p_int("depth", 200, "layers applied", 1, 10000000),
      p_int("burn_in", 20, "first layers not averaged (< depth)", 0, 10000000),
@@ -263,7 +318,24 @@ const ExperimentRegistration reg{Experiment{
      p_string("layers", "cycle", "mamba2: the model's blocks cycled, or one block repeated", {"cycle", "single"}),
      p_int("layer", 0, "mamba2: the block of layers=single", 0, 1000000),
      p_string("update", "residual", "mamba2: residual stream or the sphere update", {"residual", "sphere"}),
-     p_int("vocab", 0, "mamba2: token ids drawn from [0, vocab) (0: the model's vocabulary)", 0, 1 << 30)},
+     p_int("vocab", 0, "mamba2: token ids drawn from [0, vocab) (0: the model's vocabulary)", 0, 1 << 30),
+     // transformer (coupling paper block (4)); d is the rope knob above
+     p_int("d_ff", 16, "transformer: MLP width", 1, 4096),
+     p_double("sigma_w", 1.0, "transformer: weight std x sqrt(fan_in)", 0.0, 100.0),
+     p_double("sigma_b", 0.0, "transformer: bias std (b_1, b_2)", 0.0, 100.0),
+     p_string("norm", "rms", "transformer: norm S", {"rms", "layer", "none"}),
+     p_double("eps", 1e-6, "transformer: eps_S of the norm", 0.0, 1.0),
+     p_string("placement", "pre", "transformer: norm placement", {"pre", "post"}),
+     p_string("activation", "gelu", "transformer: MLP activation (relu is not C^1: warned)", {"gelu", "gelu-tanh", "silu", "tanh", "relu"}),
+     p_string("mask", "causal", "transformer: attention mask", {"causal", "bidirectional", "block", "sliding", "leaky"}),
+     p_int("P", 4, "transformer: block length (mask = block)", 1, 512),
+     p_int("window", 4, "transformer: sliding window (mask = sliding)", 1, 512),
+     p_double("eps_leak", 1e-3, "transformer: weight of future tokens (mask = leaky)", 0.0, 1.0, true),
+     p_string("positional", "none", "transformer: positional scheme", {"none", "rope", "alibi"}),
+     p_double("temperature", 0.0, "transformer: softmax temperature (0 = sqrt(d))", 0.0, 1e6),
+     p_string("tying", "untied", "transformer: weights across depth", {"untied", "tied", "looped"}),
+     p_int("loop", 4, "transformer: period of a looped stack", 1, 10000000),
+     p_string("tf_weights", "", "transformer: safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)")},
     run_depth_spectra,
     "depth-spectra",
     [](const Params& P) {
@@ -277,6 +349,9 @@ const ExperimentRegistration reg{Experiment{
       } else if (model == "rope") {
         d = static_cast<double>(P.get_int("d"));
         per_row = 16.0 * T * d;
+      } else if (model == "transformer") {
+        d = static_cast<double>(P.get_int("d"));
+        per_row = 6.0 * d * (2.0 * d + static_cast<double>(P.get_int("d_ff"))) + 12.0 * T * d;
       } else {
         d = 768.0;  // unknown until the checkpoint is read: sized as mamba2-130m
         per_row = 4.0 * (d * 3352.0 + 1536.0 * d) + 8.0 * T * 1536.0;
