@@ -257,6 +257,8 @@ def main():
     elif kind in ("ssm-theorem-pe", "ssm-theorem-pd"):
         import plot_theorems
         getattr(plot_theorems, "plot_" + kind.replace("-", "_"))(d)
+    elif kind.startswith(("coupling-frozen-kernel", "coupling-bounded-step", "coupling-rank-collapse", "coupling-qk-specificity")):
+        import plot_coupling; plot_coupling.plot_coupling(kind, d)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 

@@ -494,39 +494,46 @@ void run_qk_specificity(const Params& p, RunContext& ctx) {
   }
   const Vec x0 = random_x0(c, seed);
   const Mat astar = kernel_of(c, T);
-  Batch Z;
-  Z.runs = runs;
-  Z.len = T;
-  Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
-  for (int r = 0; r < runs; ++r) {
-    Mat dX(T, c.d);
-    Rng(seed, {0xde, static_cast<std::uint64_t>(r)}).fill_normal(dX, 1.0);
-    Z.run(r) = homogeneous(x0, T) + s * dX;
-  }
-  Batch Zq = Z;
-  CsvWriter csv(ctx.dir / "qk_specificity.csv", {"layer", "variant", "alpha_dist_mean", "alpha_dist_max", "state_diff", "fluct_ratio"});
-  for (int l = 1; l <= L; ++l) {
-    for (int v = 0; v < 2; ++v) {
-      const Transformer& m = v ? tq : tf;
-      Batch& B = v ? Zq : Z;
-      const auto al = m.attention(l, B);
-      double mean = 0, mx = 0, fl = 0;
-      for (int r = 0; r < runs; ++r) {
-        const double dist = (al[static_cast<std::size_t>(r)] - astar).norm();
-        mean += dist / runs;
-        mx = std::max(mx, dist);
-        const Mat X = B.run(r);
-        fl += fk::fluctuation(X, T).norm() / X.norm() / runs;
-      }
-      const double sd = v ? (Zq.Z - Z.Z).norm() / std::max(Z.Z.norm(), 1e-300) : 0.0;
-      csv.cell(l).cell(std::string(v ? "perturbed" : "base")).cell(mean).cell(mx).cell(sd).cell(fl).end_row();
+  // Two amplitudes s and s/10: W_Q, W_K act at second order near H (Prop 8), so the state
+  // difference they cause should shrink ~100x when s shrinks 10x.
+  CsvWriter csv(ctx.dir / "qk_specificity.csv",
+                {"amplitude", "layer", "variant", "alpha_dist_mean", "alpha_dist_max", "state_diff", "fluct_ratio"});
+  CsvWriter fin(ctx.dir / "final.csv", {"amplitude", "relative_state_diff"});
+  int done = 0;
+  for (double amp : {s, s / 10.0}) {
+    Batch Z;
+    Z.runs = runs;
+    Z.len = T;
+    Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
+    for (int r = 0; r < runs; ++r) {
+      Mat dX(T, c.d);
+      Rng(seed, {0xde, static_cast<std::uint64_t>(r)}).fill_normal(dX, 1.0);
+      Z.run(r) = homogeneous(x0, T) + amp * dX;
     }
-    tf.apply(l, Z);
-    tq.apply(l, Zq);
-    if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
+    Batch Zq = Z;
+    for (int l = 1; l <= L; ++l) {
+      for (int v = 0; v < 2; ++v) {
+        const Transformer& m = v ? tq : tf;
+        Batch& B = v ? Zq : Z;
+        const auto al = m.attention(l, B);
+        double mean = 0, mx = 0, fl = 0;
+        for (int r = 0; r < runs; ++r) {
+          const double dist = (al[static_cast<std::size_t>(r)] - astar).norm();
+          mean += dist / runs;
+          mx = std::max(mx, dist);
+          const Mat X = B.run(r);
+          fl += fk::fluctuation(X, T).norm() / X.norm() / runs;
+        }
+        const double sd = v ? (Zq.Z - Z.Z).norm() / std::max(Z.Z.norm(), 1e-300) : 0.0;
+        csv.cell(amp).cell(l).cell(std::string(v ? "perturbed" : "base")).cell(mean).cell(mx).cell(sd).cell(fl).end_row();
+      }
+      tf.apply(l, Z);
+      tq.apply(l, Zq);
+      if (ctx.progress) ctx.progress((done * L + l) / (2.0 * L));
+    }
+    fin.cell(amp).cell((Zq.Z - Z.Z).norm() / Z.Z.norm()).end_row();
+    ++done;
   }
-  CsvWriter fin(ctx.dir / "final.csv", {"variant", "relative_state_diff"});
-  fin.cell(std::string("perturbed")).cell((Zq.Z - Z.Z).norm() / Z.Z.norm()).end_row();
 }
 
 ResourceEstimate estimate_of(const Params& p, double factor) {
