@@ -240,6 +240,44 @@ TEST(CouplingTransformer, HomogeneousManifoldInvariant) {
   }
 }
 
+// R4, block version: with block-local attention (C1), X constant on each block of P tokens (H_P)
+// stays in H_P, each block following the reduced map; an injection constant per block (the hook for
+// (C2)) keeps H_P and adds itself; with the hook returning 0 the output is bit for bit the plain block.
+TEST(CouplingTransformer, BlockHomogeneousInvariantWithInjection) {
+  for (Placement pl : {Placement::PreLN, Placement::PostLN}) {
+    Config c;
+    c.d = 5;
+    c.d_ff = 9;
+    c.mask = Mask::BlockLocal;
+    c.block = 3;
+    c.placement = pl;
+    Transformer tf = make(c, 1, 33);
+    const int T = 8, K = 3;  // blocks of 3, 3, 2 tokens
+    Mat xs(K, 5);
+    Rng(34, {}).fill_normal(xs, 1.0);
+    Batch Z;
+    Z.len = T;
+    Z.Z.resize(T, 5);
+    for (int t = 0; t < T; ++t) Z.Z.row(t) = xs.row(t / 3);
+    Batch plain = Z;
+    tf.apply(1, plain);
+    for (int t = 0; t < T; ++t)
+      EXPECT_LT((plain.Z.row(t).transpose() - tf.reduced_map(1, xs.row(t / 3).transpose())).norm(), 1e-14 * plain.Z.row(t).norm());
+    Batch zero = Z;
+    tf.set_injection([](long, const Batch&, Tokens&) {});
+    tf.apply(1, zero);
+    EXPECT_EQ(zero.Z, plain.Z);
+    Mat inj(K, 5);
+    Rng(35, {}).fill_normal(inj, 0.3);
+    tf.set_injection([&](long, const Batch& in, Tokens& add) {
+      for (int t = 0; t < in.len; ++t) add.row(t) = inj.row(t / 3);
+    });
+    Batch withinj = Z;
+    tf.apply(1, withinj);
+    for (int t = 0; t < T; ++t) EXPECT_LT((withinj.Z.row(t) - plain.Z.row(t) - inj.row(t / 3)).norm(), 1e-14 * std::max(1.0, plain.Z.row(t).norm()));
+  }
+}
+
 // The reduced map of Lemma 2 written out (Pre-LN): x' = x_h + W_2 phi(W_1 S(x_h) + b_1) + b_2.
 TEST(CouplingTransformer, ReducedMapFormula) {
   Config c;
