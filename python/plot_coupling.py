@@ -184,7 +184,7 @@ def plot_qk_specificity(d):
     ax[0].legend(fontsize=8)
     ax[1].set_xlabel("layer l")
     ax[1].set_ylabel("relative size (floor 1e-18)")
-    ax[1].set_title("Late W_Q, W_K perturbation: second order in s near H")
+    ax[1].set_title("Late W_Q, W_K perturbation (Prop 8: O(s^2) without positions)")
     ax[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(d, "qk_specificity.png"), dpi=110)
