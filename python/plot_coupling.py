@@ -126,12 +126,13 @@ def plot_bounded_step(d):
     for r in sg:
         by.setdefault((r["placement"], r["draw"]), []).append(r)
     for (pl, dr), rows in sorted(by.items()):
-        where = "|x|" if pl == "pre" else "|h - h_0| (root |h_0| = %.2f)" % _num(rows[0]["point_norm"])
-        a.loglog([_num(r["distance"]) for r in rows], [_num(r["jacobian_norm"]) for r in rows], "o-" if pl == "pre" else "s--",
-                 ms=3, label="%s-LN draw %s vs %s" % (pl, dr, where))
+        where = "|h - h_0| (root |h_0| = %.2f)" % _num(rows[0]["point_norm"]) if pl == "post" else "|x|"
+        name = {"pre": "Pre-LN eps=0", "pre-eps": "Pre-LN eps>0", "post": "Post-LN eps=0"}.get(pl, pl)
+        a.loglog([_num(r["distance"]) for r in rows], [_num(r["jacobian_norm"]) for r in rows],
+                 {"pre": "o-", "pre-eps": "d:", "post": "s--"}.get(pl, "x-"), ms=3, label="%s draw %s vs %s" % (name, dr, where))
     a.set_xlabel("distance to the singular point")
     a.set_ylabel("||Jacobian||_2")
-    a.set_title("Lemmas 15/16 (eps_S = 0): singular sets", fontsize=10)
+    a.set_title("Lemmas 15/16: singular sets (eps_S = 0) vs eps_S > 0", fontsize=10)
     a.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(d, "bounded_step.png"), dpi=110)

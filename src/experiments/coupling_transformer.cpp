@@ -381,7 +381,8 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
     }
   }
   // R3 (Lemmas 15/16) with eps_S = 0: Pre-LN Jacobian norm against |x| (singular only at 0), and the
-  // Post-LN singular points x + Sublayer(x) = 0 for two weight draws, with |DG| near them.
+  // Post-LN singular points x + Sublayer(x) = 0 for two weight draws, with |DG| near them; with the
+  // run's eps_S > 0 ("pre-eps") the Pre-LN Jacobian stays bounded near 0.
   {
     Config c0 = c;
     c0.eps = 0.0;
@@ -392,6 +393,8 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
     for (int draw = 0; draw < 2; ++draw) {
       const LayerWeights W = random_weights(c0, 0, p.get_double("sigma_w"), std::max(0.5, p.get_double("sigma_b")), seed + 1000 + draw);
       const Transformer pre(c0, {W});
+      LayerWeights We = W;
+      const Transformer pre_eps(c, {We});  // the user's eps_S > 0: smooth everywhere (bounded Jacobian)
       Config cpost = c0;
       cpost.placement = Placement::PostLN;
       const Transformer post(cpost, {W});
@@ -418,6 +421,8 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
           Jh.col(j) = (G(hp) - G(hm)) / (2 * e);
         }
         csv.cell(std::string("pre")).cell(draw).cell(dist).cell(jpre).cell(0.0).cell(0.0).cell(0.0).end_row();
+        if (c.eps > 0.0)
+          csv.cell(std::string("pre-eps")).cell(draw).cell(dist).cell(spectral_norm(reduced_jacobian(pre_eps, 1, dist * u))).cell(0.0).cell(0.0).cell(0.0).end_row();
         csv.cell(std::string("post")).cell(draw).cell(dist).cell(spectral_norm(Jh)).cell(root.norm()).cell(root(0)).cell(c.d > 1 ? root(1) : 0.0).end_row();
       }
     }
