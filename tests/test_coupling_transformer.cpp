@@ -185,14 +185,15 @@ TEST(CouplingTransformer, JvpRunsIndependent) {
   EXPECT_EQ(out.middleRows(4, 4), out1);
 }
 
-// k tangents of one state batched as k runs (the Lyapunov use): the shared forward pass gives the
-// same bits as separate calls, on 1 and 2 threads.
+// k tangents of one state batched as k runs (the Lyapunov use): the shared forward pass and products
+// give the same bits on 1 and 2 threads (chunks of 32 runs fixed by the data), and the separate
+// calls' values to round-off.
 TEST(CouplingTransformer, JvpSharedStateSameBits) {
   Config c;
   c.d = 16;
   c.d_ff = 64;
   const Transformer tf = make(c, 1, 6);
-  const int T = 16, k = 12;
+  const int T = 16, k = 40;
   Batch Z;
   Z.runs = k;
   Z.len = T;
@@ -212,7 +213,7 @@ TEST(CouplingTransformer, JvpSharedStateSameBits) {
   for (int r = 0; r < k; ++r) {
     Tokens o;
     tf.jvp(1, Z1, V.middleRows(r * T, T), o);
-    EXPECT_EQ(o, out1.middleRows(r * T, T)) << r;
+    EXPECT_LT((o - out1.middleRows(r * T, T)).cwiseAbs().maxCoeff(), 1e-13 * o.cwiseAbs().maxCoeff()) << r;
   }
 }
 

@@ -7,8 +7,8 @@
 #include <initializer_list>
 #include <fmt/format.h>
 #include <limits>
-#include <omp.h>
 #include <stdexcept>
+#include <utility>
 
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/parallel.hpp"
@@ -47,7 +47,8 @@ void rope_rotate(const std::vector<double>& omega, Eigen::Ref<Mat> Y) {
     }
 }
 
-// Row-wise tangent of the norm: dZ = DS(X)[dX] (§2.2 formulas applied to one direction).
+// Row-wise tangent of the norm: dZ = DS(X)[dX] (§2.2 formulas applied to one direction). dX may
+// stack several tangents of the same state: its row i is taken at the state row i mod X.rows().
 void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X, const Eigen::Ref<const Mat>& dX,
                   Eigen::Ref<Mat> dZ) {
   const double d = static_cast<double>(X.cols());
@@ -55,8 +56,8 @@ void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X,
     dZ = dX;
     return;
   }
-  for (Eigen::Index t = 0; t < X.rows(); ++t) {
-    RowVec x = X.row(t), dx = dX.row(t);
+  for (Eigen::Index t = 0; t < dX.rows(); ++t) {
+    RowVec x = X.row(t % X.rows()), dx = dX.row(t);
     if (c.norm == Norm::Layer) {
       x.array() -= x.mean();
       dx.array() -= dx.mean();
@@ -355,29 +356,38 @@ void Transformer::forward_run(const LayerWeights& W, const Mat& B, const Eigen::
 }
 
 void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen::Ref<const Mat>& dX, Mat& dout) const {
+  // dX stacks g tangents (g T rows) at the one state of the cache: the projections and the MLP are
+  // one product for all g, the softmax tangent is per tangent.
   const bool pre = cfg_.placement == Placement::PreLN;
+  const Eigen::Index T = c.X.rows(), g = dX.rows() / T;
   Mat dA(dX.rows(), dX.cols());
   if (pre) norm_tangent(cfg_, W.g_attn, c.X, dX, dA);
   else dA = dX;
   Mat dQ = dA * W.W_Q.transpose(), dK = dA * W.W_K.transpose(), dV = dA * W.W_V.transpose();
   if (cfg_.pos == Positional::Rope) {
     const auto omega = rope::standard_frequencies(cfg_.d / cfg_.heads, cfg_.rope_base);
-    rope_rotate(omega, dQ);
-    rope_rotate(omega, dK);
+    for (Eigen::Index r = 0; r < g; ++r) {
+      rope_rotate(omega, dQ.middleRows(r * T, T));
+      rope_rotate(omega, dK.middleRows(r * T, T));
+    }
   }
-  // Softmax tangent per head: d alpha_t = alpha_t ⊙ (du_t - <alpha_t, du_t>) (rows sum to 0).
+  // Softmax tangent per head: d alpha_t = alpha_t ⊙ (du_t - <alpha_t, du_t>) (rows sum to 0), with
+  // du = (dQ K^T + Q dK^T) / tau; (Q dK_r^T) is the transpose of the block r of dK Q^T.
   const int H = cfg_.heads, dh = cfg_.d / H;
-  const Eigen::Index T = dX.rows();
   Mat dR1 = dX;
+  Mat dAl(dX.rows(), T);
   for (int h = 0; h < H; ++h) {
     const auto a = c.alpha.middleCols(static_cast<Eigen::Index>(h) * T, T);
-    const Mat dU = (dQ.middleCols(h * dh, dh) * c.K.middleCols(h * dh, dh).transpose() +
-                    c.Q.middleCols(h * dh, dh) * dK.middleCols(h * dh, dh).transpose()) / cfg_.tau();
-    Mat dAl = a.cwiseProduct(dU);
-    const Vec rs = dAl.rowwise().sum();
-    dAl -= a.cwiseProduct(rs.replicate(1, T));
+    const Mat dU1 = dQ.middleCols(h * dh, dh) * c.K.middleCols(h * dh, dh).transpose();
+    const Mat dU2 = dK.middleCols(h * dh, dh) * c.Q.middleCols(h * dh, dh).transpose();
+    for (Eigen::Index r = 0; r < g; ++r) {
+      auto blk = dAl.middleRows(r * T, T);
+      blk = a.cwiseProduct(dU1.middleRows(r * T, T) + dU2.middleRows(r * T, T).transpose()) / cfg_.tau();
+      const Vec rs = blk.rowwise().sum();
+      blk -= a.cwiseProduct(rs.replicate(1, T));
+      dR1.block(r * T, h * dh, T, dh).noalias() += a * dV.block(r * T, h * dh, T, dh);
+    }
     dR1.middleCols(h * dh, dh).noalias() += dAl * c.Vv.middleCols(h * dh, dh);
-    dR1.middleCols(h * dh, dh).noalias() += a * dV.middleCols(h * dh, dh);
   }
   Mat dXh(dX.rows(), dX.cols()), dM(dX.rows(), dX.cols());
   if (pre) {
@@ -389,7 +399,8 @@ void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen
   }
   Mat dH = dM * W.W_1.transpose();
   const Mat dphi = c.H.unaryExpr([this](double z) { return activation_derivative(cfg_.phi, z); });
-  Mat dY = dH.cwiseProduct(dphi) * W.W_2.transpose() + dXh;
+  for (Eigen::Index r = 0; r < g; ++r) dH.middleRows(r * T, T).array() *= dphi.array();
+  Mat dY = dH * W.W_2.transpose() + dXh;
   if (pre) dout = dY;
   else {
     dout.resize(dY.rows(), dY.cols());
@@ -435,29 +446,29 @@ void Transformer::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) cons
   const Mat B = score_bias(cfg_, Z.len);
   out.resize(V.rows(), V.cols());
   ParallelErrors errors;
-  const bool par = static_cast<double>(Z.runs) * Z.len * Z.dim() * (Z.len + cfg_.d_ff) > 1e5 && Z.runs > 1;
-  // Runs in fixed contiguous chunks, one per thread. Consecutive runs with the same state (k
-  // tangents of one state batched as k runs) share one forward pass: the forward pass is
-  // deterministic, so reusing it changes no bit.
-  const int nt = par ? std::min(omp_get_max_threads(), Z.runs) : 1;
-#pragma omp parallel num_threads(nt)
-  {
-    const int tid = omp_get_thread_num(), n = omp_get_num_threads();
-    const int lo = static_cast<int>(static_cast<long>(Z.runs) * tid / n), hi = static_cast<int>(static_cast<long>(Z.runs) * (tid + 1) / n);
-    Cache c;
-    Mat y, dy;
-    bool have = false;
-    for (int r = lo; r < hi && !errors.failed(); ++r) try {
-        if (!have || c.X != Z.run(r)) {
-          forward_run(W, B, Z.run(r), y, &c);
-          have = true;
-        }
-        tangent_run(W, c, V.middleRows(static_cast<Eigen::Index>(r) * Z.len, Z.len), dy);
-        out.middleRows(static_cast<Eigen::Index>(r) * Z.len, Z.len) = dy;
-      } catch (...) {
-        errors.capture();
-      }
+  // Chunks fixed by the data alone (never by the thread count): consecutive runs with the same state
+  // (k tangents of one state batched as k runs), at most kChunk per chunk, share one forward pass and
+  // one set of products; chunks are spread over the threads.
+  constexpr int kChunk = 32;
+  std::vector<std::pair<int, int>> chunks;  // (first run, count)
+  for (int r = 0; r < Z.runs; ++r) {
+    if (!chunks.empty() && chunks.back().second < kChunk && Z.run(r) == Z.run(chunks.back().first)) ++chunks.back().second;
+    else chunks.emplace_back(r, 1);
   }
+  const int nc = static_cast<int>(chunks.size());
+  const bool par = static_cast<double>(Z.runs) * Z.len * Z.dim() * (Z.len + cfg_.d_ff) > 1e5 && nc > 1;
+#pragma omp parallel for schedule(static) if (par)
+  for (int i = 0; i < nc; ++i) try {
+      const auto [r0, n] = chunks[static_cast<std::size_t>(i)];
+      Cache c;
+      Mat y, dy;
+      forward_run(W, B, Z.run(r0), y, &c);
+      const Eigen::Index rows = static_cast<Eigen::Index>(n) * Z.len, at = static_cast<Eigen::Index>(r0) * Z.len;
+      tangent_run(W, c, V.middleRows(at, rows), dy);
+      out.middleRows(at, rows) = dy;
+    } catch (...) {
+      errors.capture();
+    }
   errors.rethrow();
 }
 
