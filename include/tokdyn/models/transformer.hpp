@@ -29,7 +29,8 @@
 // have their own gains (g_attn, beta_attn for S_1, g_mlp, beta_mlp for S_2).
 //
 // The tangent map jvp() is exact forward mode through the norms, the softmax and the MLP
-// (has_exact_jvp() == true). An optional additive per-token term (the hook for the injection
+// (has_exact_jvp() == true). Runs are independent; k tangents of one state may be batched as k runs
+// with that state: consecutive equal runs (up to 32) share one forward pass and one set of products. An optional additive per-token term (the hook for the injection
 // rho psi(y) of (C2)) is added after the block; it is treated as independent of the state in jvp().
 //
 // Weights: seeded Gaussian (std sigma_w / sqrt(fan_in); biases std sigma_b) or read from a
