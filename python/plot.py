@@ -263,6 +263,8 @@ def main():
     elif kind == "depth-spectra":
         import plot_depth
         plot_depth.plot_depth_spectra(d)
+    elif kind.startswith(("coupling-frozen-kernel", "coupling-bounded-step", "coupling-rank-collapse", "coupling-qk-specificity")):
+        import plot_coupling; plot_coupling.plot_coupling(kind, d)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 

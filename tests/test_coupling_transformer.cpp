@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <omp.h>
 #include <vector>
 
 #include "tokdyn/analysis/frozen_kernel.hpp"
@@ -122,6 +123,49 @@ TEST(CouplingTransformer, JvpMatchesFiniteDifferencesEveryOption) {
   }
 }
 
+// Multi-head extension: exact JVP against central differences, H invariance and the frozen kernel.
+TEST(CouplingTransformer, MultiHead) {
+  for (Positional pos : {Positional::None, Positional::Rope, Positional::Alibi})
+    for (Placement pl : {Placement::PreLN, Placement::PostLN}) {
+      Config c;
+      c.d = 8;
+      c.d_ff = 12;
+      c.heads = 2;
+      c.pos = pos;
+      c.placement = pl;
+      const Transformer tf = make(c, 1, 17);
+      Batch Z;
+      Z.runs = 2;
+      Z.len = 5;
+      Z.Z = random_mat(10, 8, 18, 1.5);
+      const Tokens V = random_mat(10, 8, 19);
+      Tokens JV;
+      tf.jvp(1, Z, V, JV);
+      const double h = 1e-5;
+      Batch P = Z, M = Z;
+      P.Z += h * V;
+      M.Z -= h * V;
+      tf.apply(1, P);
+      tf.apply(1, M);
+      EXPECT_LT(((P.Z - M.Z) / (2 * h) - JV).norm(), 1e-7 * std::max(1.0, JV.norm()));
+      Vec x(8);
+      Rng(20, {}).fill_normal(x, 1.0);
+      Batch Zh;
+      Zh.len = 6;
+      Zh.Z = homogeneous(x, 6);
+      if (pos == Positional::None) {
+        EXPECT_LT((tf.attention(1, Zh)[0] - fk::alpha_star(6)).cwiseAbs().maxCoeff(), 1e-15);
+      }
+      tf.apply(1, Zh);
+      const Vec x1 = tf.reduced_map(1, x);
+      for (int t = 0; t < 6; ++t) EXPECT_LT((Zh.Z.row(t).transpose() - x1).norm(), 1e-14 * std::max(1.0, x1.norm()));
+    }
+  Config c;
+  c.d = 6;
+  c.heads = 4;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
 // Runs are independent in jvp (k tangents batched as k runs).
 TEST(CouplingTransformer, JvpRunsIndependent) {
   Config c;
@@ -139,6 +183,38 @@ TEST(CouplingTransformer, JvpRunsIndependent) {
   Z1.Z = Z.run(1);
   tf.jvp(1, Z1, V.middleRows(4, 4), out1);
   EXPECT_EQ(out.middleRows(4, 4), out1);
+}
+
+// k tangents of one state batched as k runs (the Lyapunov use): the shared forward pass and products
+// give the same bits on 1 and 2 threads (chunks of 32 runs fixed by the data), and the separate
+// calls' values to round-off.
+TEST(CouplingTransformer, JvpSharedStateSameBits) {
+  Config c;
+  c.d = 16;
+  c.d_ff = 64;
+  const Transformer tf = make(c, 1, 6);
+  const int T = 16, k = 40;
+  Batch Z;
+  Z.runs = k;
+  Z.len = T;
+  Z.Z = random_mat(T, 16, 13).replicate(k, 1);
+  const Tokens V = random_mat(k * T, 16, 14);
+  Tokens out1, out2;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  tf.jvp(1, Z, V, out1);
+  omp_set_num_threads(2);
+  tf.jvp(1, Z, V, out2);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(out1, out2);
+  Batch Z1;
+  Z1.len = T;
+  Z1.Z = Z.run(0);
+  for (int r = 0; r < k; ++r) {
+    Tokens o;
+    tf.jvp(1, Z1, V.middleRows(r * T, T), o);
+    EXPECT_LT((o - out1.middleRows(r * T, T)).cwiseAbs().maxCoeff(), 1e-13 * o.cwiseAbs().maxCoeff()) << r;
+  }
 }
 
 // R4 (Lemma 2): H is invariant for every mask, temperature, positional scheme, norm and placement,
@@ -162,6 +238,44 @@ TEST(CouplingTransformer, HomogeneousManifoldInvariant) {
       for (int t = 0; t < 7; ++t) EXPECT_LT((Z.Z.row(t).transpose() - x1).norm(), 1e-14 * scale) << idx << " t=" << t;
     }
     ++idx;
+  }
+}
+
+// R4, block version: with block-local attention (C1), X constant on each block of P tokens (H_P)
+// stays in H_P, each block following the reduced map; an injection constant per block (the hook for
+// (C2)) keeps H_P and adds itself; with the hook returning 0 the output is bit for bit the plain block.
+TEST(CouplingTransformer, BlockHomogeneousInvariantWithInjection) {
+  for (Placement pl : {Placement::PreLN, Placement::PostLN}) {
+    Config c;
+    c.d = 5;
+    c.d_ff = 9;
+    c.mask = Mask::BlockLocal;
+    c.block = 3;
+    c.placement = pl;
+    Transformer tf = make(c, 1, 33);
+    const int T = 8, K = 3;  // blocks of 3, 3, 2 tokens
+    Mat xs(K, 5);
+    Rng(34, {}).fill_normal(xs, 1.0);
+    Batch Z;
+    Z.len = T;
+    Z.Z.resize(T, 5);
+    for (int t = 0; t < T; ++t) Z.Z.row(t) = xs.row(t / 3);
+    Batch plain = Z;
+    tf.apply(1, plain);
+    for (int t = 0; t < T; ++t)
+      EXPECT_LT((plain.Z.row(t).transpose() - tf.reduced_map(1, xs.row(t / 3).transpose())).norm(), 1e-14 * plain.Z.row(t).norm());
+    Batch zero = Z;
+    tf.set_injection([](long, const Batch&, Tokens&) {});
+    tf.apply(1, zero);
+    EXPECT_EQ(zero.Z, plain.Z);
+    Mat inj(K, 5);
+    Rng(35, {}).fill_normal(inj, 0.3);
+    tf.set_injection([&](long, const Batch& in, Tokens& add) {
+      for (int t = 0; t < in.len; ++t) add.row(t) = inj.row(t / 3);
+    });
+    Batch withinj = Z;
+    tf.apply(1, withinj);
+    for (int t = 0; t < T; ++t) EXPECT_LT((withinj.Z.row(t) - plain.Z.row(t) - inj.row(t / 3)).norm(), 1e-14 * std::max(1.0, plain.Z.row(t).norm()));
   }
 }
 

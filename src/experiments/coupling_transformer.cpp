@@ -12,6 +12,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
 #include "tokdyn/rng.hpp"
@@ -22,74 +23,6 @@ namespace {
 using namespace tokdyn::tf;
 
 // ---- shared architecture parameters -------------------------------------------------------------
-
-std::vector<ParamSpec> arch_params(long d, long d_ff, long T, long L, double sigma_b) {
-  return {p_int("d", d, "token dimension (= d_k = d_v)", 1, 256),
-          p_int("d_ff", d_ff, "MLP width", 1, 4096),
-          p_int("T", T, "tokens per sequence", 1, 512),
-          p_int("L", L, "depth (number of layers)", 1, 5000),
-          p_double("sigma_w", 1.0, "weight std x sqrt(fan_in)", 0.0, 100.0),
-          p_double("sigma_b", sigma_b, "bias std (b_1, b_2)", 0.0, 100.0),
-          p_string("norm", "rms", "norm S", {"rms", "layer", "none"}),
-          p_double("eps", 1e-6, "eps_S of the norm", 0.0, 1.0),
-          p_string("placement", "pre", "norm placement", {"pre", "post"}),
-          p_string("activation", "gelu", "MLP activation phi (relu is not C^1: warned)", {"gelu", "gelu-tanh", "silu", "tanh", "relu"}),
-          p_string("mask", "causal", "attention mask", {"causal", "bidirectional", "block", "sliding", "leaky"}),
-          p_int("P", 4, "block length (mask = block)", 1, 512),
-          p_int("window", 4, "sliding window w (mask = sliding)", 1, 512),
-          p_double("eps_leak", 1e-3, "weight of future tokens (mask = leaky)", 0.0, 1.0, true),
-          p_string("positional", "none", "positional scheme", {"none", "rope", "alibi"}),
-          p_double("temperature", 0.0, "softmax temperature tau (0 = sqrt(d))", 0.0, 1e6),
-          p_string("tying", "untied", "weights across depth", {"untied", "tied", "looped"}),
-          p_int("loop", 4, "period of a looped stack (tying = looped)", 1, 5000),
-          p_string("weights", "", "safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)"),
-          p_int("seed", 0, "base seed", 0, kMaxSeed)};
-}
-
-Config config_of(const Params& p) {
-  Config c;
-  c.d = static_cast<int>(p.get_int("d"));
-  c.d_ff = static_cast<int>(p.get_int("d_ff"));
-  c.norm = parse_norm(p.get_string("norm"));
-  c.eps = p.get_double("eps");
-  c.placement = parse_placement(p.get_string("placement"));
-  c.phi = parse_activation(p.get_string("activation"));
-  c.mask = parse_mask(p.get_string("mask"));
-  c.block = static_cast<int>(p.get_int("P"));
-  c.window = static_cast<int>(p.get_int("window"));
-  c.eps_leak = p.get_double("eps_leak");
-  c.pos = parse_positional(p.get_string("positional"));
-  c.temperature = p.get_double("temperature");
-  if (c.pos == Positional::Rope && c.d % 2)
-    throw InputError(fmt::format("parameter 'd' = {}: positional = rope needs an even d", c.d));
-  c.validate();
-  return c;
-}
-
-std::vector<LayerWeights> weights_of(const Params& p, const Config& c, std::uint64_t seed_offset = 0) {
-  const int L = static_cast<int>(p.get_int("L"));
-  const Tying tying = parse_tying(p.get_string("tying"));
-  const std::string& file = p.get_string("weights");
-  if (!file.empty()) {
-    auto w = load_weights(file, c);
-    if (tying == Tying::Untied && static_cast<int>(w.size()) < L)
-      throw InputError(fmt::format("parameter 'weights' = {}: {} layers in the file, expected at least L = {} for untied weights", file,
-                                   w.size(), L));
-    return w;
-  }
-  const int n = tying == Tying::Tied ? 1 : tying == Tying::Looped ? static_cast<int>(p.get_int("loop")) : L;
-  std::vector<LayerWeights> w;
-  for (int r = 0; r < n; ++r)
-    w.push_back(random_weights(c, r, p.get_double("sigma_w"), p.get_double("sigma_b"),
-                               static_cast<std::uint64_t>(p.get_int("seed")) + seed_offset));
-  return w;
-}
-
-Transformer model_of(const Params& p, RunContext& ctx, std::uint64_t seed_offset = 0) {
-  const Config c = config_of(p);
-  for (const auto& w : c.warnings()) ctx.warnings.push_back(w);
-  return Transformer(c, weights_of(p, c, seed_offset), parse_tying(p.get_string("tying")));
-}
 
 Mat kernel_of(const Config& c, int T) {
   // The frozen kernel alpha(X*) for positionless masks: the softmax of the mask bias (Thm 3(1)).
@@ -106,16 +39,11 @@ double spectral_norm(const Mat& A) {
   return svd.singularValues()(0);
 }
 
-Vec random_x0(const Config& c, std::uint64_t seed) {
-  Vec x(c.d);
-  Rng(seed, {0xa11ce}).fill_normal(x, 1.0);
-  return x;
-}
 
 // ---- coupling-frozen-kernel ----------------------------------------------------------------------
 
 void run_frozen_kernel(const Params& p, RunContext& ctx) {
-  Transformer tf = model_of(p, ctx);
+  Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
   if (c.placement != Placement::PreLN) throw InputError("parameter 'placement' = post: the generators of eq. (7) are Pre-LN; use pre");
   if (c.pos != Positional::None)
@@ -123,7 +51,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
   const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const bool dense = static_cast<long>(T) * c.d <= p.get_int("dense_max");
-  const Vec x0 = random_x0(c, seed);
+  const Vec x0 = reference_start(c, seed);
   const Reference ref = reference_trajectory(tf, x0, L);
   const Mat astar = kernel_of(c, T);
 
@@ -283,7 +211,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
 // ---- coupling-bounded-step -----------------------------------------------------------------------
 
 void run_bounded_step(const Params& p, RunContext& ctx) {
-  const Transformer tf = model_of(p, ctx);
+  const Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
   if (c.placement != Placement::PreLN) throw InputError("parameter 'placement' = post: Prop 1 is about the Pre-LN step (Post-LN is run as the control)");
   if (c.norm == Norm::None) throw InputError("parameter 'norm' = none: Prop 1 needs a norm S (rms or layer)");
@@ -377,7 +305,8 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
     }
   }
   // R3 (Lemmas 15/16) with eps_S = 0: Pre-LN Jacobian norm against |x| (singular only at 0), and the
-  // Post-LN singular points x + Sublayer(x) = 0 for two weight draws, with |DG| near them.
+  // Post-LN singular points x + Sublayer(x) = 0 for two weight draws, with |DG| near them; with the
+  // run's eps_S > 0 ("pre-eps") the Pre-LN Jacobian stays bounded near 0.
   {
     Config c0 = c;
     c0.eps = 0.0;
@@ -388,6 +317,8 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
     for (int draw = 0; draw < 2; ++draw) {
       const LayerWeights W = random_weights(c0, 0, p.get_double("sigma_w"), std::max(0.5, p.get_double("sigma_b")), seed + 1000 + draw);
       const Transformer pre(c0, {W});
+      LayerWeights We = W;
+      const Transformer pre_eps(c, {We});  // the user's eps_S > 0: smooth everywhere (bounded Jacobian)
       Config cpost = c0;
       cpost.placement = Placement::PostLN;
       const Transformer post(cpost, {W});
@@ -414,6 +345,8 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
           Jh.col(j) = (G(hp) - G(hm)) / (2 * e);
         }
         csv.cell(std::string("pre")).cell(draw).cell(dist).cell(jpre).cell(0.0).cell(0.0).cell(0.0).end_row();
+        if (c.eps > 0.0)
+          csv.cell(std::string("pre-eps")).cell(draw).cell(dist).cell(spectral_norm(reduced_jacobian(pre_eps, 1, dist * u))).cell(0.0).cell(0.0).cell(0.0).end_row();
         csv.cell(std::string("post")).cell(draw).cell(dist).cell(spectral_norm(Jh)).cell(root.norm()).cell(root(0)).cell(c.d > 1 ? root(1) : 0.0).end_row();
       }
     }
@@ -424,7 +357,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
 // ---- coupling-rank-collapse (E2) ----------------------------------------------------------------
 
 void run_rank_collapse(const Params& p, RunContext& ctx) {
-  const Transformer tf = model_of(p, ctx);
+  const Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
   const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
@@ -474,7 +407,7 @@ void run_rank_collapse(const Params& p, RunContext& ctx) {
 // ---- coupling-qk-specificity (E4) ---------------------------------------------------------------
 
 void run_qk_specificity(const Params& p, RunContext& ctx) {
-  const Transformer tf = model_of(p, ctx);
+  const Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
   const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
@@ -492,41 +425,48 @@ void run_qk_specificity(const Params& p, RunContext& ctx) {
     Rng(seed, {0x9b, static_cast<std::uint64_t>(l), 2}).fill_normal(E, eta * p.get_double("sigma_w") / std::sqrt(static_cast<double>(c.d)));
     W.W_K += E;
   }
-  const Vec x0 = random_x0(c, seed);
+  const Vec x0 = reference_start(c, seed);
   const Mat astar = kernel_of(c, T);
-  Batch Z;
-  Z.runs = runs;
-  Z.len = T;
-  Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
-  for (int r = 0; r < runs; ++r) {
-    Mat dX(T, c.d);
-    Rng(seed, {0xde, static_cast<std::uint64_t>(r)}).fill_normal(dX, 1.0);
-    Z.run(r) = homogeneous(x0, T) + s * dX;
-  }
-  Batch Zq = Z;
-  CsvWriter csv(ctx.dir / "qk_specificity.csv", {"layer", "variant", "alpha_dist_mean", "alpha_dist_max", "state_diff", "fluct_ratio"});
-  for (int l = 1; l <= L; ++l) {
-    for (int v = 0; v < 2; ++v) {
-      const Transformer& m = v ? tq : tf;
-      Batch& B = v ? Zq : Z;
-      const auto al = m.attention(l, B);
-      double mean = 0, mx = 0, fl = 0;
-      for (int r = 0; r < runs; ++r) {
-        const double dist = (al[static_cast<std::size_t>(r)] - astar).norm();
-        mean += dist / runs;
-        mx = std::max(mx, dist);
-        const Mat X = B.run(r);
-        fl += fk::fluctuation(X, T).norm() / X.norm() / runs;
-      }
-      const double sd = v ? (Zq.Z - Z.Z).norm() / std::max(Z.Z.norm(), 1e-300) : 0.0;
-      csv.cell(l).cell(std::string(v ? "perturbed" : "base")).cell(mean).cell(mx).cell(sd).cell(fl).end_row();
+  // Two amplitudes s and s/10: W_Q, W_K act at second order near H (Prop 8), so the state
+  // difference they cause should shrink ~100x when s shrinks 10x.
+  CsvWriter csv(ctx.dir / "qk_specificity.csv",
+                {"amplitude", "layer", "variant", "alpha_dist_mean", "alpha_dist_max", "state_diff", "fluct_ratio"});
+  CsvWriter fin(ctx.dir / "final.csv", {"amplitude", "relative_state_diff"});
+  int done = 0;
+  for (double amp : {s, s / 10.0}) {
+    Batch Z;
+    Z.runs = runs;
+    Z.len = T;
+    Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
+    for (int r = 0; r < runs; ++r) {
+      Mat dX(T, c.d);
+      Rng(seed, {0xde, static_cast<std::uint64_t>(r)}).fill_normal(dX, 1.0);
+      Z.run(r) = homogeneous(x0, T) + amp * dX;
     }
-    tf.apply(l, Z);
-    tq.apply(l, Zq);
-    if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
+    Batch Zq = Z;
+    for (int l = 1; l <= L; ++l) {
+      for (int v = 0; v < 2; ++v) {
+        const Transformer& m = v ? tq : tf;
+        Batch& B = v ? Zq : Z;
+        const auto al = m.attention(l, B);
+        double mean = 0, mx = 0, fl = 0;
+        for (int r = 0; r < runs; ++r) {
+          const double dist = (al[static_cast<std::size_t>(r)] - astar).norm();
+          mean += dist / runs;
+          mx = std::max(mx, dist);
+          const Mat X = B.run(r);
+          fl += fk::fluctuation(X, T).norm() / X.norm() / runs;
+        }
+        const double sd = v ? (Zq.Z - Z.Z).norm() / std::max(Z.Z.norm(), 1e-300) : 0.0;
+        csv.cell(amp).cell(l).cell(std::string(v ? "perturbed" : "base")).cell(mean).cell(mx).cell(sd).cell(fl).end_row();
+      }
+      tf.apply(l, Z);
+      tq.apply(l, Zq);
+      if (ctx.progress) ctx.progress((done * L + l) / (2.0 * L));
+    }
+    fin.cell(amp).cell((Zq.Z - Z.Z).norm() / Z.Z.norm()).end_row();
+    ++done;
   }
-  CsvWriter fin(ctx.dir / "final.csv", {"variant", "relative_state_diff"});
-  fin.cell(std::string("perturbed")).cell((Zq.Z - Z.Z).norm() / Z.Z.norm()).end_row();
 }
 
 ResourceEstimate estimate_of(const Params& p, double factor) {
@@ -541,7 +481,7 @@ const ExperimentRegistration reg_fk{Experiment{
     "coupling-frozen-kernel",
     "Coupling paper Thm 3 / Prop 8: frozen kernel 1/t, exact Kronecker Jacobian vs eq. (8) (F1), sectors, QK invisibility, kappa_alpha",
     [] {
-      auto ps = arch_params(8, 32, 8, 12, 0.3);
+      auto ps = transformer_params(8, 32, 8, 12, 0.3);
       ps.push_back(p_int("dense_max", 256, "largest T*d for the dense Jacobian checks", 1, 4096));
       return ps;
     }(),
@@ -552,7 +492,7 @@ const ExperimentRegistration reg_bs{Experiment{
     "coupling-bounded-step",
     "Coupling paper Prop 1 (bounded step, linear stream; Post-LN control) and Lemmas 15/16 (singular sets, eps_S = 0)",
     [] {
-      auto ps = arch_params(8, 32, 6, 24, 0.3);
+      auto ps = transformer_params(8, 32, 6, 24, 0.3);
       ps.push_back(p_int("samples", 20, "random states per scale and layer", 1, 100000));
       ps.push_back(p_int("ascent_steps", 60, "gradient-ascent steps of the adversarial search", 0, 100000));
       return ps;
@@ -564,7 +504,7 @@ const ExperimentRegistration reg_rc{Experiment{
     "coupling-rank-collapse",
     "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks, log-slope estimate of r_f",
     [] {
-      auto ps = arch_params(16, 64, 16, 48, 0.0);
+      auto ps = transformer_params(16, 64, 16, 48, 0.0);
       ps.push_back(p_int("runs", 8, "random input sequences", 1, 10000));
       return ps;
     }(),
@@ -575,7 +515,7 @@ const ExperimentRegistration reg_qk{Experiment{
     "coupling-qk-specificity",
     "Coupling paper E4: |alpha^(l) - alpha*| against depth near H, and the effect of late W_Q/W_K perturbations",
     [] {
-      auto ps = arch_params(16, 64, 16, 48, 0.0);
+      auto ps = transformer_params(16, 64, 16, 48, 0.0);
       ps.push_back(p_int("runs", 8, "perturbed homogeneous inputs", 1, 10000));
       ps.push_back(p_double("amplitude", 0.1, "size s of the perturbation X(0) = 1 x0^T + s dX", 0.0, 1e3));
       ps.push_back(p_double("eta", 1.0, "relative size of the W_Q, W_K perturbation", 0.0, 1e3));

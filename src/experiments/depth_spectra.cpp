@@ -179,7 +179,7 @@ ModelSetup build_transformer(const Params& P, RunContext& ctx) {
   Params q;
   const auto copy = [&](const std::string& to, const std::string& from) { q.values_[to] = P.values_.at(from); };
   for (const char* k : {"d", "d_ff", "sigma_w", "sigma_b", "norm", "eps", "placement", "activation", "mask", "P", "window",
-                        "eps_leak", "positional", "temperature", "tying", "loop", "seed"})
+                        "eps_leak", "positional", "temperature", "heads", "tying", "loop", "seed"})
     copy(k, k);
   copy("T", "tokens");
   copy("L", "depth");
@@ -212,7 +212,7 @@ const std::map<std::string, std::vector<std::string>>& knob_models() {
       {"n", {"ssm"}},          {"m", {"ssm"}},          {"weights", {"ssm"}},     {"sigma", {"ssm"}},
       {"silu", {"ssm"}},       {"redraw", {"ssm"}},     {"tau", {"ssm", "mamba2"}}, {"d", {"rope", "transformer"}},
       {"beta", {"rope"}},      {"h", {"rope"}},         {"rope", {"rope"}},       {"causal", {"rope"}},
-      {"heads", {"rope"}},     {"freqs", {"rope"}},     {"positions", {"rope"}},  {"init", {"rope"}},
+      {"heads", {"rope", "transformer"}},     {"freqs", {"rope"}},     {"positions", {"rope"}},  {"init", {"rope"}},
       {"checkpoint", {"mamba2"}}, {"layers", {"mamba2"}}, {"layer", {"mamba2"}}, {"update", {"mamba2"}},
       {"vocab", {"mamba2"}},     {"d_ff", {"transformer"}},   {"sigma_w", {"transformer"}}, {"sigma_b", {"transformer"}},
       {"norm", {"transformer"}}, {"eps", {"transformer"}},    {"placement", {"transformer"}}, {"activation", {"transformer"}},
@@ -309,7 +309,7 @@ const ExperimentRegistration reg{Experiment{
      p_double("h", 0.1, "rope: residual step h of (3)", 0.0, {}, true),
      p_bool("rope", true, "rope: rotate queries and keys"),
      p_bool("causal", false, "rope: causal mask"),
-     p_int("heads", 1, "rope: attention heads", 1, 4096),
+     p_int("heads", 1, "rope, transformer: attention heads (transformer: must divide d)", 1, 4096),
      p_string("freqs", "", "rope: frequencies per plane, comma-separated (empty: standard)"),
      p_string("positions", "", "rope: token positions, comma-separated (empty: 0..T-1)"),
      p_string("init", "sphere", "rope: initial tokens uniform on the sphere or in the hemisphere x_1 >= 0", {"sphere", "hemisphere"}),

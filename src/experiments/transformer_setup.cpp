@@ -24,7 +24,8 @@ std::vector<ParamSpec> transformer_params(long d, long d_ff, long T, long L, dou
           p_int("window", 4, "sliding window w (mask = sliding)", 1, 512),
           p_double("eps_leak", 1e-3, "weight of future tokens (mask = leaky)", 0.0, 1.0, true),
           p_string("positional", "none", "positional scheme", {"none", "rope", "alibi"}),
-          p_double("temperature", 0.0, "softmax temperature tau (0 = sqrt(d))", 0.0, 1e6),
+          p_double("temperature", 0.0, "softmax temperature tau (0 = sqrt(d/heads))", 0.0, 1e6),
+          p_int("heads", 1, "attention heads (the paper: 1; must divide d)", 1, 256),
           p_string("tying", "untied", "weights across depth", {"untied", "tied", "looped"}),
           p_int("loop", 4, "period of a looped stack (tying = looped)", 1, 5000),
           p_string("weights", "", "safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)"),
@@ -45,8 +46,11 @@ Config config_from(const Params& p) {
   c.eps_leak = p.get_double("eps_leak");
   c.pos = parse_positional(p.get_string("positional"));
   c.temperature = p.get_double("temperature");
-  if (c.pos == Positional::Rope && c.d % 2)
-    throw InputError(fmt::format("parameter 'd' = {}: positional = rope needs an even d", c.d));
+  c.heads = static_cast<int>(p.get_int("heads"));
+  if (c.d % c.heads)
+    throw InputError(fmt::format("parameter 'heads' = {}: expected a divisor of d = {}", c.heads, c.d));
+  if (c.pos == Positional::Rope && (c.d / c.heads) % 2)
+    throw InputError(fmt::format("parameter 'd' = {}: positional = rope needs an even head size d/heads (heads = {})", c.d, c.heads));
   c.validate();
   return c;
 }

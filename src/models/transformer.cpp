@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/parallel.hpp"
@@ -31,19 +32,23 @@ E pick(const std::string& what, const std::string& s, std::initializer_list<std:
   throw std::invalid_argument(fmt::format("{}: expected {}, got '{}'", what, all, s));
 }
 
-// Rotates the rows of Y (T x d) in place: row t by R_t (RoPE planes (2l, 2l+1), angle omega_l t).
+// Rotates the rows of Y (T x d) in place: row t by R_t (RoPE planes (2l, 2l+1) inside each head of
+// size dh = 2 omega.size(), angle omega_l t; the same frequencies in every head).
 void rope_rotate(const std::vector<double>& omega, Eigen::Ref<Mat> Y) {
+  const auto dh = static_cast<Eigen::Index>(2 * omega.size());
   for (Eigen::Index t = 0; t < Y.rows(); ++t)
-    for (std::size_t l = 0; l < omega.size(); ++l) {
+    for (Eigen::Index pl = 0; pl < Y.cols() / 2; ++pl) {
+      const std::size_t l = static_cast<std::size_t>(pl % (dh / 2));
       const double a = omega[l] * static_cast<double>(t), c = std::cos(a), s = std::sin(a);
-      const auto i = static_cast<Eigen::Index>(2 * l);
+      const auto i = 2 * pl;
       const double y0 = Y(t, i), y1 = Y(t, i + 1);
       Y(t, i) = c * y0 - s * y1;
       Y(t, i + 1) = s * y0 + c * y1;
     }
 }
 
-// Row-wise tangent of the norm: dZ = DS(X)[dX] (§2.2 formulas applied to one direction).
+// Row-wise tangent of the norm: dZ = DS(X)[dX] (§2.2 formulas applied to one direction). dX may
+// stack several tangents of the same state: its row i is taken at the state row i mod X.rows().
 void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X, const Eigen::Ref<const Mat>& dX,
                   Eigen::Ref<Mat> dZ) {
   const double d = static_cast<double>(X.cols());
@@ -51,8 +56,8 @@ void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X,
     dZ = dX;
     return;
   }
-  for (Eigen::Index t = 0; t < X.rows(); ++t) {
-    RowVec x = X.row(t), dx = dX.row(t);
+  for (Eigen::Index t = 0; t < dX.rows(); ++t) {
+    RowVec x = X.row(t % X.rows()), dx = dX.row(t);
     if (c.norm == Norm::Layer) {
       x.array() -= x.mean();
       dx.array() -= dx.mean();
@@ -98,13 +103,15 @@ void Config::validate() const {
   if (block < 1) bad(fmt::format("block length P: expected >= 1, got {}", block));
   if (window < 1) bad(fmt::format("window w: expected >= 1, got {}", window));
   if (!(eps_leak > 0.0 && eps_leak <= 1.0)) bad(fmt::format("eps_leak: expected a value in (0, 1], got {}", eps_leak));
-  if (pos == Positional::Rope && d % 2 != 0) bad(fmt::format("RoPE needs an even d, got d = {}", d));
+  if (heads < 1 || d % heads != 0) bad(fmt::format("heads: expected a divisor of d = {}, got {}", d, heads));
+  if (pos == Positional::Rope && (d / std::max(heads, 1)) % 2 != 0)
+    bad(fmt::format("RoPE needs an even head size d/heads, got d = {}, heads = {}", d, heads));
   if (!(rope_base > 1.0) || !std::isfinite(rope_base)) bad(fmt::format("rope_base: expected a finite value > 1, got {}", rope_base));
   if (!(alibi_slope >= 0.0) || !std::isfinite(alibi_slope))
     bad(fmt::format("alibi_slope: expected a finite value >= 0, got {}", alibi_slope));
 }
 
-double Config::tau() const { return temperature > 0.0 ? temperature : std::sqrt(static_cast<double>(d)); }
+double Config::tau() const { return temperature > 0.0 ? temperature : std::sqrt(static_cast<double>(d / heads)); }
 
 std::vector<std::string> Config::warnings() const {
   std::vector<std::string> w;
@@ -318,14 +325,19 @@ void Transformer::forward_run(const LayerWeights& W, const Mat& B, const Eigen::
   c.K.noalias() = c.A_in * W.W_K.transpose();
   c.Vv.noalias() = c.A_in * W.W_V.transpose();
   if (cfg_.pos == Positional::Rope) {
-    const auto omega = rope::standard_frequencies(cfg_.d, cfg_.rope_base);
+    const auto omega = rope::standard_frequencies(cfg_.d / cfg_.heads, cfg_.rope_base);
     rope_rotate(omega, c.Q);
     rope_rotate(omega, c.K);
   }
-  Mat U = c.Q * c.K.transpose() / cfg_.tau() + B;
-  c.alpha.resize(T, T);
-  for (Eigen::Index t = 0; t < T; ++t) softmax_row(U.row(t), c.alpha.row(t));
-  c.R1 = X + c.alpha * c.Vv;   // eq. (4), first line: x + sum_s alpha_ts v_s
+  const int H = cfg_.heads, dh = cfg_.d / H;
+  c.alpha.resize(T, static_cast<Eigen::Index>(H) * T);
+  c.R1 = X;
+  for (int h = 0; h < H; ++h) {
+    const Mat U = c.Q.middleCols(h * dh, dh) * c.K.middleCols(h * dh, dh).transpose() / cfg_.tau() + B;
+    auto a = c.alpha.middleCols(static_cast<Eigen::Index>(h) * T, T);
+    for (Eigen::Index t = 0; t < T; ++t) softmax_row(U.row(t), a.row(t));
+    c.R1.middleCols(h * dh, dh).noalias() += a * c.Vv.middleCols(h * dh, dh);  // eq. (4): x + sum_s alpha_ts v_s
+  }
   if (pre) {
     c.Xh = c.R1;
     apply_norm(cfg_, W.g_mlp, W.beta_mlp, c.Xh, c.M_in);
@@ -344,22 +356,39 @@ void Transformer::forward_run(const LayerWeights& W, const Mat& B, const Eigen::
 }
 
 void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen::Ref<const Mat>& dX, Mat& dout) const {
+  // dX stacks g tangents (g T rows) at the one state of the cache: the projections and the MLP are
+  // one product for all g, the softmax tangent is per tangent.
   const bool pre = cfg_.placement == Placement::PreLN;
+  const Eigen::Index T = c.X.rows(), g = dX.rows() / T;
   Mat dA(dX.rows(), dX.cols());
   if (pre) norm_tangent(cfg_, W.g_attn, c.X, dX, dA);
   else dA = dX;
   Mat dQ = dA * W.W_Q.transpose(), dK = dA * W.W_K.transpose(), dV = dA * W.W_V.transpose();
   if (cfg_.pos == Positional::Rope) {
-    const auto omega = rope::standard_frequencies(cfg_.d, cfg_.rope_base);
-    rope_rotate(omega, dQ);
-    rope_rotate(omega, dK);
+    const auto omega = rope::standard_frequencies(cfg_.d / cfg_.heads, cfg_.rope_base);
+    for (Eigen::Index r = 0; r < g; ++r) {
+      rope_rotate(omega, dQ.middleRows(r * T, T));
+      rope_rotate(omega, dK.middleRows(r * T, T));
+    }
   }
-  // Softmax tangent: d alpha_t = alpha_t ⊙ (du_t - <alpha_t, du_t>) (rows of d alpha sum to 0).
-  Mat dU = (dQ * c.K.transpose() + c.Q * dK.transpose()) / cfg_.tau();
-  Mat dAl = c.alpha.cwiseProduct(dU);
-  const Vec rs = dAl.rowwise().sum();
-  dAl -= c.alpha.cwiseProduct(rs.replicate(1, dAl.cols()));
-  Mat dR1 = dX + dAl * c.Vv + c.alpha * dV;
+  // Softmax tangent per head: d alpha_t = alpha_t ⊙ (du_t - <alpha_t, du_t>) (rows sum to 0), with
+  // du = (dQ K^T + Q dK^T) / tau; (Q dK_r^T) is the transpose of the block r of dK Q^T.
+  const int H = cfg_.heads, dh = cfg_.d / H;
+  Mat dR1 = dX;
+  Mat dAl(dX.rows(), T);
+  for (int h = 0; h < H; ++h) {
+    const auto a = c.alpha.middleCols(static_cast<Eigen::Index>(h) * T, T);
+    const Mat dU1 = dQ.middleCols(h * dh, dh) * c.K.middleCols(h * dh, dh).transpose();
+    const Mat dU2 = dK.middleCols(h * dh, dh) * c.Q.middleCols(h * dh, dh).transpose();
+    for (Eigen::Index r = 0; r < g; ++r) {
+      auto blk = dAl.middleRows(r * T, T);
+      blk = a.cwiseProduct(dU1.middleRows(r * T, T) + dU2.middleRows(r * T, T).transpose()) / cfg_.tau();
+      const Vec rs = blk.rowwise().sum();
+      blk -= a.cwiseProduct(rs.replicate(1, T));
+      dR1.block(r * T, h * dh, T, dh).noalias() += a * dV.block(r * T, h * dh, T, dh);
+    }
+    dR1.middleCols(h * dh, dh).noalias() += dAl * c.Vv.middleCols(h * dh, dh);
+  }
   Mat dXh(dX.rows(), dX.cols()), dM(dX.rows(), dX.cols());
   if (pre) {
     dXh = dR1;
@@ -370,7 +399,8 @@ void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen
   }
   Mat dH = dM * W.W_1.transpose();
   const Mat dphi = c.H.unaryExpr([this](double z) { return activation_derivative(cfg_.phi, z); });
-  Mat dY = dH.cwiseProduct(dphi) * W.W_2.transpose() + dXh;
+  for (Eigen::Index r = 0; r < g; ++r) dH.middleRows(r * T, T).array() *= dphi.array();
+  Mat dY = dH * W.W_2.transpose() + dXh;
   if (pre) dout = dY;
   else {
     dout.resize(dY.rows(), dY.cols());
@@ -416,14 +446,26 @@ void Transformer::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) cons
   const Mat B = score_bias(cfg_, Z.len);
   out.resize(V.rows(), V.cols());
   ParallelErrors errors;
-  const bool par = static_cast<double>(Z.runs) * Z.len * Z.dim() * (Z.len + cfg_.d_ff) > 1e5 && Z.runs > 1;
+  // Chunks fixed by the data alone (never by the thread count): consecutive runs with the same state
+  // (k tangents of one state batched as k runs), at most kChunk per chunk, share one forward pass and
+  // one set of products; chunks are spread over the threads.
+  constexpr int kChunk = 32;
+  std::vector<std::pair<int, int>> chunks;  // (first run, count)
+  for (int r = 0; r < Z.runs; ++r) {
+    if (!chunks.empty() && chunks.back().second < kChunk && Z.run(r) == Z.run(chunks.back().first)) ++chunks.back().second;
+    else chunks.emplace_back(r, 1);
+  }
+  const int nc = static_cast<int>(chunks.size());
+  const bool par = static_cast<double>(Z.runs) * Z.len * Z.dim() * (Z.len + cfg_.d_ff) > 1e5 && nc > 1;
 #pragma omp parallel for schedule(static) if (par)
-  for (int r = 0; r < Z.runs; ++r) try {
+  for (int i = 0; i < nc; ++i) try {
+      const auto [r0, n] = chunks[static_cast<std::size_t>(i)];
       Cache c;
       Mat y, dy;
-      forward_run(W, B, Z.run(r), y, &c);
-      tangent_run(W, c, V.middleRows(static_cast<Eigen::Index>(r) * Z.len, Z.len), dy);
-      out.middleRows(static_cast<Eigen::Index>(r) * Z.len, Z.len) = dy;
+      forward_run(W, B, Z.run(r0), y, &c);
+      const Eigen::Index rows = static_cast<Eigen::Index>(n) * Z.len, at = static_cast<Eigen::Index>(r0) * Z.len;
+      tangent_run(W, c, V.middleRows(at, rows), dy);
+      out.middleRows(at, rows) = dy;
     } catch (...) {
       errors.capture();
     }
@@ -431,6 +473,17 @@ void Transformer::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) cons
 }
 
 std::vector<Mat> Transformer::attention(long k, const Batch& Z) const {
+  std::vector<Mat> out = attention_heads(k, Z);
+  const Eigen::Index T = Z.len;
+  for (Mat& a : out) {
+    Mat m = Mat::Zero(T, T);
+    for (int h = 0; h < cfg_.heads; ++h) m += a.middleCols(static_cast<Eigen::Index>(h) * T, T);
+    a = cfg_.heads == 1 ? Mat(a) : Mat(m / cfg_.heads);
+  }
+  return out;
+}
+
+std::vector<Mat> Transformer::attention_heads(long k, const Batch& Z) const {
   const LayerWeights& W = weights(k);
   const Mat B = score_bias(cfg_, Z.len);
   std::vector<Mat> out(static_cast<std::size_t>(Z.runs));

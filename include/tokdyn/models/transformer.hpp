@@ -9,6 +9,9 @@
 //   Post-LN (§2.2, Lemma 16):
 //     x_h,t = S_1(x_t + sum_s alpha_ts W_V x_s);  x'_t = S_2(x_h,t + W_2 phi(W_1 x_h,t + b_1) + b_2)
 //
+// Multi-head (an extension; the paper has one head): head h of H uses the coordinates
+// [h d/H, (h+1) d/H) of Q, K, V; the heads' outputs are concatenated (still no W_O). On H every head
+// is uniform, so Lemma 2, Thm 3 and Prop 8 hold unchanged.
 // Scores (eq. 1): u_ts = <R_t W_Q a_t, R_s W_K a_s> / tau + B_ts, where a = S_1(x) (Pre-LN) or x
 // (Post-LN), R_t the RoPE rotation of position t (identity without RoPE), tau the temperature
 // (default sqrt(d), the paper's 1/sqrt(d_k)) and B the mask/position bias:
@@ -26,7 +29,8 @@
 // have their own gains (g_attn, beta_attn for S_1, g_mlp, beta_mlp for S_2).
 //
 // The tangent map jvp() is exact forward mode through the norms, the softmax and the MLP
-// (has_exact_jvp() == true). An optional additive per-token term (the hook for the injection
+// (has_exact_jvp() == true). Runs are independent; k tangents of one state may be batched as k runs
+// with that state: consecutive equal runs (up to 32) share one forward pass and one set of products. An optional additive per-token term (the hook for the injection
 // rho psi(y) of (C2)) is added after the block; it is treated as independent of the state in jvp().
 //
 // Weights: seeded Gaussian (std sigma_w / sqrt(fan_in); biases std sigma_b) or read from a
@@ -71,7 +75,8 @@ struct Config {
   double eps = 1e-6;                ///< eps_S of the norm (>= 0; 0 = unstabilised, singular at 0)
   Placement placement = Placement::PreLN;
   Activation phi = Activation::GeluExact;
-  double temperature = 0.0;         ///< tau > 0; 0 means sqrt(d)
+  int heads = 1;                    ///< attention heads (the paper: 1); head h uses coordinates [h d/H, (h+1) d/H) of Q, K, V
+  double temperature = 0.0;         ///< tau > 0; 0 means sqrt(d / heads) (sqrt(d_k))
   Mask mask = Mask::Causal;
   int block = 4;                    ///< P (block-local mask)
   int window = 4;                   ///< w (sliding mask)
@@ -135,8 +140,11 @@ class Transformer : public LayerMap {
     return "the Transformer stream overflowed; lower sigma_w / sigma_b or the depth";
   }
 
-  /// The attention matrices alpha of layer k at Z: one T x T matrix per run.
+  /// The attention matrices alpha of layer k at Z: one T x T matrix per run (the mean over heads;
+  /// with one head, alpha itself). attention_heads: one T x (H T) matrix per run, head h in
+  /// columns [h T, (h+1) T).
   std::vector<Mat> attention(long k, const Batch& Z) const;
+  std::vector<Mat> attention_heads(long k, const Batch& Z) const;
   /// The block's update N(x) = F(x) - x of layer k (Pre-LN: the renormaliser of eq. (5)).
   void step_update(long k, const Batch& Z, Tokens& N) const;
   /// The reduced map of Lemma 2 on R^d: the common value of F(1 x^T) (independent of mask,

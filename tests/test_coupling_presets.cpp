@@ -1,0 +1,124 @@
+// The coupling-paper presets of part 1 through the CLI: each runs at a small size and writes its
+// files; bad input of each kind exits 2 with one line and leaves nothing behind; safetensors
+// weights are read back bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tokdyn/io/safetensors.hpp"
+#include "tokdyn/models/transformer.hpp"
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using tokdyn::testing::CliResult;
+using tokdyn::testing::run_cli;
+using tokdyn::testing::TempDir;
+
+namespace {
+
+TEST(CouplingPresets, RunSmall) {
+  TempDir d;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+      {"coupling-frozen-kernel", {"--set", "L=3", "--set", "T=4", "--set", "d=4", "--set", "d_ff=8"}},
+      {"coupling-bounded-step", {"--set", "L=3", "--set", "samples=2", "--set", "ascent_steps=3"}},
+      {"coupling-rank-collapse", {"--set", "L=6", "--set", "runs=2", "--set", "mask=block", "--set", "P=4"}},
+      {"coupling-qk-specificity", {"--set", "L=6", "--set", "runs=2", "--set", "perturb_from=4"}}};
+  for (const auto& [name, sets] : runs) {
+    std::vector<std::string> a = {"run", name, "--out", name, "--no-figures", "--quiet"};
+    a.insert(a.end(), sets.begin(), sets.end());
+    const CliResult r = run_cli(d.path(), a);
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    EXPECT_TRUE(fs::exists(d.path() / name / "manifest.json")) << name;
+  }
+  EXPECT_TRUE(fs::exists(d.path() / "coupling-frozen-kernel" / "jacobian.csv"));
+  EXPECT_TRUE(fs::exists(d.path() / "coupling-bounded-step" / "singular.csv"));
+  EXPECT_TRUE(fs::exists(d.path() / "coupling-rank-collapse" / "rate.csv"));
+  EXPECT_TRUE(fs::exists(d.path() / "coupling-qk-specificity" / "final.csv"));
+}
+
+TEST(CouplingPresets, BadInputExitsTwo) {
+  TempDir d;
+  const std::vector<std::vector<std::string>> bad = {
+      {"coupling-frozen-kernel", "mask=diagonal"},
+      {"coupling-frozen-kernel", "d=0"},
+      {"coupling-frozen-kernel", "placement=post"},
+      {"coupling-frozen-kernel", "positional=rope"},
+      {"coupling-bounded-step", "norm=none"},
+      {"coupling-bounded-step", "eps_leak=0"},
+      {"coupling-rank-collapse", "positional=rope", "d=5"},
+      {"coupling-rank-collapse", "weights=/nonexistent/w.safetensors"},
+      {"coupling-qk-specificity", "perturb_from=100", "L=10"},
+      {"coupling-qk-specificity", "tying=tied"},
+      {"coupling-qk-specificity", "sigma_w=-1"}};
+  int i = 0;
+  for (const auto& b : bad) {
+    std::string out = "out";
+    out += std::to_string(i++);
+    std::vector<std::string> a = {"run", b[0], "--out", out, "--no-figures", "--quiet"};
+    for (std::size_t k = 1; k < b.size(); ++k) {
+      a.push_back("--set");
+      a.push_back(b[k]);
+    }
+    const CliResult r = run_cli(d.path(), a);
+    EXPECT_EQ(r.code, 2) << b[0] << " " << b[1] << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(d.path() / out));
+  }
+}
+
+// Weights written to a safetensors file (F32) are read back; a wrong shape is an InputError (exit 2).
+TEST(CouplingPresets, SafetensorsWeights) {
+  using namespace tokdyn;
+  TempDir d;
+  tf::Config c;
+  c.d = 4;
+  c.d_ff = 6;
+  std::vector<std::vector<float>> store;
+  std::vector<st::TensorToWrite> ts;
+  std::vector<tf::LayerWeights> ref;
+  for (int l = 0; l < 2; ++l) {
+    tf::LayerWeights W = tf::random_weights(c, l, 1.0, 0.3, 7);
+    auto add = [&](const std::string& n, const Mat& M) {
+      std::vector<float> v(static_cast<std::size_t>(M.size()));
+      for (Eigen::Index i = 0; i < M.size(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(M.data()[i]);
+      store.push_back(v);
+      const std::vector<std::uint64_t> shape =
+          M.cols() == 1 ? std::vector<std::uint64_t>{static_cast<std::uint64_t>(M.rows())}
+                        : std::vector<std::uint64_t>{static_cast<std::uint64_t>(M.rows()), static_cast<std::uint64_t>(M.cols())};
+      ts.push_back({"layers." + std::to_string(l) + "." + n, st::DType::F32, shape, nullptr});
+    };
+    add("W_Q", W.W_Q);
+    add("W_K", W.W_K);
+    add("W_V", W.W_V);
+    add("W_1", W.W_1);
+    add("W_2", W.W_2);
+    add("b_1", Mat(W.b_1));
+    add("b_2", Mat(W.b_2));
+    ref.push_back(W);
+  }
+  for (std::size_t i = 0; i < ts.size(); ++i) ts[i].data = store[i].data();
+  const fs::path f = d.path() / "w.safetensors";
+  st::write_file(f, ts);
+  EXPECT_EQ(tf::count_layers(f.string()), 2);
+  const auto w = tf::load_weights(f.string(), c);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[1].W_1, ref[1].W_1.cast<float>().cast<double>());
+  EXPECT_EQ(w[0].b_2, ref[0].b_2.cast<float>().cast<double>());
+  EXPECT_EQ(w[0].g_mlp, Vec::Ones(4));
+  const CliResult ok = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "ok", "--no-figures", "--quiet", "--set", "weights=w.safetensors",
+                                          "--set", "d=4", "--set", "d_ff=6", "--set", "L=2", "--set", "T=4", "--set", "runs=1"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  const CliResult r = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "weights=w.safetensors",
+                                         "--set", "d=5", "--set", "L=2"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("layers.0.W_Q"), std::string::npos) << r.err;
+  const CliResult r2 = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "weights=w.safetensors",
+                                          "--set", "d=4", "--set", "d_ff=6", "--set", "L=3"});
+  EXPECT_EQ(r2.code, 2) << r2.err;
+}
+
+}  // namespace
