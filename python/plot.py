@@ -257,6 +257,9 @@ def main():
     elif kind in ("ssm-theorem-pe", "ssm-theorem-pd"):
         import plot_theorems
         getattr(plot_theorems, "plot_" + kind.replace("-", "_"))(d)
+    elif kind in ("cocycle-spectra", "coupling-euler", "coupling-looped"):
+        import plot_cocycle
+        plot_cocycle.plot_cocycle(kind, d)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 

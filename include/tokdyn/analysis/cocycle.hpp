@@ -114,7 +114,9 @@ bool hyperbolic(const std::vector<Interval>& merged);
 
 /// Rank function cross-check (Dieci–Elia–Van Vleck): log singular values of Phi(s+N, s) for
 /// s = begin, begin+stride, ... (s+N <= end), each row divided by N (so entries are log growth
-/// scales). Rows: starts; columns: singular values, largest first.
+/// scales). Rows: starts; columns: singular values, largest first. The triangular product is formed
+/// explicitly (with a running scale), so the window must be short enough that sigma_1 / sigma_d of
+/// Phi(s+N, s) stays below ~1e13: beyond that the smallest values are lost to round-off.
 struct FiniteTimeSvd {
   std::vector<long> starts;
   Matrix log_sv_rate;  ///< starts x d, (1/N) log sigma_i(Phi(s+N, s))
