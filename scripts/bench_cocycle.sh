@@ -76,7 +76,7 @@ doubles, measured in the same run.
 
 | implementation | QR loop time (s) | GFLOP/s | share of DGEMM peak |
 | --- | ---: | ---: | ---: |
-| tokdyn (Eigen GEMM + blocked Householder QR) | {tok:.3f} | {gt:.2f} | {gt/peak*100:.0f} % |
+| tokdyn (OpenBLAS dgemm + LAPACK dgeqrf/dorgqr, 1 thread) | {tok:.3f} | {gt:.2f} | {gt/peak*100:.0f} % |
 | NumPy (numpy.linalg.qr per layer) | {npy:.3f} | {gn:.2f} | {gn/peak*100:.0f} % |
 | DGEMM peak (1 thread) | | {peak:.2f} | 100 % |
 
@@ -85,9 +85,9 @@ distribution from different generators, so they agree only statistically): tokdy
 
 The machine is shared (2 cores, other engineers compiling); the load seen before each measurement:
 
-```
+~~~
 """ + "\n".join(load) + """
-```
+~~~
 """
 open(sys.argv[1], "w").write(md)
 print(md)

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include <omp.h>
+
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
 
@@ -290,4 +292,27 @@ TEST(CocycleApi, CallbackCocycleGivesTheSameSpectrum) {
   std::vector<Matrix> bad = B;
   bad[3](1, 1) = std::numeric_limits<double>::quiet_NaN();
   EXPECT_THROW(Cocycle::from_matrices(bad), std::invalid_argument);
+}
+
+TEST(CocycleQr, LargeFramesThroughLapackAgreeAndAreThreadIndependent) {
+  // d = 96: the OpenBLAS/LAPACK path (d k^2 >= 2^18); compared with Eigen's Householder QR.
+  const auto B = family_g5(12, 96, 0.5, 0.2, 0, 21);
+  Matrix Q, R;
+  qr_signfixed(B[0], Q, R);
+  EXPECT_LE(norm2(Q * R - B[0]), 1e-13 * norm2(B[0]));
+  EXPECT_LE(norm2(Q.transpose() * Q - Matrix::Identity(96, 96)), 1e-13);
+  EXPECT_GE(R.diagonal().minCoeff(), 0.0);
+  Eigen::HouseholderQR<Matrix> qr(B[0]);
+  Matrix Re = qr.matrixQR().triangularView<Eigen::Upper>();
+  for (long i = 0; i < 96; ++i)
+    if (Re(i, i) < 0) Re.row(i) *= -1.0;
+  EXPECT_LE(norm2(Re - R), 1e-12 * norm2(R));
+  const Cocycle c = Cocycle::from_matrices(B);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Matrix a = qr_iterate(c).log_diag;
+  omp_set_num_threads(2);
+  const Matrix b = qr_iterate(c).log_diag;
+  omp_set_num_threads(saved);
+  EXPECT_EQ(a, b);
 }

@@ -388,8 +388,10 @@ const ExperimentRegistration reg_spectra{Experiment{
      p_bool("rank", true, "rank function k(gamma) from finite-time singular values (k = d only)")},
     run_spectra, "cocycle-spectra",
     [](const Params& P) {
+      // Family sizes (a generators file is bounded by the reader: at most 2^28 values).
       const double L = static_cast<double>(P.get_int("depth")), d = static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d"));
-      return ResourceEstimate{8.0 * L * d * d * 4 + 64e6, 200.0 * L * d * d * d, "L dense d x d layer maps, QR factors and projectors"};
+      const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
+      return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
     }}};
 
 const ExperimentRegistration reg_euler{Experiment{
