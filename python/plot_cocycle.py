@@ -73,6 +73,9 @@ def plot_spectra(d):
     a.set_title("trade-off of the dichotomy constant")
     if trade:
         a.legend(fontsize=8)
+    else:
+        a.text(0.5, 0.5, "no dichotomy constant:\n1 lies in the estimated spectrum\n(or no bundles)", ha="center", va="center",
+               transform=a.transAxes)
     save(fig, [ax[0][0], ax[0][1], ax[1][0], ax[1][1]], d, "cocycle_spectra.png")
 
 
