@@ -410,7 +410,12 @@ const ExperimentRegistration reg_looped{Experiment{
      p_int("seed", 0, "random seed", 0, kMaxSeed), p_double("a_lo", -3.0, "a_i uniform in [a_lo, a_hi]", -20.0, 20.0),
      p_double("a_hi", 1.0, "upper end of a_i", -20.0, 20.0),
      p_int("green_window", 400, "window length L for ||G||", 2, 5000)},
-    run_looped, "coupling-looped"}};
+    run_looped, "coupling-looped",
+    [](const Params& P) {
+      const double d = static_cast<double>(P.get_int("d")), L = static_cast<double>(P.get_int("green_window"));
+      // 10 radii, each max_l sum_s ||G(l, s+1)||: L^2 / 2 products and 2-norms of d x d matrices.
+      return ResourceEstimate{8.0 * L * d * d * 3 + 64e6, 10.0 * L * L * 20.0 * d * d * d, "10 Green-norm sums over L^2 / 2 layer pairs"};
+    }}};
 
 }  // namespace
 }  // namespace tokdyn
