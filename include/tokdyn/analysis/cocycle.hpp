@@ -132,8 +132,8 @@ std::pair<long, long> rank_function(const FiniteTimeSvd& f, double gamma);
 
 struct Bundles {
   long k = 0;                      ///< dim V_par (unstable dimension)
-  std::vector<Matrix> U;           ///< l = 0..L: orthonormal basis of V_par(l), d x k
-  std::vector<Matrix> T;           ///< l = 0..L-1: B(l) U(l) = U(l+1) T(l), k x k (two-sided only)
+  std::vector<Matrix> U;           ///< orthonormal basis of V_par(l), d x k (l = first, first+1, ...)
+  std::vector<Matrix> T;           ///< B(l) U(l) = U(l+1) T(l), k x k (the restricted maps on V_par)
   std::vector<Matrix> P_plus;      ///< l = 0..L (two-sided) or the CLV window
   long first = 0;                  ///< layer of P_plus[0]
   std::string method;              ///< "two-sided" or "clv"
