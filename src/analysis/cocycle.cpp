@@ -9,12 +9,65 @@
 #include <stdexcept>
 #include <string>
 
+#include <cblas.h>
 #include <fmt/format.h>
+#include <omp.h>
+
+// LAPACK from the linked OpenBLAS (Householder QR and the explicit Q), for large frames.
+extern "C" {
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork, int* info);
+void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
+             const int* lwork, int* info);
+}
 
 namespace tokdyn::cocycle {
 
 namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Frames of at least this many d k^2 multiply-adds go through OpenBLAS/LAPACK (blocked dgeqrf +
+// dorgqr, dgemm); smaller ones through Eigen. Either way on the calling thread only: the calls
+// sit in a team of one with one OpenMP thread, where OpenBLAS's OpenMP build does not thread, so
+// the bits never depend on the thread count (as gemm_nt_blocked, linalg.hpp).
+constexpr double kLapackMinWork = 1 << 18;
+
+bool use_lapack(long d, long k) { return static_cast<double>(d) * static_cast<double>(k) * static_cast<double>(k) >= kLapackMinWork; }
+
+void lapack_qr(const Matrix& Z, Matrix& Q, Matrix& R) {
+  const int m = static_cast<int>(Z.rows()), n = static_cast<int>(Z.cols());
+  Q = Z;
+  std::vector<double> tau(static_cast<std::size_t>(n));
+  int info = 0, lwork = -1;
+  double wq = 0;
+#pragma omp parallel if (false)
+  {
+    omp_set_num_threads(1);
+    dgeqrf_(&m, &n, Q.data(), &m, tau.data(), &wq, &lwork, &info);
+    lwork = std::max(1, static_cast<int>(wq));
+    std::vector<double> work(static_cast<std::size_t>(lwork));
+    dgeqrf_(&m, &n, Q.data(), &m, tau.data(), work.data(), &lwork, &info);
+    if (info == 0) {
+      R = Q.topRows(n).triangularView<Eigen::Upper>();
+      int lw2 = -1;
+      dorgqr_(&m, &n, &n, Q.data(), &m, tau.data(), &wq, &lw2, &info);
+      lw2 = std::max(1, static_cast<int>(wq));
+      work.resize(static_cast<std::size_t>(lw2));
+      dorgqr_(&m, &n, &n, Q.data(), &m, tau.data(), work.data(), &lw2, &info);
+    }
+  }
+  if (info != 0) throw std::logic_error(fmt::format("qr: LAPACK returned info = {}", info));
+}
+
+void blas_gemm(const Matrix& A, const Matrix& B, Matrix& C) {
+  C.resize(A.rows(), B.cols());
+#pragma omp parallel if (false)
+  {
+    omp_set_num_threads(1);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),
+                static_cast<int>(A.cols()), 1.0, A.data(), static_cast<int>(A.rows()), B.data(), static_cast<int>(B.rows()), 0.0,
+                C.data(), static_cast<int>(C.rows()));
+  }
+}
 
 // The window [begin, end) of a log_diag with `rows` rows; end < 0 means rows.
 std::pair<long, long> window_of(long rows, long begin, long end, const char* who) {
@@ -59,8 +112,12 @@ void Cocycle::apply(long l, const Matrix& Q, Matrix& out) const {
   check_layer(l);
   if (Q.rows() != d_) throw std::invalid_argument(fmt::format("cocycle: applying B({}) to {} rows; expected {}", l, Q.rows(), d_));
   if (has_matrices()) {
-    out.resize(d_, Q.cols());
-    out.noalias() = B_[static_cast<std::size_t>(l)] * Q;
+    if (use_lapack(d_, Q.cols())) {
+      blas_gemm(B_[static_cast<std::size_t>(l)], Q, out);
+    } else {
+      out.resize(d_, Q.cols());
+      out.noalias() = B_[static_cast<std::size_t>(l)] * Q;
+    }
   } else {
     apply_(l, Q, out);
     if (out.rows() != d_ || out.cols() != Q.cols())
@@ -104,9 +161,13 @@ double Cocycle::sup_norm_A() const {
 void qr_signfixed(const Matrix& Z, Matrix& Q, Matrix& R) {
   const long d = Z.rows(), k = Z.cols();
   if (k > d) throw std::invalid_argument(fmt::format("qr: {} x {} has more columns than rows", d, k));
-  Eigen::HouseholderQR<Matrix> qr(Z);
-  Q = qr.householderQ() * Matrix::Identity(d, k);
-  R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
+  if (k > 0 && use_lapack(d, k)) {
+    lapack_qr(Z, Q, R);
+  } else {
+    Eigen::HouseholderQR<Matrix> qr(Z);
+    Q = qr.householderQ() * Matrix::Identity(d, k);
+    R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
+  }
   for (long i = 0; i < k; ++i)
     if (R(i, i) < 0) {  // flip so that diag(R) >= 0: Z = (Q S)(S R), S = diag(+-1)
       R.row(i) *= -1.0;

@@ -114,7 +114,9 @@ bool hyperbolic(const std::vector<Interval>& merged);
 
 /// Rank function cross-check (Dieci–Elia–Van Vleck): log singular values of Phi(s+N, s) for
 /// s = begin, begin+stride, ... (s+N <= end), each row divided by N (so entries are log growth
-/// scales). Rows: starts; columns: singular values, largest first.
+/// scales). Rows: starts; columns: singular values, largest first. The triangular product is formed
+/// explicitly (with a running scale), so the window must be short enough that sigma_1 / sigma_d of
+/// Phi(s+N, s) stays below ~1e13: beyond that the smallest values are lost to round-off.
 struct FiniteTimeSvd {
   std::vector<long> starts;
   Matrix log_sv_rate;  ///< starts x d, (1/N) log sigma_i(Phi(s+N, s))
@@ -130,8 +132,8 @@ std::pair<long, long> rank_function(const FiniteTimeSvd& f, double gamma);
 
 struct Bundles {
   long k = 0;                      ///< dim V_par (unstable dimension)
-  std::vector<Matrix> U;           ///< l = 0..L: orthonormal basis of V_par(l), d x k
-  std::vector<Matrix> T;           ///< l = 0..L-1: B(l) U(l) = U(l+1) T(l), k x k (two-sided only)
+  std::vector<Matrix> U;           ///< orthonormal basis of V_par(l), d x k (l = first, first+1, ...)
+  std::vector<Matrix> T;           ///< B(l) U(l) = U(l+1) T(l), k x k (the restricted maps on V_par)
   std::vector<Matrix> P_plus;      ///< l = 0..L (two-sided) or the CLV window
   long first = 0;                  ///< layer of P_plus[0]
   std::string method;              ///< "two-sided" or "clv"

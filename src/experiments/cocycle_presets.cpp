@@ -1,0 +1,421 @@
+// Presets of the coupling paper's cocycle part ("Attention is Just Another Name for Coupling?",
+// §2.4, Thm 4, Thm 5, (A4), C.1):
+//   cocycle-spectra  Lyapunov and dichotomy (Sacker–Sell) spectra, bundles, projectors and the
+//                    dichotomy constant of any cocycle (a .npy of layer maps or a family G1–G5);
+//   coupling-euler   Thm 4 (Euler step as first-order truncation of the time-ordered exponential)
+//                    and the non-normal transient growth of §2.4;
+//   coupling-looped  the looped LTI model of §2.4 / C.1: global attraction at rate rho(Abar) and
+//                    the Green-operator norm 1 / (1 - rho(Abar)).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/analysis/cocycle_families.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/npy.hpp"
+#include "tokdyn/rng.hpp"
+
+namespace tokdyn {
+namespace {
+
+using cocycle::Matrix;
+
+std::vector<double> number_list(const Params& P, const std::string& key) {
+  try {
+    return cocycle::parse_number_list(P.get_string(key), "parameter '" + key + "'");
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+}
+
+// The layer maps I + A(l) from a float64 .npy [L, d, d] (C order: generators[l, i, j] = B(l)_ij).
+std::vector<Matrix> load_generators(const std::string& file) {
+  std::vector<std::size_t> shape;
+  const std::vector<double> v = read_npy_double(file, shape, std::uint64_t(1) << 28);
+  if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[1] != shape[2]) {
+    std::string s = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    throw InputError(fmt::format("{}: generators have shape {}); expected [L, d, d] with L >= 1, d >= 1 (layer maps I + A(l))", file, s));
+  }
+  const long L = static_cast<long>(shape[0]), d = static_cast<long>(shape[1]);
+  std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix(d, d));
+  for (long l = 0; l < L; ++l)
+    for (long i = 0; i < d; ++i)
+      for (long j = 0; j < d; ++j) {
+        const double x = v[static_cast<std::size_t>((l * d + i) * d + j)];
+        if (!std::isfinite(x))
+          throw InputError(fmt::format("{}: generators[{}, {}, {}] = {}; expected finite values", file, l, i, j, x));
+        B[static_cast<std::size_t>(l)](i, j) = x;
+      }
+  return B;
+}
+
+std::vector<Matrix> family_generators(const Params& P) {
+  const std::string fam = P.get_string("family");
+  const long L = P.get_int("depth"), d = P.get_int("d");
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  if (fam == "G1") return cocycle::family_g1(L, number_list(P, "sigma"), P.get_double("kappa"), seed);
+  if (fam == "G2") {
+    if (P.get_double("a_lo") > P.get_double("a_hi"))
+      throw InputError(fmt::format("parameters 'a_lo' = {} and 'a_hi' = {}: expected a_lo <= a_hi", P.get_double("a_lo"), P.get_double("a_hi")));
+    return cocycle::family_g2(L, d, P.get_double("a_lo"), P.get_double("a_hi"), seed);
+  }
+  if (fam == "G3")
+    return cocycle::family_g3(L, number_list(P, "base"), P.get_string("mode"), P.get_double("amp"), P.get_int("period"),
+                              P.get_int("run0"), P.get_double("b"), seed);
+  if (fam == "G4") {
+    const auto m = number_list(P, "m"), v = number_list(P, "v");
+    if (m.size() != v.size())
+      throw InputError(fmt::format("parameters 'm' and 'v': {} and {} values; expected the same number", m.size(), v.size()));
+    return cocycle::family_g4(L, m, v, P.get_double("lambda"), P.get_double("omega"), seed);
+  }
+  return cocycle::family_g5(L, d, P.get_double("scale"), P.get_double("delta"), P.get_int("smooth"), seed);
+}
+
+// ------------------------------------------------------------------ cocycle-spectra
+
+void run_spectra(const Params& P, RunContext& ctx) {
+  const std::string file = P.get_string("generators");
+  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(file.empty() ? family_generators(P) : load_generators(file));
+  const long L = c.length(), d = c.dim();
+  const long burn = P.get_int("burn_in");
+  if (burn >= L)
+    throw InputError(fmt::format("parameter 'burn_in' = {}: expected less than the number of layers L = {} (an empty window)", burn, L));
+  const long N = L - burn;
+  const long k = P.get_int("k") == 0 ? d : P.get_int("k");
+  if (k > d) throw InputError(fmt::format("parameter 'k' = {}: expected at most the dimension d = {}", k, d));
+  std::vector<long> Hs(P.get_int_list("H").begin(), P.get_int_list("H").end());
+  if (Hs.empty())
+    for (long div : {8, 4, 2}) Hs.push_back(std::max<long>(1, N / div));
+  for (long H : Hs)
+    if (H < 1 || H > N)
+      throw InputError(fmt::format("parameter 'H': Steklov window {} is outside 1..{} (the window L - burn_in = {} - {})", H, N, L, burn));
+  std::sort(Hs.begin(), Hs.end());
+  Hs.erase(std::unique(Hs.begin(), Hs.end()), Hs.end());
+
+  // Discrete QR over the whole cocycle; the burn-in is dropped from every statistic.
+  cocycle::QrOptions opt;
+  opt.k = k;
+  opt.reorth_every = P.get_int("reorth_every");
+  const auto t0 = std::chrono::steady_clock::now();
+  const cocycle::QrResult qr = cocycle::qr_iterate(c, opt);
+  ctx.notes["qr_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // manifest only
+  const cocycle::LyapunovSpectrum ly = cocycle::lyapunov_spectrum(qr.log_diag, burn);
+  {
+    CsvWriter w(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma"});
+    for (long i = 0; i < k; ++i) w.cell(i).cell(ly.mu(i)).cell(ly.gamma(i)).end_row();
+    const Matrix run = cocycle::running_exponents(qr.log_diag, burn);
+    CsvWriter g(ctx.dir / "running.csv", {"layer", "i", "log_r", "mu_running"});
+    const long step = std::max<long>(1, N / 500);
+    for (long l = burn; l < L; l += step)
+      for (long i = 0; i < k; ++i) g.cell(l).cell(i).cell(qr.log_diag(l, i)).cell(run(l, i)).end_row();
+  }
+  std::vector<cocycle::Interval> widest;  // merged intervals at the smallest H (the widest, most conservative)
+  {
+    CsvWriter w(ctx.dir / "dichotomy.csv", {"H", "interval", "lower", "upper"});
+    CsvWriter s(ctx.dir / "separation.csv", {"H", "pair", "min_gap"});
+    for (long H : Hs) {
+      const auto merged = cocycle::merge_intervals(cocycle::bohl_intervals(qr.log_diag, H, burn));
+      if (widest.empty()) widest = merged;
+      for (std::size_t j = 0; j < merged.size(); ++j) w.cell(H).cell(j).cell(merged[j].lower).cell(merged[j].upper).end_row();
+      const Eigen::VectorXd sep = cocycle::separation(qr.log_diag, H, burn);
+      for (long i = 0; i < sep.size(); ++i) s.cell(H).cell(i).cell(sep(i)).end_row();
+    }
+  }
+  const bool hyp = cocycle::hyperbolic(widest);
+  ctx.notes["hyperbolic"] = hyp;
+  ctx.notes["layers"] = L;
+  ctx.notes["dimension"] = d;
+  if (P.get_bool("rank") && k == d) {  // rank function k(gamma) from finite-time singular values
+    // Short windows only: the triangular product is formed explicitly (finite_time_svd).
+    const long Nsv = std::min<long>(Hs.front(), 32);
+    const long stride = std::max<long>(1, (N - Nsv + 1) / 50);
+    const auto f = cocycle::finite_time_svd(c, Nsv, stride, burn);
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (long i = 0; i < f.log_sv_rate.size(); ++i)
+      if (std::isfinite(f.log_sv_rate(i))) {
+        lo = std::min(lo, f.log_sv_rate(i));
+        hi = std::max(hi, f.log_sv_rate(i));
+      }
+    if (std::isfinite(lo)) {
+      CsvWriter w(ctx.dir / "rank.csv", {"gamma", "k_min", "k_max", "N"});
+      const double pad = 0.1 * (hi - lo) + 0.05;
+      for (int j = 0; j <= 200; ++j) {
+        const double gamma = std::exp(lo - pad + (hi - lo + 2 * pad) * j / 200.0);
+        const auto [kmin, kmax] = cocycle::rank_function(f, gamma);
+        w.cell(gamma).cell(kmin).cell(kmax).cell(Nsv).end_row();
+      }
+    }
+  }
+  const std::string method = P.get_string("bundles");
+  if (method == "none") return;
+  cocycle::Bundles b;
+  try {
+    b = method == "clv" ? cocycle::clv_bundles(c, burn) : cocycle::two_sided_bundles(c);
+  } catch (const std::domain_error& e) {
+    ctx.warnings.push_back(std::string("no bundles: ") + e.what());
+    ctx.notes["bundles"] = std::string("none: ") + e.what();
+    return;
+  }
+  ctx.notes["bundles"] = b.method;
+  ctx.notes["k_plus"] = b.k;
+  const auto diag = cocycle::bundle_diagnostics(c, b);
+  {
+    CsvWriter w(ctx.dir / "bundles.csv", {"l", "angle", "p_plus_norm", "invariance_residual"});
+    for (long j = 0; j < diag.angle.size(); ++j)
+      w.cell(b.first + j).cell(diag.angle(j)).cell(diag.p_plus_norm(j)).cell(diag.invariance(j)).end_row();
+  }
+  if (!hyp) {
+    ctx.warnings.push_back("1 lies in the estimated dichotomy spectrum (not hyperbolic): no dichotomy constant");
+    return;
+  }
+  // Rates: r_- just above the decaying part of the spectrum, r_+^min just below the growing part
+  // (flag F11: r_+ is a lower growth bound in (A4); r_+^max = sup Sigma is the upper one).
+  double g_lo = 0, g_hi = std::numeric_limits<double>::infinity(), sup = 0;
+  for (const auto& x : widest) {
+    if (x.upper < 1) g_lo = std::max(g_lo, x.upper);
+    if (x.lower > 1) g_hi = std::min(g_hi, x.lower);
+    sup = std::max(sup, x.upper);
+  }
+  const double slack = P.get_double("slack");
+  double r_minus = P.get_double("r_minus"), r_plus = P.get_double("r_plus");
+  if (r_minus == 0) r_minus = g_lo > 0 ? std::exp((1 - slack) * std::log(g_lo)) : slack;
+  if (r_plus == 0) r_plus = std::isfinite(g_hi) ? std::exp((1 - slack) * std::log(g_hi)) : std::exp(slack);
+  const long stride = P.get_int("stride") == 0 ? std::max<long>(1, static_cast<long>(b.P_plus.size()) / 100) : P.get_int("stride");
+  const auto env = cocycle::growth_envelope(c, b, stride);
+  const double Cm = cocycle::constant_minus(env, r_minus), Cp = cocycle::constant_plus(env, r_plus);
+  const double C = std::max(Cm, Cp);
+  {
+    CsvWriter w(ctx.dir / "constants.csv", {"r_minus", "r_plus", "C", "m_minus", "m_plus", "C_minus", "C_plus", "r_plus_min",
+                                             "r_plus_max", "transient_depth", "k_plus", "H", "stride"});
+    w.cell(r_minus).cell(r_plus).cell(C).cell(1 - r_minus).cell(r_plus - 1).cell(Cm).cell(Cp);
+    if (std::isfinite(g_hi)) w.cell(g_hi); else w.empty();
+    w.cell(sup).cell(r_minus < 1 ? std::log(C) / std::log(1 / r_minus) : 0.0).cell(b.k).cell(Hs.front()).cell(stride).end_row();
+  }
+  {
+    CsvWriter w(ctx.dir / "tradeoff.csv", {"side", "r", "C"});
+    const double a = g_lo > 0 ? std::log(g_lo) : std::log(1e-3);
+    for (int j = 1; j < 60; ++j) {
+      const double r = std::exp(a * (1 - j / 60.0));
+      w.cell(std::string("minus")).cell(r).cell(cocycle::constant_minus(env, r)).end_row();
+    }
+    if (b.k > 0) {
+      const double top = std::isfinite(g_hi) ? std::log(g_hi) : 0.5;
+      for (int j = 1; j < 60; ++j) {
+        const double r = std::exp(top * j / 60.0);
+        w.cell(std::string("plus")).cell(r).cell(cocycle::constant_plus(env, r)).end_row();
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ coupling-euler
+
+double spectral_radius(const Matrix& M) { return Eigen::EigenSolver<Matrix>(M, false).eigenvalues().cwiseAbs().maxCoeff(); }
+double norm2(const Matrix& M) { return Eigen::JacobiSVD<Matrix>(M).singularValues()(0); }
+
+void run_euler(const Params& P, RunContext& ctx) {
+  const long d = P.get_int("d"), L = P.get_int("depth");
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  const long halvings = P.get_int("halvings");
+  // R8: A(l) of family G5 (smooth between i.i.d. knots); A(.) continuous by linear interpolation.
+  const auto B = cocycle::family_g5(L, d, P.get_double("scale"), P.get_double("delta"), P.get_int("smooth"), seed);
+  const Matrix I = Matrix::Identity(d, d);
+  auto layers_A = [&](double s) {
+    std::vector<Matrix> A;
+    for (const auto& b : B) A.push_back(s * (b - I));
+    return A;
+  };
+  auto stats = [&](const std::vector<Matrix>& A, double& a, double& jump) {
+    a = 0;
+    jump = 0;
+    for (std::size_t r = 0; r < A.size(); ++r) {
+      a = std::max(a, norm2(A[r]));
+      if (r + 1 < A.size()) jump = std::max(jump, norm2(A[r + 1] - A[r]));
+    }
+  };
+  const auto A = layers_A(1.0);
+  const auto Af = cocycle::piecewise_linear(A);
+  double a = 0, jump = 0;
+  stats(A, a, jump);
+  double worst_ratio = 0;
+  {
+    CsvWriter w(ctx.dir / "euler_local.csv", {"delta", "l", "deviation", "bound", "omega", "a"});
+    for (long h = 0; h <= halvings; ++h) {
+      const double D = std::ldexp(1.0, static_cast<int>(-h));
+      const double omega = D * jump;  // omega_A(Delta) for piecewise-linear A, Delta <= 1
+      const double bound = omega * D + 0.5 * a * a * D * D * std::exp(a * D);
+      for (long l = 0; l + 1 < L; ++l) {
+        const Matrix Pc = cocycle::time_ordered_exp(Af, static_cast<double>(l), static_cast<double>(l) + D);
+        const double dev = norm2(Pc - (I + D * A[static_cast<std::size_t>(l)]));
+        worst_ratio = std::max(worst_ratio, dev / bound);
+        w.cell(D).cell(l).cell(dev).cell(bound).cell(omega).cell(a).end_row();
+      }
+      if (ctx.progress) ctx.progress(0.5 * static_cast<double>(h + 1) / static_cast<double>(halvings + 1));
+    }
+  }
+  ctx.notes["thm4_worst_deviation_over_bound"] = worst_ratio;
+  {  // global Euler error over [0, L-1]: prod (I + Delta A(j Delta)) against Phi_c(L-1, 0)
+    Matrix exact = I;
+    for (long l = 0; l + 1 < L; ++l) exact = (cocycle::time_ordered_exp(Af, static_cast<double>(l), static_cast<double>(l + 1)) * exact).eval();
+    CsvWriter w(ctx.dir / "euler_global.csv", {"delta", "error", "depth"});
+    for (long h = 0; h <= halvings; ++h) {
+      const long n = (L - 1) << h;
+      const double D = std::ldexp(1.0, static_cast<int>(-h));
+      Matrix E = I;
+      for (long j = 0; j < n; ++j) E = ((I + D * Af(static_cast<double>(j) * D)) * E).eval();
+      w.cell(D).cell(norm2(E - exact)).cell(L - 1).end_row();
+    }
+  }
+  {  // per-layer deviation at Delta = 1 against the size a of A (small only when a << 1)
+    CsvWriter w(ctx.dir / "euler_scale.csv", {"a", "deviation_max", "bound_max"});
+    for (int e = -6; e <= 2; ++e) {
+      const auto As = layers_A(std::ldexp(1.0, e));
+      const auto Asf = cocycle::piecewise_linear(As);
+      double as = 0, js = 0, dev = 0;
+      stats(As, as, js);
+      for (long l = 0; l + 1 < L; ++l)
+        dev = std::max(dev, norm2(cocycle::time_ordered_exp(Asf, static_cast<double>(l), static_cast<double>(l + 1)) - (I + As[static_cast<std::size_t>(l)])));
+      w.cell(as).cell(dev).cell(js + 0.5 * as * as * std::exp(as)).end_row();
+    }
+  }
+  // R9: non-normal transient growth.
+  const long nn = P.get_int("nn_depth");
+  const auto pair = cocycle::nonnormal_pair(nn);
+  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(pair);
+  const auto qr = cocycle::qr_iterate(c);
+  const Matrix run = cocycle::running_exponents(qr.log_diag);
+  {
+    CsvWriter w(ctx.dir / "nonnormal.csv", {"l", "phi_norm", "prod_rho", "mu1_running"});
+    Matrix Phi = Matrix::Identity(2, 2);
+    double log_prod = 0;
+    w.cell(0L).cell(1.0).cell(1.0).empty().end_row();
+    for (long l = 0; l < nn; ++l) {
+      Phi = (pair[static_cast<std::size_t>(l)] * Phi).eval();
+      log_prod += std::log(spectral_radius(pair[static_cast<std::size_t>(l)]));
+      w.cell(l + 1).cell(norm2(Phi)).cell(std::exp(log_prod)).cell(run(l, 0)).end_row();
+    }
+  }
+  const double target = std::sqrt(spectral_radius(pair[1] * pair[0]));
+  const auto ly = cocycle::lyapunov_spectrum(qr.log_diag, nn / 2);  // burn-in: half the depth
+  CsvWriter s(ctx.dir / "nonnormal_summary.csv", {"quantity", "value"});
+  s.cell(std::string("rho(B1)")).cell(spectral_radius(pair[0])).end_row();
+  s.cell(std::string("rho(B2)")).cell(spectral_radius(pair[1])).end_row();
+  s.cell(std::string("rho(B2 B1)")).cell(spectral_radius(pair[1] * pair[0])).end_row();
+  s.cell(std::string("sqrt(rho(B2 B1))")).cell(target).end_row();
+  s.cell(std::string("QR growth scale gamma_1")).cell(ly.gamma(0)).end_row();
+  s.cell(std::string("QR growth scale gamma_2")).cell(ly.gamma(1)).end_row();
+  ctx.notes["nonnormal_growth_scale"] = ly.gamma(0);
+}
+
+// ------------------------------------------------------------------ coupling-looped
+
+void run_looped(const Params& P, RunContext& ctx) {
+  const long d = P.get_int("d"), T = P.get_int("loops"), Lg = P.get_int("green_window");
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  if (P.get_double("a_lo") > P.get_double("a_hi"))
+    throw InputError(fmt::format("parameters 'a_lo' = {} and 'a_hi' = {}: expected a_lo <= a_hi", P.get_double("a_lo"), P.get_double("a_hi")));
+  const Eigen::VectorXd abar = cocycle::family_g2_diagonal(d, P.get_double("a_lo"), P.get_double("a_hi"), seed);
+  const double rho = abar.maxCoeff();
+  Rng rng(seed, {0x100b});
+  Eigen::VectorXd e(d), h(d);
+  rng.fill_normal(e);
+  rng.fill_normal(h);
+  h *= 10.0;
+  // h* = (I - Abar)^{-1} Bbar e (C.1; the undefined Deltabar is 0 for the linear recurrence, F20).
+  const Eigen::VectorXd hstar = (e.array() / (1.0 - abar.array())).matrix();
+  const double d0 = (h - hstar).norm();
+  double worst = 0;
+  {
+    CsvWriter w(ctx.dir / "looped.csv", {"t", "dist", "bound", "rho"});
+    for (long t = 0; t <= T; ++t) {
+      const double dist = (h - hstar).norm(), bound = std::pow(rho, static_cast<double>(t)) * d0;
+      worst = std::max(worst, dist / bound);
+      w.cell(t).cell(dist).cell(bound).cell(rho).end_row();
+      h = (abar.array() * h.array()).matrix() + e;
+    }
+  }
+  ctx.notes["worst_dist_over_bound"] = worst;
+  // ||G|| = max_l sum_s ||G(l, s+1)|| for the all-contracting cocycle (P_+ = 0), against rho -> 1.
+  CsvWriter w(ctx.dir / "green.csv", {"rho", "G_norm", "G_window", "G_infinite", "window"});
+  const std::vector<double> targets = {0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995};
+  for (std::size_t j = 0; j < targets.size(); ++j) {
+    // Scale log(abar) so that the largest entry is the target radius (same ratios between entries).
+    const Eigen::VectorXd ab = (abar.array().log() * (std::log(targets[j]) / std::log(rho))).exp().matrix();
+    const Matrix Bm = ab.asDiagonal();
+    const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(std::vector<Matrix>(static_cast<std::size_t>(Lg), Bm));
+    const cocycle::Bundles b = cocycle::two_sided_bundles(c);
+    const double r = ab.maxCoeff();
+    w.cell(r).cell(cocycle::green_norm(c, b)).cell((1 - std::pow(r, static_cast<double>(Lg))) / (1 - r)).cell(1 / (1 - r)).cell(Lg).end_row();
+    if (ctx.progress) ctx.progress(static_cast<double>(j + 1) / static_cast<double>(targets.size()));
+  }
+}
+
+const ExperimentRegistration reg_spectra{Experiment{
+    "cocycle-spectra",
+    "Coupling paper Thm 5 / (A4): Lyapunov, dichotomy (Sacker-Sell) spectra, bundles and constant C of a cocycle (.npy or G1-G5)",
+    {p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: use the family)"),
+     p_string("family", "G1", "synthetic family when no file is given", {"G1", "G2", "G3", "G4", "G5"}),
+     p_int("depth", 400, "layers L of the family", 1, 100000), p_int("d", 4, "dimension for G2 and G5", 1, 512),
+     p_int("seed", 0, "random seed", 0, kMaxSeed),
+     p_string("sigma", "0.2,0.1,-0.3,-0.5", "G1: eigenvalues of A (comma-separated)"),
+     p_double("kappa", 10.0, "G1: condition number of the eigenbasis S", 1.0, 1e12),
+     p_double("a_lo", -2.0, "G2: a_i uniform in [a_lo, a_hi], Abar = exp(-exp(a_i))", -20.0, 20.0),
+     p_double("a_hi", 1.0, "G2: upper end of a_i", -20.0, 20.0),
+     p_string("base", "1.3,1.1,0.8,0.6", "G3: diagonal base levels"),
+     p_string("mode", "switching", "G3: diagonal sequences", {"constant", "periodic", "switching"}),
+     p_double("amp", 0.1, "G3: levels base (1 -+ amp)", 0.0, 0.999), p_int("period", 8, "G3: period (periodic mode)", 2, 100000),
+     p_int("run0", 4, "G3: first run length (switching mode)", 1, 100000), p_double("b", 2.0, "G3: off-diagonal entries in [-b, b]", 0.0, 1e6),
+     p_string("m", "-0.6,-0.6,-0.5,-0.5", "G4: eigenvalues of M"), p_string("v", "0.8,0.8,0.2,0.2", "G4: eigenvalues of V"),
+     p_double("lambda", 1.0, "G4: kernel eigenvalue lambda in I + M + lambda V", -1e6, 1e6),
+     p_double("omega", 0.01, "G4: rotation angle per layer", -10.0, 10.0),
+     p_double("scale", 0.5, "G5: A_0 = scale G / sqrt(d)", 0.0, 1e6), p_double("delta", 0.1, "G5: size of the layer variation E(l)", 0.0, 1e6),
+     p_int("smooth", 0, "G5: 0 = i.i.d. E(l), else linear between i.i.d. knots every `smooth` layers", 0, 100000),
+     p_int("k", 0, "QR directions (0: all d)", 0, 100000), p_int("burn_in", 40, "layers dropped from every statistic", 0, 100000),
+     p_int_list("H", {}, "Steklov windows (empty: N/8, N/4, N/2 of the window N = L - burn_in)", 1, 1000000),
+     p_int("reorth_every", 1, "QR re-orthonormalisation every q steps", 1, 1000),
+     p_string("bundles", "two-sided", "projectors: two-sided constant extension, CLVs or none", {"two-sided", "clv", "none"}),
+     p_double("r_minus", 0.0, "r_- for C (0: just above the decaying spectrum, see slack)", 0.0, 1.0),
+     p_double("r_plus", 0.0, "r_+ for C (0: just below the growing spectrum)", 0.0, 1e6),
+     p_double("slack", 0.1, "automatic rates: r = (spectral edge)^(1 - slack)", 0.0, 1.0, true),
+     p_int("stride", 0, "C: start layers sampled every `stride` layers (0: L/100)", 0, 100000),
+     p_bool("rank", true, "rank function k(gamma) from finite-time singular values (k = d only)")},
+    run_spectra, "cocycle-spectra",
+    [](const Params& P) {
+      // Family sizes (a generators file is bounded by the reader: at most 2^28 values).
+      const double L = static_cast<double>(P.get_int("depth")), d = static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d"));
+      const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
+      return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
+    }}};
+
+const ExperimentRegistration reg_euler{Experiment{
+    "coupling-euler",
+    "Coupling paper Thm 4 (Euler step vs time-ordered exponential, bound and slope 1) and §2.4 non-normal transient growth (R8, R9)",
+    {p_int("d", 3, "dimension", 1, 64), p_int("depth", 9, "layer matrices A(0..L-1) (family G5)", 2, 200),
+     p_int("seed", 0, "random seed", 0, kMaxSeed), p_double("scale", 0.3, "A_0 = scale G / sqrt(d)", 0.0, 100.0),
+     p_double("delta", 0.2, "layer variation", 0.0, 100.0), p_int("smooth", 2, "knot spacing of E(l) (0: i.i.d.)", 0, 1000),
+     p_int("halvings", 6, "Delta = 1, 1/2, ..., 2^-halvings", 1, 10), p_int("nn_depth", 60, "layers of the non-normal pair", 2, 100000)},
+    run_euler, "coupling-euler"}};
+
+const ExperimentRegistration reg_looped{Experiment{
+    "coupling-looped",
+    "Coupling paper §2.4 / C.1: looped LTI Abar = diag(exp(-exp(a))): ||h_t - h*|| <= rho^t ||h_0 - h*||, ||G|| = 1/(1 - rho) (R25)",
+    {p_int("d", 6, "state dimension", 1, 256), p_int("loops", 200, "loop count t", 1, 1000000),
+     p_int("seed", 0, "random seed", 0, kMaxSeed), p_double("a_lo", -3.0, "a_i uniform in [a_lo, a_hi]", -20.0, 20.0),
+     p_double("a_hi", 1.0, "upper end of a_i", -20.0, 20.0),
+     p_int("green_window", 400, "window length L for ||G||", 2, 5000)},
+    run_looped, "coupling-looped",
+    [](const Params& P) {
+      const double d = static_cast<double>(P.get_int("d")), L = static_cast<double>(P.get_int("green_window"));
+      // 10 radii, each max_l sum_s ||G(l, s+1)||: L^2 / 2 products and 2-norms of d x d matrices.
+      return ResourceEstimate{8.0 * L * d * d * 3 + 64e6, 10.0 * L * L * 20.0 * d * d * d, "10 Green-norm sums over L^2 / 2 layer pairs"};
+    }}};
+
+}  // namespace
+}  // namespace tokdyn
