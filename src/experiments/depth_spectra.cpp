@@ -184,6 +184,9 @@ ModelSetup build_transformer(const Params& P, RunContext& ctx) {
   copy("T", "tokens");
   copy("L", "depth");
   copy("weights", "tf_weights");
+  if (P.get_string("tying") == "untied" && P.get_string("tf_weights").empty() && P.get_int("depth") > 5000)
+    throw InputError(fmt::format("parameter 'depth' = {}: untied random weights are drawn for every layer, at most 5000 "
+                                 "(use --set tying=tied or tying=looped for deeper runs)", P.get_int("depth")));
   tf::Transformer model = tf::transformer_from(q, ctx);
   const tf::Config& c = model.config();
   const int len = static_cast<int>(P.get_int("tokens"));
@@ -206,19 +209,33 @@ const std::map<std::string, ModelBuilder>& builders() {
   return b;
 }
 
+/// The Transformer's knobs (the shared schema of experiments/transformer_setup.hpp) as they appear
+/// here: d, heads and seed are shared with other models, T and L are tokens and depth, and the
+/// weights file is tf_weights (weights is the SSM's distribution).
+std::vector<ParamSpec> transformer_knobs() {
+  std::vector<ParamSpec> out;
+  for (ParamSpec q : tf::transformer_params(4, 16, 16, 200, 0.0)) {
+    if (q.key == "d" || q.key == "heads" || q.key == "seed" || q.key == "T" || q.key == "L") continue;
+    if (q.key == "weights") q.key = "tf_weights";
+    q.help = "transformer: " + q.help;
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
 /// Knobs that apply to some models only (a knob set for another model is refused).
 const std::map<std::string, std::vector<std::string>>& knob_models() {
-  static const std::map<std::string, std::vector<std::string>> m{
+  static const std::map<std::string, std::vector<std::string>> m = [] {
+    std::map<std::string, std::vector<std::string>> out{
       {"n", {"ssm"}},          {"m", {"ssm"}},          {"weights", {"ssm"}},     {"sigma", {"ssm"}},
       {"silu", {"ssm"}},       {"redraw", {"ssm"}},     {"tau", {"ssm", "mamba2"}}, {"d", {"rope", "transformer"}},
       {"beta", {"rope"}},      {"h", {"rope"}},         {"rope", {"rope"}},       {"causal", {"rope"}},
       {"heads", {"rope", "transformer"}},     {"freqs", {"rope"}},     {"positions", {"rope"}},  {"init", {"rope"}},
       {"checkpoint", {"mamba2"}}, {"layers", {"mamba2"}}, {"layer", {"mamba2"}}, {"update", {"mamba2"}},
-      {"vocab", {"mamba2"}},     {"d_ff", {"transformer"}},   {"sigma_w", {"transformer"}}, {"sigma_b", {"transformer"}},
-      {"norm", {"transformer"}}, {"eps", {"transformer"}},    {"placement", {"transformer"}}, {"activation", {"transformer"}},
-      {"mask", {"transformer"}}, {"P", {"transformer"}},      {"window", {"transformer"}}, {"eps_leak", {"transformer"}},
-      {"positional", {"transformer"}}, {"temperature", {"transformer"}}, {"tying", {"transformer"}}, {"loop", {"transformer"}},
-      {"tf_weights", {"transformer"}}};
+      {"vocab", {"mamba2"}}};
+    for (const ParamSpec& q : transformer_knobs()) out[q.key] = {"transformer"};
+    return out;
+  }();
   return m;
 }
 
@@ -284,10 +301,9 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   ctx.notes["sum_mu"] = R.mu.sum();
 }
 
-const ExperimentRegistration reg{Experiment{
-    "depth-spectra",
-    "Coupling paper eq. (10): top-k Lyapunov exponents and dichotomy intervals of the depth map of a model (ssm | rope | mamba2 | transformer) via its JVP",
-    {p_string("model", "ssm", "which model's depth map", {"ssm", "rope", "mamba2", "transformer"}),
+std::vector<ParamSpec> depth_spectra_params() {
+  std::vector<ParamSpec> ps{
+     p_string("model", "ssm", "which model's depth map", {"ssm", "rope", "mamba2", "transformer"}),
      p_int_list("H", {}, "Steklov windows H of the dichotomy intervals, each <= depth - burn_in (empty: N/8, N/4, N/2 of the measured N layers)", 1, 10000000),
      p_int("k", 8, "number of Lyapunov exponents (tangent vectors)", 1, 100000),
      p_int("depth", 200, "layers applied", 1, 10000000),
@@ -318,24 +334,15 @@ const ExperimentRegistration reg{Experiment{
      p_string("layers", "cycle", "mamba2: the model's blocks cycled, or one block repeated", {"cycle", "single"}),
      p_int("layer", 0, "mamba2: the block of layers=single", 0, 1000000),
      p_string("update", "residual", "mamba2: residual stream or the sphere update", {"residual", "sphere"}),
-     p_int("vocab", 0, "mamba2: token ids drawn from [0, vocab) (0: the model's vocabulary)", 0, 1 << 30),
-     // transformer (coupling paper block (4)); d is the rope knob above
-     p_int("d_ff", 16, "transformer: MLP width", 1, 4096),
-     p_double("sigma_w", 1.0, "transformer: weight std x sqrt(fan_in)", 0.0, 100.0),
-     p_double("sigma_b", 0.0, "transformer: bias std (b_1, b_2)", 0.0, 100.0),
-     p_string("norm", "rms", "transformer: norm S", {"rms", "layer", "none"}),
-     p_double("eps", 1e-6, "transformer: eps_S of the norm", 0.0, 1.0),
-     p_string("placement", "pre", "transformer: norm placement", {"pre", "post"}),
-     p_string("activation", "gelu", "transformer: MLP activation (relu is not C^1: warned)", {"gelu", "gelu-tanh", "silu", "tanh", "relu"}),
-     p_string("mask", "causal", "transformer: attention mask", {"causal", "bidirectional", "block", "sliding", "leaky"}),
-     p_int("P", 4, "transformer: block length (mask = block)", 1, 512),
-     p_int("window", 4, "transformer: sliding window (mask = sliding)", 1, 512),
-     p_double("eps_leak", 1e-3, "transformer: weight of future tokens (mask = leaky)", 0.0, 1.0, true),
-     p_string("positional", "none", "transformer: positional scheme", {"none", "rope", "alibi"}),
-     p_double("temperature", 0.0, "transformer: softmax temperature (0 = sqrt(d))", 0.0, 1e6),
-     p_string("tying", "untied", "transformer: weights across depth", {"untied", "tied", "looped"}),
-     p_int("loop", 4, "transformer: period of a looped stack", 1, 10000000),
-     p_string("tf_weights", "", "transformer: safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)")},
+     p_int("vocab", 0, "mamba2: token ids drawn from [0, vocab) (0: the model's vocabulary)", 0, 1 << 30)};
+  for (ParamSpec& q : transformer_knobs()) ps.push_back(std::move(q));
+  return ps;
+}
+
+const ExperimentRegistration reg{Experiment{
+    "depth-spectra",
+    "Coupling paper eq. (10): top-k Lyapunov exponents and dichotomy intervals of the depth map of a model (ssm | rope | mamba2 | transformer) via its JVP",
+    depth_spectra_params(),
     run_depth_spectra,
     "depth-spectra",
     [](const Params& P) {
