@@ -84,7 +84,8 @@ void run_spectra(const Params& P, RunContext& ctx) {
   const std::string file = P.get_string("generators");
   const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(file.empty() ? family_generators(P) : load_generators(file));
   const long L = c.length(), d = c.dim();
-  const long burn = P.get_int("burn_in");
+  // The default burn-in (40 layers) shrinks to a tenth of a shorter cocycle; an explicit one is kept.
+  const long burn = P.is_explicit("burn_in") ? P.get_int("burn_in") : std::min(P.get_int("burn_in"), L / 10);
   if (burn >= L)
     throw InputError(fmt::format("parameter 'burn_in' = {}: expected less than the number of layers L = {} (an empty window)", burn, L));
   const long N = L - burn;
@@ -377,7 +378,7 @@ const ExperimentRegistration reg_spectra{Experiment{
      p_double("omega", 0.01, "G4: rotation angle per layer", -10.0, 10.0),
      p_double("scale", 0.5, "G5: A_0 = scale G / sqrt(d)", 0.0, 1e6), p_double("delta", 0.1, "G5: size of the layer variation E(l)", 0.0, 1e6),
      p_int("smooth", 0, "G5: 0 = i.i.d. E(l), else linear between i.i.d. knots every `smooth` layers", 0, 100000),
-     p_int("k", 0, "QR directions (0: all d)", 0, 100000), p_int("burn_in", 40, "layers dropped from every statistic", 0, 100000),
+     p_int("k", 0, "QR directions (0: all d)", 0, 100000), p_int("burn_in", 40, "layers dropped from every statistic (default: 40, or L/10 when L < 400)", 0, 100000),
      p_int_list("H", {}, "Steklov windows (empty: N/8, N/4, N/2 of the window N = L - burn_in)", 1, 1000000),
      p_int("reorth_every", 1, "QR re-orthonormalisation every q steps", 1, 1000),
      p_string("bundles", "two-sided", "projectors: two-sided constant extension, CLVs or none", {"two-sided", "clv", "none"}),
