@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Benchmark of the discrete QR (Benettin) spectrum of analysis/cocycle.hpp: full spectrum (k = d)
-# of a d = 256, L = 1000 cocycle of family G5, tokdyn (`tokdyn run cocycle-spectra`, the QR loop
-# timed inside the run: manifest.json notes.qr_seconds) against a straightforward NumPy
-# implementation (python/numpy_cocycle_qr.py: loop over l, numpy.linalg.qr, sign fix), and the
-# machine's 1-thread DGEMM peak (NumPy's OpenBLAS, 2048^2 double), all in the same run.
+# of a d = 256, L = 1000 G5-like cocycle B(l) = I + A_0 + delta E(l), written once to a .npy file
+# that both read: tokdyn (`tokdyn run cocycle-spectra --set generators=FILE`, the QR loop timed
+# inside the run: manifest.json notes.qr_seconds) and a straightforward NumPy implementation
+# (python/numpy_cocycle_qr.py: loop over l, numpy.linalg.qr, sign fix), so their exponents must
+# agree to round-off (checked: exit 1 otherwise); plus the machine's 1-thread DGEMM peak (NumPy's
+# OpenBLAS, 2048^2 double), all in the same run.
 # Writes bench/results-cocycle.md (and prints it).
 #
 # Usage: scripts/bench_cocycle.sh [BUILD_DIR]     (default BUILD_DIR: build; Release)
@@ -31,21 +33,32 @@ source "$here/scripts/bench_lib.sh"
 [ -x "$build/tokdyn" ] || { echo "bench_cocycle: $build/tokdyn missing: build it first" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-best_tok="" best_np="" mu_tok="" mu_np=""
+"$py" "$here/python/numpy_cocycle_qr.py" --write "$work/gen.npy" "$d" "$L" 0
+best_tok="" best_np="" mu_tok="" mu_np="" agree=""
 for r in $(seq 1 "$reps"); do
   wait_idle "tokdyn rep $r"
   rm -rf "$work/res"
-  "$build/tokdyn" run cocycle-spectra --threads 1 --no-figures --out "$work/res" --set family=G5 --set d="$d" \
-    --set depth="$L" --set burn_in=0 --set bundles=none --set rank=false --set H="$L" >/dev/null 2>&1
+  "$build/tokdyn" run cocycle-spectra --threads 1 --no-figures --out "$work/res" --set generators="$work/gen.npy" \
+    --set burn_in=0 --set bundles=none --set rank=false --set H="$L" >/dev/null 2>&1
   t=$("$py" -c "import json;print(json.load(open('$work/res/manifest.json'))['notes']['qr_seconds'])")
   mu_tok=$("$py" -c "import csv;r=list(csv.DictReader(open('$work/res/lyapunov.csv')));print(max(float(x['mu']) for x in r), min(float(x['mu']) for x in r))")
   best_tok=$("$py" -c "print(min(float(x) for x in '$best_tok $t'.split()))")
   wait_idle "numpy rep $r"
-  js=$("$py" "$here/python/numpy_cocycle_qr.py" "$d" "$L" "$r")
+  js=$("$py" "$here/python/numpy_cocycle_qr.py" --generators "$work/gen.npy")
+  echo "$js" >"$work/np.json"
   t=$(echo "$js" | "$py" -c "import json,sys;print(json.load(sys.stdin)['seconds'])")
   mu_np=$(echo "$js" | "$py" -c "import json,sys;j=json.load(sys.stdin);print(j['mu_max'], j['mu_min'])")
   best_np=$("$py" -c "print(min(float(x) for x in '$best_np $t'.split()))")
 done
+# Same cocycle, same algorithm: every exponent must agree to round-off (QR order: i = 0..d-1).
+agree=$("$py" - "$work/res/lyapunov.csv" "$work/np.json" <<'PY'
+import csv, json, sys
+tok = [float(r["mu"]) for r in csv.DictReader(open(sys.argv[1]))]
+npy = json.load(open(sys.argv[2]))["mu"]
+print(max(abs(a - b) for a, b in zip(tok, npy)) if len(tok) == len(npy) else float("inf"))
+PY
+)
+"$py" -c "import sys; sys.exit(0 if $agree <= 1e-9 else 1)" || { echo "bench_cocycle: exponents differ from NumPy's by $agree" >&2; exit 1; }
 wait_idle "dgemm peak"
 peak=$("$py" - <<'PY'
 import time, numpy as np
@@ -80,8 +93,9 @@ doubles, measured in the same run.
 | NumPy (numpy.linalg.qr per layer) | {npy:.3f} | {gn:.2f} | {gn/peak*100:.0f} % |
 | DGEMM peak (1 thread) | | {peak:.2f} | 100 % |
 
-tokdyn / NumPy speed ratio: {npy/tok:.2f}x. Exponents (largest, smallest; the two draw the same
-distribution from different generators, so they agree only statistically): tokdyn $mu_tok, NumPy $mu_np.
+tokdyn / NumPy speed ratio: {npy/tok:.2f}x. Both read the same generators file (written once by
+`python/numpy_cocycle_qr.py --write`): every exponent agrees, max |mu_tokdyn - mu_NumPy| = $agree
+(largest, smallest: tokdyn $mu_tok, NumPy $mu_np).
 
 The machine is shared (2 cores, other engineers compiling); the load seen before each measurement:
 
