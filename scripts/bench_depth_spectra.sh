@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark of the preset depth-spectra at full size: the top-16 Lyapunov exponents of the depth map
 # of mamba2-130m (a make-checkpoint model, seed 0; blocks cycled) to depth 200 on 50 tokens, through
-# the exact double-precision forward-mode JVP (mamba2::BlockMap::step_double, k = 16 tangents batched
-# as 16 replicas of the state in one call per layer), against the machine's OpenBLAS DGEMM peak
+# the exact double-precision forward-mode JVP (mamba2::BlockMap::step_double_tangents: the value of
+# the one-run state once, the k = 16 tangents sharing it, one call per layer), against the machine's
+# OpenBLAS DGEMM peak
 # measured in the same script (the JVP runs in double). Writes bench/results-depth-spectra.md (and
 # prints it).
 #
@@ -17,12 +18,12 @@
 #   BENCH_OUT [bench/results-depth-spectra.md]
 # Flop count (per layer, from the shapes; cfg = the checkpoint's config): one fp32 forward step of
 # R = k runs of T tokens is BlockMap::flops(R, T) = 2 (R T d d_in_proj + R T d_inner d) [GEMMs]
-# + 2 R (G T^2 N + H T^2 P) [SSD]. The double forward-mode step computes value and tangent of
-# every product: each projection twice (value, tangent) and in the SSD three products where the
-# forward pass has one (C B^T, dC B^T, C dB^T; M X, dM X, M dX). Factor used: 2 x GEMM part +
-# 3 x SSD part, at R = k (the state is replicated k times, so the value is computed k times: the
-# flops counted are those performed). Plus the thin Householder QR of the (T d) x k tangent matrix,
-# 4 (T d) k^2. Pointwise work (norms, conv, SiLU, exp) is not counted.
+# + 2 R (G T^2 N + H T^2 P) [SSD]. step_double_tangents computes the value once (R = 1: the
+# projections on T rows, C B^T and M X once) and each of the k tangents once (the projections on k T
+# rows; in the SSD two products per product of the forward pass: dC B^T + C dB^T, dM X + M dX).
+# Counted: (1 + k) x GEMM part + (1 + 2 k) x SSD part, at R = 1 (the flops performed). Plus the
+# thin Householder QR of the (T d) x k tangent matrix, 4 (T d) k^2. Pointwise work (norms, conv,
+# SiLU, exp) is not counted.
 # The machine has 2 cores shared with other engineers: each measurement waits for an idle machine
 # (at most BENCH_IDLE_WAIT s), and the load before/after and the share of the machine other processes
 # used during each measurement are recorded in the results file.
@@ -101,11 +102,12 @@ ssm = cfg.get("ssm_cfg", {})
 d = cfg["d_model"]; expand = ssm.get("expand", 2); N = ssm.get("d_state", 128); P = ssm.get("headdim", 64)
 G = ssm.get("ngroups", 1)
 di = expand * d; H = di // P; cd = di + 2 * G * N; din = 2 * di + 2 * G * N + H
-R = K
-gemm = 2.0 * (R * T * d * din + R * T * di * d)
-ssd = 2.0 * R * (G * T * T * N + H * T * T * P)
+gemm1 = 2.0 * (T * d * din + T * di * d)        # the fp32 forward step's GEMMs, one run
+ssd1 = 2.0 * (G * T * T * N + H * T * T * P)     # and its SSD products
+gemm = (1 + K) * gemm1                           # value once, k tangents
+ssd = (1 + 2 * K) * ssd1
 qr = 4.0 * (T * d) * K * K
-per_layer = 2.0 * gemm + 3.0 * ssd + qr
+per_layer = gemm + ssd + qr
 flops = depth * per_layer
 
 runs = []
@@ -135,8 +137,8 @@ P_()
 P_("Produced by `scripts/bench_depth_spectra.sh` (this file is its output). Workload: `tokdyn run depth-spectra "
    f"--set model=mamba2 --set checkpoint=CK --set k={K} --set tokens={T} --set depth={depth} --set burn_in={burn} "
    f"--threads {threads}`, CK = `tokdyn make-checkpoint --size 130m --seed 0` (blocks cycled). Each layer: one "
-   f"`BlockMap::step_double` call on {K} replicas of the {T}-token state carrying the {K} tangents (value and "
-   "tangent in double forward mode), then a thin Householder QR of the (T d) x k tangent matrix.")
+   f"`BlockMap::step_double_tangents` call: the value of the {T}-token state once and its {K} tangents sharing it "
+   "(double forward mode), then a thin Householder QR of the (T d) x k tangent matrix.")
 P_()
 P_(f"Machine: {cpu_model}, {os.cpu_count()} logical CPUs, shared with other engineers (see the load below).")
 P_()
@@ -144,7 +146,7 @@ P_("| quantity | value |")
 P_("| --- | --- |")
 P_(f"| wall time, best of {reps} (manifest wall_time_s; load, JVPs and QR) | **{wall:.1f} s** ({', '.join('%.1f' % (r['wall_manifest'] or r['secs']) for r in runs)}) |")
 P_(f"| per layer | {1e3 * wall / depth:.0f} ms |")
-P_(f"| flops per layer (counted from the shapes, see below) | {per_layer / 1e9:.2f} GFLOP (GEMMs {2 * gemm / 1e9:.2f}, SSD {3 * ssd / 1e9:.3f}, QR {qr / 1e9:.3f}) |")
+P_(f"| flops per layer (counted from the shapes, see below) | {per_layer / 1e9:.2f} GFLOP (GEMMs {gemm / 1e9:.2f}, SSD {ssd / 1e9:.3f}, QR {qr / 1e9:.3f}) |")
 P_(f"| total flops | {flops / 1e12:.3f} TFLOP |")
 P_(f"| achieved | **{gfs:.1f} GFLOP/s** |")
 P_(f"| OpenBLAS DGEMM peak, n = {dg_n}, {dg_t} threads (best of {dgemm_reps}) | {peak / 1e9:.1f} GFLOP/s |")
@@ -157,10 +159,10 @@ P_(f"| peak RSS (GNU time), best run | {best['rss'] / 1024:.0f} MiB |")
 P_(f"| same lyapunov.csv bytes in every run | {'yes' if same else 'NO'} |")
 P_()
 P_("Flop count: one fp32 forward step of R runs of T tokens is `BlockMap::flops(R, T)` = 2 (R T d d_in_proj + "
-   "R T d_inner d) [GEMMs] + 2 R (G T^2 N + H T^2 P) [SSD]; the double forward-mode step computes every projection "
-   "twice (value and tangent) and three SSD products where the forward step has one, so the factor used is "
-   "2 x GEMMs + 3 x SSD at R = k (the value is computed on each of the k replicas: the flops counted are those "
-   f"performed), plus 4 (T d) k^2 for the QR. Shapes: d = {d}, d_inner = {di}, d_in_proj = {din}, N = {N}, "
+   "R T d_inner d) [GEMMs] + 2 R (G T^2 N + H T^2 P) [SSD]; `step_double_tangents` computes the value once and "
+   "each of the k tangents once (every projection on T + k T rows; in the SSD one product per forward product for "
+   "the value and two per tangent: dC B^T + C dB^T, dM X + M dX), so the count is (1 + k) x GEMMs + (1 + 2 k) x SSD "
+   f"at R = 1 (the flops performed), plus 4 (T d) k^2 for the QR. Shapes: d = {d}, d_inner = {di}, d_in_proj = {din}, N = {N}, "
    f"H = {H}, P = {P}, G = {G}, T = {T}, k = {K}. Pointwise work is not counted.")
 P_()
 P_("Exponents of the best run (lyapunov.csv, mu_i = mean log R_ii over layers burn_in+1..depth):")

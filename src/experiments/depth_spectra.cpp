@@ -156,20 +156,21 @@ ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
   S.map = std::move(map);
   S.Z0 = Batch{X0.cast<double>(), 1, len};
   // The block's own state is fp32; its linearisation is exact forward mode in double. The
-  // trajectory is advanced by the same double step (step_double: value and tangent of the k
-  // replicas together, run 0's value kept), so the cocycle is the Jacobian of exactly the map that
-  // moves the state; the fp32 trajectory differs from it by fp32 round-off per layer.
-  S.step = [bm, len](long l, const Batch&, const Batch& Zrep, const Tokens& V, Batch& Znext, Tokens& W) {
+  // trajectory is advanced by the same double step (step_double_tangents: the value of the one run
+  // computed once, the k tangents sharing it), so the cocycle is the Jacobian of exactly the map
+  // that moves the state; the fp32 trajectory differs from it by fp32 round-off per layer.
+  S.step = [bm](long l, const Batch& Z, const Batch&, const Tokens& V, Batch& Znext, Tokens& W) {
     Tokens Y;
-    bm->step_double(l, Zrep, V, Y, W);
-    Znext = Batch{Y.topRows(len), 1, len};
+    bm->step_double_tangents(l, Z, V, Y, W);
+    Znext = Batch{std::move(Y), Z.runs, Z.len};
   };
   S.notes["schedule"] = layers == "single" ? fmt::format("single: block {} at every depth step", layer)
                                            : fmt::format("cycle: depth step l uses block (l-1) mod {}", cfg.n_layer);
   S.notes["update"] = update == Update::Sphere ? fmt::format("sphere: z <- pi(z + {} mixer(RMSNorm(z)))", tau)
                                                : "residual: x <- x + mixer(RMSNorm(x))";
   S.notes["initial_tokens"] = fmt::format("embedding rows of token ids iid uniform in [0, {}), stream (seed, 0); token_ids.npy", vocab);
-  S.notes["tangent_step"] = "value and tangent by BlockMap::step_double (double forward mode) on the k replicas in one call";
+  S.notes["tangent_step"] =
+      "value and tangents by BlockMap::step_double_tangents (double forward mode): the value once, the k tangents sharing it";
   return S;
 }
 

@@ -195,6 +195,14 @@ class BlockMap final : public LayerMap {
   bool on_sphere() const override { return update_ == Update::Sphere; }
   /// The step in double (Y = F_k(Z), Z not rounded) and its tangent dY = D F_k(Z)[V].
   void step_double(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const;
+  /// The step in double at Z (R runs) and its tangents along m directions per run, sharing the
+  /// value: V is (m R T) x d, m blocks of the shape of Z (block j, rows j R T .. (j+1) R T - 1, is
+  /// direction j of every run), m = V.rows() / (R T) >= 1. Y = F_k(Z) (shape of Z), dY = D F_k(Z)[V]
+  /// (shape of V). Equal, up to round-off (~1e-15 relative), to step_double on Z stacked m times
+  /// with V; but every primal quantity (projections, conv, SiLU, softplus, the SSD matrices, norms)
+  /// is computed once per run and only the tangents m times: about (1 + m) / (2 m) of its work.
+  /// The same bits on any thread count.
+  void step_double_tangents(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const;
   /// Registers an observer of q / mixing matrices (called during apply; not owned).
   void watch(InsideObserver* o) { watchers_.push_back(o); }
   const Config& config() const { return cfg_; }
