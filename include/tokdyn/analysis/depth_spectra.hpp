@@ -40,8 +40,8 @@ using TangentStep =
 
 /// The default step of a LayerMap on a double state: Znext by F.apply (the model's own forward
 /// map), W by ONE F.jvp call on (Zrep, V). Float-state models (Mamba-2) should use a step that
-/// computes value and tangent in double together instead (mamba2::BlockMap::step_double), so that
-/// the trajectory and its linearisation are the same map.
+/// computes value and tangent in double together instead (mamba2::BlockMap::step_double_tangents:
+/// the value once, the k tangents sharing it), so that the trajectory and its linearisation are the same map.
 TangentStep apply_and_jvp(const LayerMap& F);
 
 struct DepthSpectrumOptions {
