@@ -94,10 +94,10 @@ doubles, measured in the same run.
 | DGEMM peak (1 thread) | | {peak:.2f} | 100 % |
 
 tokdyn / NumPy speed ratio: {npy/tok:.2f}x. Both read the same generators file (written once by
-`python/numpy_cocycle_qr.py --write`): every exponent agrees, max |mu_tokdyn - mu_NumPy| = $agree
+\`python/numpy_cocycle_qr.py --write\`): every exponent agrees, max |mu_tokdyn - mu_NumPy| = $agree
 (largest, smallest: tokdyn $mu_tok, NumPy $mu_np).
 
-The machine is shared (2 cores, other engineers compiling); the load seen before each measurement:
+The load seen before each measurement (the script waits up to BENCH_IDLE_WAIT s for an idle machine):
 
 ~~~
 """ + "\n".join(load) + """
