@@ -149,7 +149,10 @@ DepthSpectrum depth_spectrum(const LayerMap& F, const Batch& Z0, const DepthSpec
     S.mu_running.row(j) = acc / static_cast<double>(j + 1);
   }
   S.mu = S.mu_running.row(N - 1).transpose();
-  S.gamma = S.mu.array().exp().matrix();
+  // Element by element with std::exp: exp(-inf) = 0 exactly (growth scale 0). Eigen's vectorised
+  // exp clamps its argument and returns a denormal (~5.6e-309) there.
+  S.gamma.resize(S.mu.size());
+  for (Eigen::Index i = 0; i < S.mu.size(); ++i) S.gamma[i] = std::exp(S.mu[i]);
   S.final_state = std::move(Z);
   return S;
 }
