@@ -230,7 +230,10 @@ LyapunovSpectrum lyapunov_spectrum(const Matrix& log_diag, long burn_in) {
   LyapunovSpectrum s;
   s.window = e - b;
   s.mu = log_diag.middleRows(b, e - b).colwise().sum().transpose() / static_cast<double>(e - b);
-  s.gamma = s.mu.array().exp();  // exp(-inf) = 0
+  // std::exp element by element: exp(-inf) = 0 exactly (Eigen's vectorised exp clamps its
+  // argument and gives a denormal there).
+  s.gamma.resize(s.mu.size());
+  for (Eigen::Index i = 0; i < s.mu.size(); ++i) s.gamma(i) = std::exp(s.mu(i));
   return s;
 }
 
