@@ -22,6 +22,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 
@@ -36,18 +37,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double norm2(const Matrix& A) { return Eigen::JacobiSVD<Matrix>(A).singularValues()(0); }
 
-struct Checks {
-  CsvWriter csv;
-  int failed = 0;
-  explicit Checks(const std::filesystem::path& f)
-      : csv(f, {"check", "statement", "quantity", "value", "expected", "pass"}) {}
-  void add(const std::string& check, const std::string& statement, const std::string& quantity, double value,
-           const std::string& expected, bool pass) {
-    csv.cell(check).cell(statement).cell(quantity).cell(value).cell(expected).cell(std::string(pass ? "true" : "false"));
-    csv.end_row();
-    failed += pass ? 0 : 1;
-  }
-};
 
 /// Spectral edges around 1 from the Bohl intervals of the QR columns (flag F11: r_+ is a lower
 /// bound of the growth along V_par (r_plus_min, for m_+) and an upper bound of all growth
@@ -123,7 +112,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
                                  p.get_double("switch_hi")));
   const long H_min = *std::min_element(Hs.begin(), Hs.end());
   const long H_win = *std::max_element(Hs.begin(), Hs.end());  // R11's windows: the longest Steklov window
-  Checks checks(ctx.dir / "checks.csv");
+  CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter ivs(ctx.dir / "intervals.csv", {"part", "H", "interval", "lower", "upper"});
   auto write_intervals = [&](const std::string& part, long H, const std::vector<Interval>& iv) {
     for (std::size_t i = 0; i < iv.size(); ++i) {
@@ -428,8 +417,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     checks.add("R10e", "F19: LayerNorm: growth scale 1 along 1_d (in every window's spectrum)", "max_l |log R_11(l)|", neutral,
                "<= 1e-12", neutral <= 1e-12);
   }
-  ctx.notes["checks_failed"] = checks.failed;
-  if (checks.failed) ctx.warnings.push_back(fmt::format("{} check(s) of coupling-dichotomy failed: see checks.csv", checks.failed));
+  checks.report(ctx, "coupling-dichotomy");
 }
 
 std::vector<ParamSpec> dichotomy_params() {
