@@ -246,7 +246,10 @@ def plot_mamba2(kind, d):
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: plot.py KIND DIR")
-    kind, d = sys.argv[1], sys.argv[2]
+    dispatch(sys.argv[1], sys.argv[2])
+
+
+def dispatch(kind, d):
     if kind == "ssm-random-silu":
         plot_ssm_random_silu(d)
     elif kind.startswith("mamba2-"):
@@ -268,6 +271,9 @@ def main():
     elif kind in ("cocycle-spectra", "coupling-euler", "coupling-looped"):
         import plot_cocycle
         plot_cocycle.plot_cocycle(kind, d)
+    elif kind == "coupling-all":
+        import plot_all
+        plot_all.plot_coupling_all(d, dispatch)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 

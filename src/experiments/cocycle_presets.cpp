@@ -17,6 +17,7 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/rng.hpp"
@@ -262,6 +263,7 @@ void run_euler(const Params& P, RunContext& ctx) {
     }
   }
   ctx.notes["thm4_worst_deviation_over_bound"] = worst_ratio;
+  std::vector<double> global_err;
   {  // global Euler error over [0, L-1]: prod (I + Delta A(j Delta)) against Phi_c(L-1, 0)
     Matrix exact = I;
     for (long l = 0; l + 1 < L; ++l) exact = (cocycle::time_ordered_exp(Af, static_cast<double>(l), static_cast<double>(l + 1)) * exact).eval();
@@ -271,7 +273,8 @@ void run_euler(const Params& P, RunContext& ctx) {
       const double D = std::ldexp(1.0, static_cast<int>(-h));
       Matrix E = I;
       for (long j = 0; j < n; ++j) E = ((I + D * Af(static_cast<double>(j) * D)) * E).eval();
-      w.cell(D).cell(norm2(E - exact)).cell(L - 1).end_row();
+      global_err.push_back(norm2(E - exact));
+      w.cell(D).cell(global_err.back()).cell(L - 1).end_row();
     }
   }
   {  // per-layer deviation at Delta = 1 against the size a of A (small only when a << 1)
@@ -313,6 +316,22 @@ void run_euler(const Params& P, RunContext& ctx) {
   s.cell(std::string("QR growth scale gamma_1")).cell(ly.gamma(0)).end_row();
   s.cell(std::string("QR growth scale gamma_2")).cell(ly.gamma(1)).end_row();
   ctx.notes["nonnormal_growth_scale"] = ly.gamma(0);
+  CheckTable checks(ctx.dir / "checks.csv");
+  checks.add("R8", "Thm 4: |Phi_c(l + Delta, l) - (I + Delta A(l))| <= omega_A(Delta) Delta + a^2 Delta^2 e^(a Delta) / 2",
+             "max deviation / bound", worst_ratio, "<= 1", worst_ratio <= 1.0);
+  if (global_err.size() >= 3) {  // slope of log error against log Delta over the finest halvings
+    const std::size_t n = global_err.size();
+    const double slope = std::log2(global_err[n - 2] / global_err[n - 1]);
+    checks.add("R8", "Thm 4: the Euler product converges to the time-ordered exponential at first order", "log2 error ratio, last halving",
+               slope, "in [0.9, 1.1]", slope >= 0.9 && slope <= 1.1);
+  }
+  const double r9 = std::abs(ly.gamma(0) - target) / target;
+  checks.add("R9", "non-normal pair: growth scale sqrt(rho(B2 B1)) although rho(B_i) < 1", "|gamma_1 - sqrt(rho(B2 B1))| / sqrt(rho(B2 B1))",
+             r9, "<= 1e-10", r9 <= 1e-10);
+  checks.add("R9", "non-normal pair: every factor contracts in spectral radius", "max rho(B_i)",
+             std::max(spectral_radius(pair[0]), spectral_radius(pair[1])), "< 1 (while gamma_1 > 1)",
+             std::max(spectral_radius(pair[0]), spectral_radius(pair[1])) < 1.0 && ly.gamma(0) > 1.0);
+  checks.report(ctx, "coupling-euler");
 }
 
 // ------------------------------------------------------------------ coupling-looped
@@ -345,6 +364,7 @@ void run_looped(const Params& P, RunContext& ctx) {
   ctx.notes["worst_dist_over_bound"] = worst;
   // ||G|| = max_l sum_s ||G(l, s+1)|| for the all-contracting cocycle (P_+ = 0), against rho -> 1.
   CsvWriter w(ctx.dir / "green.csv", {"rho", "G_norm", "G_window", "G_infinite", "window"});
+  double g_err = 0;
   const std::vector<double> targets = {0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995};
   for (std::size_t j = 0; j < targets.size(); ++j) {
     // Scale log(abar) so that the largest entry is the target radius (same ratios between entries).
@@ -353,9 +373,17 @@ void run_looped(const Params& P, RunContext& ctx) {
     const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(std::vector<Matrix>(static_cast<std::size_t>(Lg), Bm));
     const cocycle::Bundles b = cocycle::two_sided_bundles(c);
     const double r = ab.maxCoeff();
-    w.cell(r).cell(cocycle::green_norm(c, b)).cell((1 - std::pow(r, static_cast<double>(Lg))) / (1 - r)).cell(1 / (1 - r)).cell(Lg).end_row();
+    const double gn = cocycle::green_norm(c, b), gw = (1 - std::pow(r, static_cast<double>(Lg))) / (1 - r);
+    g_err = std::max(g_err, std::abs(gn - gw) / gw);
+    w.cell(r).cell(gn).cell(gw).cell(1 / (1 - r)).cell(Lg).end_row();
     if (ctx.progress) ctx.progress(static_cast<double>(j + 1) / static_cast<double>(targets.size()));
   }
+  CheckTable checks(ctx.dir / "checks.csv");
+  checks.add("R25", "looped LTI (C.1): |h_t - h*| <= rho(Abar)^t |h_0 - h*| (C = 1)", "max |h_t - h*| / bound", worst, "<= 1 + 1e-12",
+             worst <= 1.0 + 1e-12);
+  checks.add("R25", "looped LTI: ||G|| = (1 - rho^L) / (1 - rho) on the window, 1 / (1 - rho) -> infinity as rho -> 1",
+             "max relative error of ||G||", g_err, "<= 1e-12", g_err <= 1e-12);
+  checks.report(ctx, "coupling-looped");
 }
 
 const ExperimentRegistration reg_spectra{Experiment{

@@ -3,6 +3,7 @@
 //   coupling-bounded-step    Prop 1 (R2) and Lemmas 15/16 (R3);
 //   coupling-rank-collapse   E2: distance of S(X^(l)) from rank one against depth, slope r_f;
 //   coupling-qk-specificity  E4: |alpha^(l) - alpha*| against depth, effect of late W_Q/W_K changes.
+// Each writes checks.csv (check, statement, quantity, value, expected, pass), joined by coupling-all.
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -12,6 +13,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
@@ -54,6 +56,9 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
   const Vec x0 = reference_start(c, seed);
   const Reference ref = reference_trajectory(tf, x0, L);
   const Mat astar = kernel_of(c, T);
+  CheckTable checks(ctx.dir / "checks.csv");
+  double r5_dev = 0, r5_rowsum = 0, r6_an = 0, r6_fd = 0, f1_paper = 0, r6_sector = 0, r6_union = 0;
+  bool r7_same = true, have_dense = false, have_sector = false, have_union = false;
 
   // R5: alpha(X*) = alpha* for W_Q, W_K of any scale and any temperature; zero kernel variation.
   {
@@ -84,6 +89,8 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
           Pp.Z += h * dX;
           Pm.Z -= h * dX;
           const Mat da = (t2.attention(l + 1, Pp)[0] - t2.attention(l + 1, Pm)[0]) / (2 * h);
+          r5_dev = std::max(r5_dev, max_abs(a - astar));
+          r5_rowsum = std::max(r5_rowsum, da.rowwise().sum().cwiseAbs().maxCoeff());
           csv.cell(scale).cell(tau).cell(l).cell(max_abs(a - astar)).cell(da.norm()).cell(da.rowwise().sum().cwiseAbs().maxCoeff());
           csv.end_row();
         }
@@ -164,6 +171,15 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
       bool same = ref.x[static_cast<std::size_t>(l)] == refq.x[static_cast<std::size_t>(l)] && g.A_exact == gq.A_exact &&
                   g.A_paper == gq.A_paper;
       if (dense) same = same && Jex == jacobian_from_generators(gq, astar, Form::Exact);
+      if (dense) {
+        have_dense = true;
+        r6_an = std::max(r6_an, ja);
+        r6_fd = std::max(r6_fd, jf);
+        f1_paper = std::max(f1_paper, jp);
+        if (!std::isnan(spec)) have_union = true, r6_union = std::max(r6_union, spec);
+      }
+      if (!std::isnan(sres)) have_sector = true, r6_sector = std::max(r6_sector, sres);
+      r7_same = r7_same && same;
       csv.cell(l).cell(g.x.norm()).cell(spectral_norm(g.A_exact)).cell(spectral_norm(g.A_paper)).cell(spectral_norm(g.M_tilde * g.V));
       csv.cell(ja).cell(jf).cell(jp).cell(jr).cell(sres).cell(spec).cell(static_cast<long>(same));
       csv.end_row();
@@ -180,7 +196,12 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
       for (int mm = 0; mm <= 40; ++mm) m.cell(n).cell(mm).cell(fk::mixing_distance(n, mm)).cell(std::pow(2.0, -mm) * fk::mixing_constant(n)).end_row();
   }
 
+  {
+    const double k8 = fk::kappa_alpha(8) / (0.2 * std::pow(3.0, 8));
+    checks.add("F16 kappa", "kappa_alpha of the Pascal eigenbasis ~ 0.2 3^P", "kappa_alpha(8) / (0.2 3^8)", k8, "in [0.5, 2]", k8 >= 0.5 && k8 <= 2.0);
+  }
   // Negative control: with RoPE or ALiBi the kernel at X* is not 1/t and depends on the layer.
+  double neg_min = 1e300;
   {
     CsvWriter csv(ctx.dir / "negative_control.csv", {"positional", "layer", "max_dev_alpha_star", "max_dev_from_layer0"});
     for (Positional pos : {Positional::None, Positional::Rope, Positional::Alibi}) {
@@ -199,6 +220,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
         const Mat a = t2.attention(l + 1, Z)[0];
         if (l == 0) a0 = a;
         const char* name = pos == Positional::None ? "none" : pos == Positional::Rope ? "rope" : "alibi";
+        if (pos != Positional::None) neg_min = std::min(neg_min, max_abs(a - astar));
         csv.cell(std::string(name)).cell(l).cell(max_abs(a - astar)).cell(max_abs(a - a0)).end_row();
       }
     }
@@ -206,6 +228,29 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
   ctx.notes["x0"] = "x*(0) ~ N(0, I_d) from stream (seed, 0xa11ce)";
   ctx.notes["kernel"] = "alpha* = softmax of the mask bias (causal: 1/t)";
   ctx.notes["jacobian_dense"] = dense;
+  checks.add("R5", "Thm 3(1): alpha(X*) = 1/t (causal) for any W_Q, W_K scale and temperature (F3)", "max |alpha - alpha*|", r5_dev,
+             "<= 1e-14", r5_dev <= 1e-14);
+  checks.add("R5", "Thm 3: the kernel's variation annihilates 1 (rows of d alpha sum to 0)", "max |d alpha 1| (central difference)", r5_rowsum,
+             "<= 1e-8", r5_rowsum <= 1e-8);
+  if (have_dense) {
+    checks.add("R6", "Thm 3(2): J = I (x) (I + M~) + alpha* (x) (I + M~) V (exact form, F1)", "max |J_analytic - J_exact|", r6_an, "<= 1e-12",
+               r6_an <= 1e-12);
+    checks.add("R6", "Thm 3(2): the exact form against central differences", "max |J_fd - J_exact|", r6_fd, "<= 1e-7", r6_fd <= 1e-7);
+    checks.add("F1", "eq. (8) (paper form) is not the exact Jacobian", "max |J - J_paper|", f1_paper, "> 1e-6 (the paper form differs)",
+               f1_paper > 1e-6);
+  }
+  if (have_sector)
+    checks.add("R6", "Thm 3(3): J (w_j u^T) = w_j ((I + M~)(I + V/j) u)^T on the Pascal eigenvectors", "max relative residual", r6_sector,
+               "<= 1e-12", r6_sector <= 1e-12);
+  if (have_union)
+    checks.add("R6", "Thm 3(3): spec J = union over j of spec (I + M~)(I + V/j)", "max eigenvalue mismatch", r6_union, "<= 1e-8",
+               r6_union <= 1e-8);
+  checks.add("R7", "Prop 8: x*, A(l) and J do not depend on W_Q, W_K (bit for bit)", "all layers equal", r7_same ? 1.0 : 0.0, "1",
+             r7_same);
+  if (neg_min < 1e300)
+    checks.add("R5 control", "RoPE / ALiBi break the frozen kernel (negative control)", "min over layers of max |alpha - alpha*|", neg_min,
+               ">= 0.05", neg_min >= 0.05);
+  checks.report(ctx, "coupling-frozen-kernel");
 }
 
 // ---- coupling-bounded-step -----------------------------------------------------------------------
@@ -218,6 +263,8 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
   const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const int samples = static_cast<int>(p.get_int("samples")), ascent = static_cast<int>(p.get_int("ascent_steps"));
+  CheckTable checks(ctx.dir / "checks.csv");
+  double r2_ratio = 0, stream_slack = 1e300, post_excess = -1e300;
   std::vector<double> CN(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l) CN[static_cast<std::size_t>(l)] = step_bound(c, tf.weights(l + 1));
   {
@@ -235,6 +282,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
           tf.step_update(l + 1, Z, N);
           best = std::max(best, N.rowwise().norm().maxCoeff());
         }
+        r2_ratio = std::max(r2_ratio, best / C);
         csv.cell(l).cell(std::string("sampled")).cell(scale).cell(best).cell(C).cell(best / C).end_row();
       }
       // Adversarial: gradient ascent on |N_t(X)|^2 of the last token (gradient by the exact JVP
@@ -267,6 +315,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
         if (!(gn > 0)) break;
         Z.Z += (0.1 * std::max(1.0, Z.Z.norm() / std::sqrt(static_cast<double>(n))) / gn) * G;
       }
+      r2_ratio = std::max(r2_ratio, best / C);
       csv.cell(l).cell(std::string("adversarial")).cell(Z.Z.norm()).cell(best).cell(C).cell(best / C).end_row();
       if (ctx.progress) ctx.progress(0.6 * (l + 1) / std::min(L, 8));
     }
@@ -297,16 +346,20 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
         worst = std::max(worst, Z.Z.row(t).norm());
         ratio = std::min(ratio, (x0(t) + sum) / Z.Z.row(t).norm());
       }
+      stream_slack = std::min(stream_slack, ratio);
       csv.cell(l + 1).cell(std::string("pre")).cell(worst).cell(x0.maxCoeff() + sum).cell(ratio).end_row();
       const double gmax = std::max(ws[static_cast<std::size_t>(l)].g_mlp.cwiseAbs().maxCoeff(), 0.0);
       const double pb = gmax * std::sqrt(static_cast<double>(c.d)) + (c.norm == Norm::Layer ? ws[static_cast<std::size_t>(l)].beta_mlp.norm() : 0.0);
       const double pm = Zp.Z.rowwise().norm().maxCoeff();
+      post_excess = std::max(post_excess, pm / pb - 1.0);
       csv.cell(l + 1).cell(std::string("post")).cell(pm).cell(pb).cell(pb / pm).end_row();
     }
   }
   // R3 (Lemmas 15/16) with eps_S = 0: Pre-LN Jacobian norm against |x| (singular only at 0), and the
   // Post-LN singular points x + Sublayer(x) = 0 for two weight draws, with |DG| near them; with the
   // run's eps_S > 0 ("pre-eps") the Pre-LN Jacobian stays bounded near 0.
+  double pre_near = 0, pre_far = 0, eps_near = 0, eps_far = 0;
+  std::vector<double> post_points;
   {
     Config c0 = c;
     c0.eps = 0.0;
@@ -324,6 +377,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
       const Transformer post(cpost, {W});
       double res = 0;
       const Vec root = postln_singular_point(c0, W, Vec::Zero(c.d), res);
+      post_points.push_back(root.norm());
       for (double dist = 1e-8; dist <= 10.0; dist *= std::sqrt(10.0)) {
         const double jpre = spectral_norm(reduced_jacobian(pre, 1, dist * u));
         // Post-LN with attention and MLP sublayers: the MLP's residual y(h) vanishes at h = root;
@@ -345,13 +399,37 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
           Jh.col(j) = (G(hp) - G(hm)) / (2 * e);
         }
         csv.cell(std::string("pre")).cell(draw).cell(dist).cell(jpre).cell(0.0).cell(0.0).cell(0.0).end_row();
-        if (c.eps > 0.0)
-          csv.cell(std::string("pre-eps")).cell(draw).cell(dist).cell(spectral_norm(reduced_jacobian(pre_eps, 1, dist * u))).cell(0.0).cell(0.0).cell(0.0).end_row();
+        if (draw == 0 && dist == 1e-8) pre_near = jpre;
+        if (draw == 0 && dist > 0.5 && dist < 2.0) pre_far = jpre;
+        if (c.eps > 0.0) {
+          const double je = spectral_norm(reduced_jacobian(pre_eps, 1, dist * u));
+          if (draw == 0 && dist == 1e-8) eps_near = je;
+          if (draw == 0 && dist > 0.5 && dist < 2.0) eps_far = je;
+          csv.cell(std::string("pre-eps")).cell(draw).cell(dist).cell(je).cell(0.0).cell(0.0).cell(0.0).end_row();
+        }
         csv.cell(std::string("post")).cell(draw).cell(dist).cell(spectral_norm(Jh)).cell(root.norm()).cell(root(0)).cell(c.d > 1 ? root(1) : 0.0).end_row();
       }
     }
   }
   ctx.notes["L_phi"] = activation_lipschitz(c.phi);
+  checks.add("R2", "Prop 1: |N_t(X)| <= C_N for every X (sampled at scales 1e-3..1e6 and adversarial)", "max |N_t| / C_N", r2_ratio, "<= 1",
+             r2_ratio <= 1.0);
+  checks.add("R2", "Prop 1: |x_t^(l)| <= |x_t^(0)| + sum_{r<l} C_N^(r) (Pre-LN stream grows at most linearly)", "min slack ratio",
+             stream_slack, ">= 1", stream_slack >= 1.0 - 1e-12);
+  checks.add("R2 control", "Post-LN keeps |x| <= |g|_inf sqrt(d) (+|beta|)", "max |x| / bound - 1", post_excess, "<= 1e-12",
+             post_excess <= 1e-12);
+  const double pre_ratio = pre_near / pre_far;
+  checks.add("R3", "Lemma 15: with eps_S = 0 the Pre-LN Jacobian blows up only at x = 0 (~1/|x|)", "|J|(|x| = 1e-8) / |J|(|x| = 1)",
+             pre_ratio, ">= 1e6", pre_ratio >= 1e6);
+  if (c.eps > 0.0)
+    checks.add("R3", "with eps_S > 0 the Pre-LN Jacobian stays bounded near 0", "|J|(|x| = 1e-8) / |J|(|x| = 1), eps_S > 0",
+               eps_near / eps_far, "finite, below the eps_S = 0 ratio", std::isfinite(eps_near / eps_far) && eps_near / eps_far < pre_ratio);
+  if (post_points.size() == 2) {
+    const double moved = std::abs(post_points[0] - post_points[1]);
+    checks.add("R3", "Lemma 16: Post-LN singular points x + Sublayer(x) = 0 move with the weights", "| |h0|(draw 0) - |h0|(draw 1) |",
+               moved, "> 1e-3", moved > 1e-3);
+  }
+  checks.report(ctx, "coupling-bounded-step");
 }
 
 // ---- coupling-rank-collapse (E2) ----------------------------------------------------------------
@@ -402,6 +480,10 @@ void run_rank_collapse(const Params& p, RunContext& ctx) {
   CsvWriter rate(ctx.dir / "rate.csv", {"from_layer", "to_layer", "log_slope", "r_f_estimate"});
   rate.cell(l0).cell(L).cell(slope).cell(std::exp(slope)).end_row();
   ctx.notes["r_f_estimate"] = std::exp(slope);
+  CheckTable checks(ctx.dir / "checks.csv");
+  checks.add("E2", "rank collapse: token states homogenise with depth at rate r_f < 1 (A5)", "r_f estimate (log-slope, second half)",
+             std::exp(slope), "< 1", std::exp(slope) < 1.0);
+  checks.report(ctx, "coupling-rank-collapse");
 }
 
 // ---- coupling-qk-specificity (E4) ---------------------------------------------------------------
@@ -433,6 +515,7 @@ void run_qk_specificity(const Params& p, RunContext& ctx) {
                 {"amplitude", "layer", "variant", "alpha_dist_mean", "alpha_dist_max", "state_diff", "fluct_ratio"});
   CsvWriter fin(ctx.dir / "final.csv", {"amplitude", "relative_state_diff"});
   int done = 0;
+  std::vector<double> finals;
   for (double amp : {s, s / 10.0}) {
     Batch Z;
     Z.runs = runs;
@@ -464,9 +547,17 @@ void run_qk_specificity(const Params& p, RunContext& ctx) {
       tq.apply(l, Zq);
       if (ctx.progress) ctx.progress((done * L + l) / (2.0 * L));
     }
-    fin.cell(amp).cell((Zq.Z - Z.Z).norm() / Z.Z.norm()).end_row();
+    finals.push_back((Zq.Z - Z.Z).norm() / Z.Z.norm());
+    fin.cell(amp).cell(finals.back()).end_row();
     ++done;
   }
+  CheckTable checks(ctx.dir / "checks.csv");
+  const double order = finals[1] > 0 ? std::log10(finals[0] / finals[1]) : NAN;
+  if (!std::isnan(order))
+    checks.add("E4", "Prop 8: late W_Q, W_K changes act at second order near H (no positional scheme)",
+             "log10 of the final-state change ratio for s and s/10", order, c.pos == Positional::None ? ">= 1.5 (2 = second order)" : "(RoPE/ALiBi: first order expected)",
+             c.pos == Positional::None ? order >= 1.5 : true);
+  checks.report(ctx, "coupling-qk-specificity");
 }
 
 ResourceEstimate estimate_of(const Params& p, double factor) {

@@ -1,0 +1,51 @@
+"""coupling-all: every coupling preset's own figure (drawn in its folder) and one summary figure of
+all checks (coupling_all.png): per preset the number of checks that pass and fail, and per check
+family (the R-number / flag) the same."""
+import os
+import re
+
+from plot import plt, read_csv, save
+
+
+def plot_coupling_all(d, dispatch):
+    presets = read_csv(os.path.join(d, "presets.csv"))
+    for r in presets:
+        if r["figure_kind"]:
+            dispatch(r["figure_kind"], os.path.join(d, r["preset"]))
+    rows = read_csv(os.path.join(d, "summary.csv"))
+
+    fig, ax = plt.subplots(1, 2, figsize=(14, max(4.5, 0.32 * max(len(presets), 12))))
+    names = [r["preset"] for r in presets]
+    ok = [int(r["checks"]) - int(r["failed"]) for r in presets]
+    bad = [int(r["failed"]) for r in presets]
+    y = range(len(names))
+    ax[0].barh(list(y), ok, color="C2", label="pass")
+    ax[0].barh(list(y), bad, left=ok, color="C3", label="fail")
+    ax[0].set_yticks(list(y))
+    ax[0].set_yticklabels(names, fontsize=8)
+    ax[0].invert_yaxis()
+    ax[0].set_xlabel("checks")
+    ax[0].set_title("checks per preset: %d of %d pass" % (sum(ok), sum(ok) + sum(bad)))
+    ax[0].legend(loc="lower right")
+
+    fam = {}
+    for r in rows:
+        m = re.match(r"([A-Z]+[0-9]+)", r["check"])
+        key = m.group(1) if m else r["check"].split()[0]
+        p, f = fam.get(key, (0, 0))
+        fam[key] = (p + (r["pass"] == "true"), f + (r["pass"] != "true"))
+
+    def order(k):
+        m = re.match(r"([A-Z]+)([0-9]+)", k)
+        return (m.group(1), int(m.group(2))) if m else (k, 0)
+
+    keys = sorted(fam, key=order)
+    yk = range(len(keys))
+    ax[1].barh(list(yk), [fam[k][0] for k in keys], color="C2", label="pass")
+    ax[1].barh(list(yk), [fam[k][1] for k in keys], left=[fam[k][0] for k in keys], color="C3", label="fail")
+    ax[1].set_yticks(list(yk))
+    ax[1].set_yticklabels(keys, fontsize=8)
+    ax[1].invert_yaxis()
+    ax[1].set_xlabel("checks")
+    ax[1].set_title("checks per statement (R-number of the paper's results, F-number of flags)")
+    save(fig, ax, d, "coupling_all.png")
