@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -642,32 +643,45 @@ ProfileData profile_data_exact(const BlockHmm& m, int K) {
   if (K < 2) throw std::invalid_argument(fmt::format("profile data: expected K >= 2 blocks (a previous block to summarise), got {}", K));
   const int V = m.e.symbols(), P = m.P;
   const int per_seq = (K - 1) * P;
-  const double count = std::pow(static_cast<double>(V), static_cast<double>(K * P));
-  ProfileData d;
-  d.V = V;
-  const Eigen::Index rows = static_cast<Eigen::Index>(count) * per_seq;
-  d.phi.resize(rows, 2 + (V - 1));
-  d.psi.resize(rows, V - 1);
-  d.y.resize(static_cast<std::size_t>(rows));
-  d.w.resize(rows);
-  Eigen::Index r = 0;
+  // The features are functions of integer counts: one weighted row per distinct (position t, prefix
+  // counts, previous block's counts, next symbol), keyed exactly and kept in key order.
+  std::map<std::vector<int>, double> rows;
+  std::vector<int> key(static_cast<std::size_t>(2 * V + 1));
   enumerate(m, K, [&](const Matrix& x, double p) {
     for (int k = 1; k < K; ++k) {
-      Vector prev = Vector::Zero(V), cnt = Vector::Zero(V);
-      for (int t = 0; t < P; ++t) prev(static_cast<int>(x((k - 1) * P + t, 0))) += 1.0 / P;
+      std::vector<int> prev(static_cast<std::size_t>(V), 0), cnt(static_cast<std::size_t>(V), 0);
+      for (int t = 0; t < P; ++t) ++prev[static_cast<std::size_t>(x((k - 1) * P + t, 0))];
       for (int t = 0; t < P; ++t) {
-        d.phi(r, 0) = 1.0;
-        d.phi(r, 1) = t == 0 ? 1.0 : 0.0;
-        for (int v = 0; v < V - 1; ++v) d.phi(r, 2 + v) = t == 0 ? 0.0 : cnt(v) / t;
-        for (int v = 0; v < V - 1; ++v) d.psi(r, v) = prev(v);
         const int y = static_cast<int>(x(k * P + t, 0));
-        d.y[static_cast<std::size_t>(r)] = y;
-        d.w(r) = p / per_seq;
-        cnt(y) += 1.0;
-        ++r;
+        key[0] = t;
+        for (int v = 0; v < V; ++v) {
+          key[static_cast<std::size_t>(1 + v)] = cnt[static_cast<std::size_t>(v)];
+          key[static_cast<std::size_t>(1 + V + v)] = prev[static_cast<std::size_t>(v)];
+        }
+        key.back() = y;
+        rows[key] += p / per_seq;
+        ++cnt[static_cast<std::size_t>(y)];
       }
     }
   });
+  ProfileData d;
+  d.V = V;
+  const auto n = static_cast<Eigen::Index>(rows.size());
+  d.phi.resize(n, 2 + (V - 1));
+  d.psi.resize(n, V - 1);
+  d.y.resize(rows.size());
+  d.w.resize(n);
+  Eigen::Index r = 0;
+  for (const auto& [k, w] : rows) {
+    const int t = k[0];
+    d.phi(r, 0) = 1.0;
+    d.phi(r, 1) = t == 0 ? 1.0 : 0.0;
+    for (int v = 0; v < V - 1; ++v) d.phi(r, 2 + v) = t == 0 ? 0.0 : static_cast<double>(k[static_cast<std::size_t>(1 + v)]) / t;
+    for (int v = 0; v < V - 1; ++v) d.psi(r, v) = static_cast<double>(k[static_cast<std::size_t>(1 + V + v)]) / P;
+    d.y[static_cast<std::size_t>(r)] = k.back();
+    d.w(r) = w;
+    ++r;
+  }
   return d;
 }
 

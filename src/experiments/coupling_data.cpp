@@ -115,6 +115,8 @@ void run_data(const Params& p, RunContext& ctx) {
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter risks(ctx.dir / "risks.csv", {"method", "emission", "q", "predictor", "risk", "stderr", "gap", "gap_stderr"});
   const std::vector<Summary> preds = {Summary::Full, Summary::Local, Summary::MeanT, Summary::Stride, Summary::Head, Summary::PrevBlock};
+  std::vector<Summary> sweep_preds = preds;
+  if (fam == Family::GaussianVariance) sweep_preds.push_back(Summary::MeanX);  // the control: the mean of x is not sufficient
   const Emission e = make_emission(fam, S, V, D, contrast, rate, seed);
   const Emission tiny_e = make_emission(Family::Categorical, 2, eV, 1, contrast, rate, seed);
   int step = 0;
@@ -196,11 +198,11 @@ void run_data(const Params& p, RunContext& ctx) {
     bool have_iid = false;
     for (double q : qs) {
       const BlockHmm m = symmetric_hmm(e, S, P, q);
-      const Matrix loss = hmm::monte_carlo_losses(m, K, N, seed, 0xb0, preds);
-      for (std::size_t j = 0; j < preds.size(); ++j) {
+      const Matrix loss = hmm::monte_carlo_losses(m, K, N, seed, 0xb0, sweep_preds);
+      for (std::size_t j = 0; j < sweep_preds.size(); ++j) {
         const hmm::Estimate r = hmm::column_estimate(loss, static_cast<int>(j));
         const hmm::Estimate g = hmm::paired_gap(loss, static_cast<int>(j), 0);
-        risks.cell(std::string("monte_carlo")).cell(hmm::family_name(fam)).cell(q).cell(hmm::summary_name(preds[j])).cell(r.mean).cell(r.se)
+        risks.cell(std::string("monte_carlo")).cell(hmm::family_name(fam)).cell(q).cell(hmm::summary_name(sweep_preds[j])).cell(r.mean).cell(r.se)
             .cell(g.mean).cell(g.se).end_row();
       }
       mc_gap.push_back(hmm::paired_gap(loss, 1, 0));
