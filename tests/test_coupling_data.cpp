@@ -363,6 +363,7 @@ TEST(CouplingDataPreset, BadInputExitsTwoWithOneLine) {
       {{"--set", "q_grid=0.1,inf"}, "q_grid"},
       {{"--set", "q_grid=0.1,1.5"}, "q_grid"},
       {{"--set", "q_grid=-0.1"}, "q_grid"},
+      {{"--set", "q_grid=0.1,0.2,0.1"}, "q_grid"},
       {{"--set", "rho_grid="}, "rho_grid"},
       {{"--set", "rho_grid=0,1e999"}, "rho_grid"},
       {{"--set", "P=0"}, "P"},

@@ -105,6 +105,9 @@ void run_data(const Params& p, RunContext& ctx) {
   const std::vector<double> qs = parse_grid(p, "q_grid"), rhos = parse_grid(p, "rho_grid");
   for (double q : qs)
     if (!(q >= 0.0 && q <= 1.0)) throw InputError(fmt::format("parameter 'q_grid': entry {} is outside [0, 1]; expected persistences q in [0, 1]", q));
+  for (std::size_t i = 0; i < qs.size(); ++i)
+    for (std::size_t j = i + 1; j < qs.size(); ++j)
+      if (qs[i] == qs[j]) throw InputError(fmt::format("parameter 'q_grid': entry {} appears twice; expected distinct persistences", qs[i]));
   if (V < 2) throw InputError(fmt::format("parameter 'V' = {}: the categorical emissions (R22, R23) need V >= 2 symbols", V));
   if (fam == Family::GaussianVariance && p.is_explicit("dim") && D != 1)
     throw InputError(fmt::format("parameter 'dim' = {}: the gaussian-variance emission is scalar (T = (x, x^2)); expected dim = 1", D));
