@@ -122,7 +122,7 @@ Matrix token_loglik(const BlockHmm& m, const Matrix& x);
 /// Per-block log-likelihood of each block's summary: K x S (Full, MeanT, MeanX, Stride, Head; for
 /// Local and PrevBlock the full blocks' likelihoods).
 Matrix block_loglik(const BlockHmm& m, const Matrix& x, const Matrix& tokll, Summary s);
-/// Forward filtering at block level in log space (§7.12): row k = log p(z_k | summaries of blocks
+/// Forward filtering at block level in log space (§5.3, App. C.4): row k = log p(z_k | summaries of blocks
 /// < k) (the predictive prior of block k), from per-block log-likelihoods of the summaries.
 Matrix filter_priors(const BlockHmm& m, const Matrix& blockll);
 /// Row k = log p(z_k | summaries of blocks <= k) (the filtered posterior).
