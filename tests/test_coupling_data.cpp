@@ -270,6 +270,24 @@ TEST(CouplingDataMonteCarlo, AgreesWithEnumerationAndSameBitsAtOneAndTwoThreads)
     const Estimate r = column_estimate(a, j);
     EXPECT_LT(std::abs(r.mean - ex[static_cast<std::size_t>(j)]), 4.5 * r.se) << summary_name(preds[static_cast<std::size_t>(j)]);
   }
+  // The streamed statistics (chunks of 1000, combined in order) equal those of the stored losses,
+  // with the same bits at 1 and 2 threads.
+  omp_set_num_threads(1);
+  const McStats s1 = monte_carlo(m, 3, 20000, 3, 7, preds, 1, 1000);
+  omp_set_num_threads(2);
+  const McStats s2 = monte_carlo(m, 3, 20000, 3, 7, preds, 1, 1000);
+  omp_set_num_threads(saved);
+  for (int j = 0; j < 4; ++j) {
+    const auto jj = static_cast<std::size_t>(j);
+    const Estimate r = column_estimate(a, j), g = paired_gap(a, j, 0);
+    EXPECT_NEAR(s1.risk[jj].mean, r.mean, 1e-11);  // two summation orders over 2e4 terms
+    EXPECT_NEAR(s1.risk[jj].se, r.se, 1e-9 * r.se);
+    EXPECT_NEAR(s1.gap[jj].mean, g.mean, 1e-11);
+    EXPECT_NEAR(s1.gap[jj].se, g.se, 1e-9 * g.se + 1e-300);
+    EXPECT_EQ(s1.max_abs_gap[jj], (a.col(j) - a.col(0)).cwiseAbs().maxCoeff());
+    EXPECT_EQ(s1.risk[jj].mean, s2.risk[jj].mean);
+    EXPECT_EQ(s1.gap[jj].se, s2.gap[jj].se);
+  }
   // Ordering of the exact risks: full <= prev_block <= local; stride <= local.
   EXPECT_LT(ex[0], ex[2]);
   EXPECT_LT(ex[2], ex[1]);

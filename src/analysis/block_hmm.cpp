@@ -590,11 +590,50 @@ std::vector<double> exact_risks(const BlockHmm& m, int K, const std::vector<Summ
   return r;
 }
 
+namespace {
+/// The per-predictor risks of sequence n (stream (seed, stream, n)).
+void sequence_losses(const BlockHmm& m, const Prepared& pr, int K, std::uint64_t seed, std::uint64_t stream, long n,
+                     const std::vector<Summary>& preds, int first_block, double* out) {
+  Rng rng(seed, {stream, static_cast<std::uint64_t>(n)});
+  const Sequence s = sample(m, K, rng);
+  const Matrix tokll = token_loglik(m, s.x);
+  const ScaledLik sl = scaled_lik(tokll);
+  const Eigen::Index b = static_cast<Eigen::Index>(first_block) * m.P;
+  for (std::size_t j = 0; j < preds.size(); ++j) {
+    const double sum = losses_scaled(sl, priors_prepared(m, pr, s.x, tokll, preds[j]), m.P, b, nullptr);
+    out[j] = sum / static_cast<double>(s.x.rows() - b);
+  }
+}
+
+void check_mc(const BlockHmm& m, int K, long N, int first_block) {
+  m.validate();
+  if (N < 1 || first_block < 0 || K < first_block + 1)
+    throw std::invalid_argument(fmt::format("Monte Carlo: expected N >= 1 sequences and K > first_block blocks, got N = {}, K = {}", N, K));
+}
+
+/// Running mean and sum of squared deviations (Welford), combinable (Chan et al.).
+struct Moments {
+  double n = 0.0, mean = 0.0, m2 = 0.0;
+  void add(double x) {
+    n += 1.0;
+    const double d = x - mean;
+    mean += d / n;
+    m2 += d * (x - mean);
+  }
+  void merge(const Moments& o) {
+    if (o.n == 0.0) return;
+    const double nn = n + o.n, d = o.mean - mean;
+    mean += d * o.n / nn;
+    m2 += o.m2 + d * d * n * o.n / nn;
+    n = nn;
+  }
+  Estimate estimate() const { return {mean, n > 1.0 ? std::sqrt(m2 / (n - 1.0) / n) : 0.0}; }
+};
+}  // namespace
+
 Matrix monte_carlo_losses(const BlockHmm& m, int K, long N, std::uint64_t seed, std::uint64_t stream, const std::vector<Summary>& preds,
                           int first_block) {
-  m.validate();
-  if (N < 1 || K < first_block + 1)
-    throw std::invalid_argument(fmt::format("monte_carlo_losses: expected N >= 1 sequences and K > first_block blocks, got N = {}, K = {}", N, K));
+  check_mc(m, K, N, first_block);
   Matrix loss(N, static_cast<Eigen::Index>(preds.size()));
   const Prepared pr = prepare(m, K);
   ParallelErrors errors;
@@ -602,21 +641,64 @@ Matrix monte_carlo_losses(const BlockHmm& m, int K, long N, std::uint64_t seed, 
   for (long n = 0; n < N; ++n) {
     if (errors.failed()) continue;
     try {
-      Rng rng(seed, {stream, static_cast<std::uint64_t>(n)});
-      const Sequence s = sample(m, K, rng);
-      const Matrix tokll = token_loglik(m, s.x);
-      const ScaledLik sl = scaled_lik(tokll);
-      const Eigen::Index b = static_cast<Eigen::Index>(first_block) * m.P;
-      for (std::size_t j = 0; j < preds.size(); ++j) {
-        const double sum = losses_scaled(sl, priors_prepared(m, pr, s.x, tokll, preds[j]), m.P, b, nullptr);
-        loss(n, static_cast<Eigen::Index>(j)) = sum / static_cast<double>(s.x.rows() - b);
-      }
+      Vector row(static_cast<Eigen::Index>(preds.size()));
+      sequence_losses(m, pr, K, seed, stream, n, preds, first_block, row.data());
+      loss.row(n) = row.transpose();
     } catch (...) {
       errors.capture();
     }
   }
   errors.rethrow();
   return loss;
+}
+
+McStats monte_carlo(const BlockHmm& m, int K, long N, std::uint64_t seed, std::uint64_t stream, const std::vector<Summary>& preds,
+                    int first_block, long chunk) {
+  check_mc(m, K, N, first_block);
+  if (chunk < 1) throw std::invalid_argument(fmt::format("Monte Carlo: expected a chunk of >= 1 sequences, got {}", chunk));
+  const std::size_t J = preds.size();
+  const long chunks = (N + chunk - 1) / chunk;
+  struct Part {
+    std::vector<Moments> risk, gap;
+    std::vector<double> max_gap;
+  };
+  std::vector<Part> parts(static_cast<std::size_t>(chunks), Part{std::vector<Moments>(J), std::vector<Moments>(J), std::vector<double>(J, 0.0)});
+  const Prepared pr = prepare(m, K);
+  ParallelErrors errors;
+#pragma omp parallel for schedule(static, 1)
+  for (long c = 0; c < chunks; ++c) {
+    if (errors.failed()) continue;
+    try {
+      Part& part = parts[static_cast<std::size_t>(c)];
+      std::vector<double> row(J);
+      for (long n = c * chunk; n < std::min(N, (c + 1) * chunk); ++n) {
+        sequence_losses(m, pr, K, seed, stream, n, preds, first_block, row.data());
+        for (std::size_t j = 0; j < J; ++j) {
+          part.risk[j].add(row[j]);
+          part.gap[j].add(row[j] - row[0]);
+          part.max_gap[j] = std::max(part.max_gap[j], std::abs(row[j] - row[0]));
+        }
+      }
+    } catch (...) {
+      errors.capture();
+    }
+  }
+  errors.rethrow();
+  McStats st;
+  st.n = N;
+  std::vector<Moments> risk(J), gap(J);
+  st.max_abs_gap.assign(J, 0.0);
+  for (const Part& part : parts)
+    for (std::size_t j = 0; j < J; ++j) {
+      risk[j].merge(part.risk[j]);
+      gap[j].merge(part.gap[j]);
+      st.max_abs_gap[j] = std::max(st.max_abs_gap[j], part.max_gap[j]);
+    }
+  for (std::size_t j = 0; j < J; ++j) {
+    st.risk.push_back(risk[j].estimate());
+    st.gap.push_back(gap[j].estimate());
+  }
+  return st;
 }
 
 Estimate column_estimate(const Matrix& loss, int j) {

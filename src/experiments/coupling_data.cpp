@@ -86,8 +86,6 @@ std::vector<double> parse_grid(const Params& p, const std::string& key) {
   return g;
 }
 
-double max_abs_col_diff(const Matrix& loss, int a, int b) { return (loss.col(a) - loss.col(b)).cwiseAbs().maxCoeff(); }
-
 /// Largest |difference| between two log-posteriors, as probabilities.
 double prob_diff(const Vector& la, const Vector& lb) { return (la.array().exp() - lb.array().exp()).abs().maxCoeff(); }
 
@@ -159,9 +157,9 @@ void run_data(const Params& p, RunContext& ctx) {
       const auto ex = hmm::exact_risks(tiny, eK, {Summary::Full, Summary::Local}, 1, &mass, &maxd);
       BlockHmm big{c.QS, c.piS, P, e};
       big.validate();
-      const Matrix loss = hmm::monte_carlo_losses(big, K, Nc, seed, 0xa0, {Summary::Full, Summary::Local});
-      const hmm::Estimate g = hmm::paired_gap(loss, 1, 0);
-      const double mcd = max_abs_col_diff(loss, 0, 1);
+      const hmm::McStats st = hmm::monte_carlo(big, K, Nc, seed, 0xa0, {Summary::Full, Summary::Local});
+      const hmm::Estimate g = st.gap[1];
+      const double mcd = st.max_abs_gap[1];
       if (c.independent) {
         checks.add(c.id, "Prop 13: independent blocks, the Bayes predictor is block-local: R_full = R_local per sequence",
                    fmt::format("{}: exact, V = {}, P = {}, {} blocks: max |R_full - R_local| over {} sequences", c.what, eV, eP, eK,
@@ -201,17 +199,16 @@ void run_data(const Params& p, RunContext& ctx) {
     bool have_iid = false;
     for (double q : qs) {
       const BlockHmm m = symmetric_hmm(e, S, P, q);
-      const Matrix loss = hmm::monte_carlo_losses(m, K, N, seed, 0xb0, sweep_preds);
+      const hmm::McStats st = hmm::monte_carlo(m, K, N, seed, 0xb0, sweep_preds);
       for (std::size_t j = 0; j < sweep_preds.size(); ++j) {
-        const hmm::Estimate r = hmm::column_estimate(loss, static_cast<int>(j));
-        const hmm::Estimate g = hmm::paired_gap(loss, static_cast<int>(j), 0);
+        const hmm::Estimate r = st.risk[j], g = st.gap[j];
         risks.cell(std::string("monte_carlo")).cell(hmm::family_name(fam)).cell(q).cell(hmm::summary_name(sweep_preds[j])).cell(r.mean).cell(r.se)
             .cell(g.mean).cell(g.se).end_row();
       }
-      mc_gap.push_back(hmm::paired_gap(loss, 1, 0));
+      mc_gap.push_back(st.gap[1]);
       if (std::abs(q - q_iid) <= 1e-15) {
         have_iid = true;
-        flat = std::max(flat, max_abs_col_diff(loss, 0, 1));
+        flat = std::max(flat, st.max_abs_gap[1]);
       }
       progress();
     }
@@ -342,7 +339,7 @@ void run_data(const Params& p, RunContext& ctx) {
       const bool control = f == Family::GaussianVariance;
       std::vector<Summary> sp = {Summary::Full, Summary::MeanT, Summary::Stride, Summary::Head, Summary::PrevBlock, Summary::Local};
       if (control) sp.push_back(Summary::MeanX);
-      const Matrix loss = hmm::monte_carlo_losses(m, K, Ns, seed, 0xc0 + static_cast<std::uint64_t>(f), sp);
+      const hmm::McStats st = hmm::monte_carlo(m, K, Ns, seed, 0xc0 + static_cast<std::uint64_t>(f), sp);
       // Posteriors p(z_k | B_k) and filters p(z_k | B_{1:k}) on the first sequences, from the full
       // blocks and from the block means (of T; of x for the control).
       const long nseq = std::min<long>(Ns, 200);
@@ -367,15 +364,14 @@ void run_data(const Params& p, RunContext& ctx) {
         }
       }
       for (std::size_t j = 0; j < sp.size(); ++j) {
-        const int jj = static_cast<int>(j);
-        const hmm::Estimate r = hmm::column_estimate(loss, jj), g = hmm::paired_gap(loss, jj, 0);
+        const hmm::Estimate r = st.risk[j], g = st.gap[j];
         const double pd = sp[j] == Summary::MeanT ? post_T : sp[j] == Summary::MeanX ? post_X : kNaN;
         const double fd = sp[j] == Summary::MeanT ? filt_T : sp[j] == Summary::MeanX ? filt_X : kNaN;
-        suff.cell(fn).cell(hmm::summary_name(sp[j])).cell(pd).cell(fd).cell(r.mean).cell(r.se).cell(g.mean).cell(g.se).cell(max_abs_col_diff(loss, jj, 0))
+        suff.cell(fn).cell(hmm::summary_name(sp[j])).cell(pd).cell(fd).cell(r.mean).cell(r.se).cell(g.mean).cell(g.se).cell(st.max_abs_gap[j])
             .end_row();
       }
       const std::string where = fmt::format("{} (S = {}, P = {}, q = {}, {} blocks)", fn, S, P, sq, K);
-      const double seqT = max_abs_col_diff(loss, 1, 0);
+      const double seqT = st.max_abs_gap[1];
       checks.add("R23", "Prop 14: p(z_k | B_k) from the full block equals p(z_k | Tbar_k) (mean of T)",
                  where + fmt::format(": max |difference| over {} blocks", nseq * K), post_T, "<= 1e-14", post_T <= 1e-14);
       checks.add("R23", "Prop 14: filtering p(z_k | B_1:k) from the block means of T equals filtering from the full blocks",
@@ -383,14 +379,14 @@ void run_data(const Params& p, RunContext& ctx) {
       checks.add("R23", "Prop 14: next-token log-loss with a slow path fed by Pi_mean (of T) equals R_full",
                  where + fmt::format(": max |R_mean - R_full| per sequence ({} sequences)", Ns), seqT, "<= 1e-12", seqT <= 1e-12);
       for (int j : {2, 3}) {
-        const hmm::Estimate g = hmm::paired_gap(loss, j, 0);
+        const hmm::Estimate g = st.gap[static_cast<std::size_t>(j)];
         checks.add("R23", fmt::format("Pi_{} loses information under persistence: R_{} > R_full", hmm::summary_name(sp[static_cast<std::size_t>(j)]),
                                       hmm::summary_name(sp[static_cast<std::size_t>(j)])),
                    where + fmt::format(": (R_{} - R_full) / stderr", hmm::summary_name(sp[static_cast<std::size_t>(j)])), g.mean / g.se, "> 5",
                    g.mean / g.se > 5.0);
       }
       if (control) {
-        const hmm::Estimate g = hmm::paired_gap(loss, 6, 0);
+        const hmm::Estimate g = st.gap[6];
         checks.add("R23 control", "latent variance: the block mean of x is NOT sufficient: p(z | xbar) != p(z | B)",
                    where + ": max |p(z | B) - p(z | xbar)| over blocks", post_X, "> 1e-3", post_X > 1e-3);
         checks.add("R23 control", "latent variance: a slow path fed by the mean of x is strictly worse than R_full",
@@ -407,10 +403,10 @@ void run_data(const Params& p, RunContext& ctx) {
   {
     const BlockHmm tiny = symmetric_hmm(tiny_e, 2, eP, pq);
     const auto ex = hmm::exact_risks(tiny, eK, {Summary::Full, Summary::Local});
-    const Matrix loss = hmm::monte_carlo_losses(tiny, eK, std::min<long>(N, 50000), seed, 0xd0, {Summary::Full, Summary::Local});
+    const hmm::McStats st = hmm::monte_carlo(tiny, eK, std::min<long>(N, 50000), seed, 0xd0, {Summary::Full, Summary::Local});
     double worst = 0.0;
     for (int j = 0; j < 2; ++j) {
-      const hmm::Estimate r = hmm::column_estimate(loss, j);
+      const hmm::Estimate r = st.risk[static_cast<std::size_t>(j)];
       worst = std::max(worst, std::abs(r.mean - ex[static_cast<std::size_t>(j)]) / r.se);
     }
     checks.add("R22 exact", "Monte Carlo with exact filtering agrees with exact enumeration",
@@ -455,7 +451,7 @@ const ExperimentRegistration reg{Experiment{
     [](const Params& p) {
       const double T = static_cast<double>(p.get_int("P")) * static_cast<double>(p.get_int("blocks"));
       const double n = static_cast<double>(p.get_int("sequences")), ns = static_cast<double>(p.get_int("suff_sequences"));
-      return ResourceEstimate{8.0 * 8.0 * std::max(n, ns) + 64e6, 200.0 * T * (10.0 * n + 4.0 * ns), "sequences x predictors losses"};
+      return ResourceEstimate{64e6, 200.0 * T * (10.0 * n + 4.0 * ns), "sequences x tokens x predictors (streamed in chunks)"};
     }}};
 
 }  // namespace

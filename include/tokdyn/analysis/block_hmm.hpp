@@ -157,6 +157,20 @@ Matrix monte_carlo_losses(const BlockHmm& m, int K, long N, std::uint64_t seed, 
 struct Estimate {
   double mean = 0.0, se = 0.0;
 };
+
+/// Monte Carlo summary of each predictor j against the first one (preds[0], normally Full).
+struct McStats {
+  long n = 0;
+  std::vector<Estimate> risk;        ///< mean and standard error of the per-sequence risk
+  std::vector<Estimate> gap;         ///< paired: risk_j - risk_0 per sequence
+  std::vector<double> max_abs_gap;   ///< max over sequences of |risk_j - risk_0|
+};
+/// The same sequences and losses as monte_carlo_losses, without holding them: fixed chunks of
+/// `chunk` sequences (threaded over chunks, OpenMP static), each reduced in sequence order (Welford),
+/// the chunks combined in chunk order (Chan et al.). The bits depend on the chunk size, never on the
+/// thread count.
+McStats monte_carlo(const BlockHmm& m, int K, long N, std::uint64_t seed, std::uint64_t stream, const std::vector<Summary>& preds,
+                    int first_block = 1, long chunk = 4096);
 /// Mean and standard error of a column (summed in index order).
 Estimate column_estimate(const Matrix& loss, int j);
 /// Paired difference of columns a - b: mean and standard error.
