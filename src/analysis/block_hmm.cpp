@@ -1,6 +1,8 @@
 // The block-level HMM of the coupling paper's §5.3 (Props 13-14, App. C.3-C.4): emissions, sampling,
 // exact forward filtering in log space, within-block predictives, exact enumeration, Monte Carlo and
-// the profile risk of Prop 13's proof. See block_hmm.hpp.
+// the profile risk of Prop 13's proof. See block_hmm.hpp. Longer than 700 lines on purpose: the
+// profile risk's data are built from the same enumeration and its losses from the same log-sum-exp
+// as the filter's; one translation unit keeps those helpers private.
 #include "tokdyn/analysis/block_hmm.hpp"
 
 #include <algorithm>
