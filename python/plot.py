@@ -268,6 +268,8 @@ def dispatch(kind, d):
         plot_depth.plot_depth_spectra(d)
     elif kind.startswith(("coupling-frozen-kernel", "coupling-bounded-step", "coupling-rank-collapse", "coupling-qk-specificity")):
         import plot_coupling; plot_coupling.plot_coupling(kind, d)
+    elif kind == "coupling-data":
+        import plot_data; plot_data.plot_coupling_data(d)
     elif kind in ("cocycle-spectra", "coupling-euler", "coupling-looped"):
         import plot_cocycle
         plot_cocycle.plot_cocycle(kind, d)
