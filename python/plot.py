@@ -265,6 +265,8 @@ def main():
         plot_depth.plot_depth_spectra(d)
     elif kind.startswith(("coupling-frozen-kernel", "coupling-bounded-step", "coupling-rank-collapse", "coupling-qk-specificity")):
         import plot_coupling; plot_coupling.plot_coupling(kind, d)
+    elif kind in ("coupling-duality", "coupling-thm9", "coupling-gate-intervention"):
+        import plot_hierarchical; plot_hierarchical.plot_hierarchical(kind, d)
     elif kind in ("cocycle-spectra", "coupling-euler", "coupling-looped"):
         import plot_cocycle
         plot_cocycle.plot_cocycle(kind, d)
