@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/rng.hpp"
 
 // LAPACK from the linked OpenBLAS: partial-pivoting LU of the tall (2d-k) x d panel of each layer.
@@ -430,6 +431,43 @@ double sup_norm(const Seq& u, long first, long last) {
     throw std::invalid_argument(fmt::format("green::sup_norm: columns [{}, {}) outside 0..{}", first, last, u.cols()));
   if (first == last) return 0.0;
   return u.middleCols(first, last - first).colwise().norm().maxCoeff();
+}
+
+std::pair<std::vector<double>, std::vector<double>> g4_sectors(long d) {
+  if (d < 1) throw std::invalid_argument("green::g4_sectors: d must be >= 1");
+  const long kp = (d + 1) / 2;
+  std::vector<double> m(static_cast<std::size_t>(d)), v(static_cast<std::size_t>(d));
+  for (long i = 0; i < d; ++i) {
+    m[static_cast<std::size_t>(i)] = i < kp ? -0.6 : -0.5;
+    v[static_cast<std::size_t>(i)] = i < kp ? 0.8 : 0.2;
+  }
+  return {m, v};
+}
+
+std::vector<Matrix> saddle_family(const std::string& family, long d, long L, double knob, std::uint64_t seed) {
+  if (d < 1 || L < 1) throw std::invalid_argument(fmt::format("green::saddle_family: d = {}, L = {}; expected both >= 1", d, L));
+  const long kp = (d + 1) / 2;
+  if (family == "g1") {
+    std::vector<double> sigma(static_cast<std::size_t>(d));
+    for (long i = 0; i < d; ++i) {
+      const double t = i < kp ? (kp > 1 ? static_cast<double>(i) / static_cast<double>(kp - 1) : 0.0)
+                              : (d - kp > 1 ? static_cast<double>(i - kp) / static_cast<double>(d - kp - 1) : 0.0);
+      sigma[static_cast<std::size_t>(i)] = i < kp ? 0.25 - 0.15 * t : -0.3 - 0.2 * t;
+    }
+    return cocycle::family_g1(L, sigma, knob, seed);
+  }
+  if (family == "g3") {
+    std::vector<double> base(static_cast<std::size_t>(d));
+    for (long i = 0; i < d; ++i) base[static_cast<std::size_t>(i)] = i % 2 == 0 ? 1.3 : 0.6;
+    // Alternating levels interleave persistent and decaying directions through the triangle
+    // (non-normal coupling in both orders). (d even: d/2 of each; d odd: one more persistent.)
+    return cocycle::family_g3(L, base, "periodic", 0.1, 6, 3, knob, seed);
+  }
+  if (family == "g4") {
+    const auto [m, v] = g4_sectors(d);
+    return cocycle::family_g4(L, m, v, 1.0, knob, seed);
+  }
+  throw std::invalid_argument(fmt::format("green::saddle_family: unknown family '{}'; expected g1, g3 or g4", family));
 }
 
 }  // namespace tokdyn::green

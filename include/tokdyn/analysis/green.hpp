@@ -19,6 +19,8 @@
 // Sequences on the window are d x n matrices, column l = u(l): states d x (L+1), forcings d x L.
 // Norms: ||u||_inf = max_l ||u(l)||_2 (the paper's sup norm, App. A preamble).
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -124,5 +126,16 @@ Eigen::VectorXd weight_tied_constant(const Matrix& A, const Eigen::VectorXd& h);
 
 /// ||u||_inf = max_l ||u(l)||_2 over columns [first, last) (last < 0: all).
 double sup_norm(const Seq& u, long first = 0, long last = -1);
+
+/// G-level saddles of dimension d for the Green-operator presets (cocycle_families.hpp with the
+/// first ceil(d/2) directions persistent, the rest decaying):
+///   "g1": weight-tied, sigma_i from 0.25 down to 0.1 (persistent) and -0.3 to -0.5 (decaying),
+///         eigenbasis condition number `knob` (>= 1);
+///   "g3": upper-triangular, diagonals 1.3 / 0.6 alternating blocks, periodic +-10 %, coupling |b| <= knob;
+///   "g4": sector-structured, m = -0.6 / -0.5, v = 0.8 / 0.2, lambda = 1, rotation omega = knob.
+/// std::invalid_argument for an unknown family, d < 1, L < 1.
+std::vector<Matrix> saddle_family(const std::string& family, long d, long L, double knob, std::uint64_t seed);
+/// The (m, v) of saddle_family("g4", d, ...): m_i = -0.6, v_i = 0.8 (i < ceil(d/2)), else -0.5, 0.2.
+std::pair<std::vector<double>, std::vector<double>> g4_sectors(long d);
 
 }  // namespace tokdyn::green
