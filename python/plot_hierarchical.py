@@ -94,11 +94,13 @@ def plot_gate(d):
     fig, ax = plt.subplots(1, 2, figsize=(13, 5.2))
     for i, (lvl, rr) in enumerate(by(rows, "level").items()):
         rho = [abs(num(r["rho"])) for r in rr]
-        ax[0].loglog(rho, [num(r["shift_par"]) for r in rr], "o-", color="C%d" % i, label="%s: measured shift along V_par" % lvl)
+        mode = rr[0]["mode"]
+        what = "along V_par" if mode == "V_par" else "total (no V_par, F17)"
+        ax[0].loglog(rho, [num(r["shift_par"]) for r in rr], "o-", color="C%d" % i, label="%s: measured shift, %s" % (lvl, what))
         ax[0].loglog(rho, [num(r["prediction"]) for r in rr], "--", color="C%d" % i, label="%s: linear prediction" % lvl)
         ax[1].semilogx(rho, [num(r["shift_par"]) / num(r["prediction"]) for r in rr], "o-", color="C%d" % i, label=lvl)
     ax[0].set_xlabel("|rho|")
-    ax[0].set_ylabel("sup_l |P_+(l) (x_rho(l) - x_0(l))|")
+    ax[0].set_ylabel("late-depth shift sup_l |P_+(l) (x_rho(l) - x_0(l))|\n(|x_rho - x_0| where V_par does not exist)")
     ax[0].set_title("(E3) gate intervention rho -> 0: shift along V_par", fontsize=10)
     ax[0].legend(fontsize=7)
     ax[1].axhline(1.0, color="k", lw=0.8)

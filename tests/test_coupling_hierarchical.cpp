@@ -3,12 +3,18 @@
 // for every token of a block; at rho = 0 the output is the block-local Transformer's, bit for bit;
 // H_P is invariant at every layer, each block following the reduced map plus rho psi(ŷ_{k-1}); the
 // exact JVP of the coupled (x, ŷ) system against central differences for every compression, injection,
-// refresh mode and loop; the refresh semantics; bad values refused.
+// refresh mode and loop; the refresh semantics; bad values refused. The preset coupling-gate-intervention
+// (E3, Prop 11): every check passes at small size; bad input exits 2 with one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
+#include "test_util.hpp"
+#include "tokdyn/experiment.hpp"
 #include "tokdyn/models/hierarchical.hpp"
 #include "tokdyn/rng.hpp"
 
@@ -257,4 +263,55 @@ TEST(CouplingHierarchical, BadValuesAreRefused) {
   s = slow(d, 4, 0.1);
   s.y0 = Vec::Zero(d + 2);
   EXPECT_THROW(HierarchicalModel(block_model(d, 4, 1, 1), s, 8), std::invalid_argument);
+}
+
+// ---- Preset coupling-gate-intervention (E3, Prop 11) ------------------------------------------------
+
+namespace {
+
+std::vector<std::string> file_lines(const std::filesystem::path& f) {
+  std::ifstream in(f);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+const std::vector<std::pair<std::string, std::string>> kGateSmall = {{"g4_L", "40"}, {"L", "12"}, {"rho", "1e-4,1e-3,1e-2"}};
+
+}  // namespace
+
+TEST(CouplingGateIntervention, EveryCheckPassesAndTheShiftIsLinearInRho) {
+  tokdyn::testing::TempDir tmp;
+  const Experiment* e = find_experiment("coupling-gate-intervention");
+  ASSERT_NE(e, nullptr);
+  const auto out = tmp.path() / "g";
+  run_experiment(*e, resolve_params(*e, kGateSmall), out, 2, false, false);
+  const auto rows = file_lines(out / "checks.csv");
+  ASSERT_GE(rows.size(), 9u);
+  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(rows[i].substr(rows[i].rfind(',') + 1), "true") << rows[i];
+  const auto gate = file_lines(out / "gate.csv");
+  EXPECT_EQ(gate.size(), 1u + 3u + 3u);  // two levels x three gates
+  EXPECT_EQ(gate[0], "level,mode,rho,shift_par,prediction,ratio,deviation");
+}
+
+TEST(CouplingGateIntervention, BadInputExitsTwoWithOneLine) {
+  tokdyn::testing::TempDir tmp;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--set", "rho="}, "rho"},
+      {{"--set", "rho=1e-3,nan"}, "rho"},
+      {{"--set", "rho=0"}, "rho"},
+      {{"--set", "mask=causal", "--set", "level=transformer"}, "mask"},
+      {{"--set", "P=12", "--set", "level=transformer"}, "P"},
+      {{"--set", "compression=multi", "--set", "levels=3,2", "--set", "level=transformer"}, "multi-level"},
+      {{"--set", "y0=0.1,0.2", "--set", "level=transformer"}, "y0"},
+  };
+  for (const auto& [sets, key] : cases) {
+    std::vector<std::string> args = {"run", "coupling-gate-intervention", "--out", "res", "--no-figures"};
+    args.insert(args.end(), sets.begin(), sets.end());
+    const auto r = tokdyn::testing::run_cli(tmp.path(), args);
+    EXPECT_EQ(r.code, 2) << key << ": " << r.err;
+    EXPECT_NE(r.err.find(key), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp.path() / "res")) << key;
+  }
 }
