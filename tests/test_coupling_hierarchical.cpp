@@ -178,12 +178,15 @@ TEST(CouplingHierarchical, ExactJvpMatchesCentralDifferences) {
     Pooled pool;
     Loop loop;
     int L_r;
+    Site site;
   };
-  const Case cases[] = {{PiKind::Mean, PsiKind::TanhMlp, Refresh::SampleHold, Pooled::Normalised, Loop::Chain, 1},
-                        {PiKind::Stride, PsiKind::Affine, Refresh::SampleHold, Pooled::Raw, Loop::SelfLoop, 2},
-                        {PiKind::Head, PsiKind::Linear, Refresh::Relaxation, Pooled::Normalised, Loop::Chain, 2},
-                        {PiKind::TopK, PsiKind::Identity, Refresh::Relaxation, Pooled::Raw, Loop::SelfLoop, 3},
-                        {PiKind::Mean, PsiKind::TanhMlp, Refresh::SampleHold, Pooled::Normalised, Loop::Chain, 2}};
+  const Case cases[] = {{PiKind::Mean, PsiKind::TanhMlp, Refresh::SampleHold, Pooled::Normalised, Loop::Chain, 1, Site::InsideNorm},
+                        {PiKind::Multi, PsiKind::Affine, Refresh::Relaxation, Pooled::Raw, Loop::Chain, 2, Site::InsideNorm},
+                        {PiKind::Mean, PsiKind::TanhMlp, Refresh::SampleHold, Pooled::Normalised, Loop::Chain, 1, Site::Additive},
+                        {PiKind::Stride, PsiKind::Affine, Refresh::SampleHold, Pooled::Raw, Loop::SelfLoop, 2, Site::Additive},
+                        {PiKind::Head, PsiKind::Linear, Refresh::Relaxation, Pooled::Normalised, Loop::Chain, 2, Site::Additive},
+                        {PiKind::TopK, PsiKind::Identity, Refresh::Relaxation, Pooled::Raw, Loop::SelfLoop, 3, Site::Additive},
+                        {PiKind::Mean, PsiKind::TanhMlp, Refresh::SampleHold, Pooled::Normalised, Loop::Chain, 2, Site::Additive}};
   for (const Case& c : cases) {
     SlowPath s = slow(d, P, 0.6, c.psi);
     s.pi.kind = c.pi;
@@ -192,10 +195,16 @@ TEST(CouplingHierarchical, ExactJvpMatchesCentralDifferences) {
     s.pooled = c.pool;
     s.loop = c.loop;
     s.L_r = c.L_r;
-    const HierarchicalModel m(block_model(d, P, 3, 6, tf::Norm::Layer), s, T);
-    Batch Z = m.initial_state(random_tokens(T, d, 6));
-    Z.run(0).bottomRows(3) += random_tokens(3, d, 7);  // held summaries off the pool
-    const Mat V = random_tokens(T + 3, d, 8);
+    s.site = c.site;
+    const int Pm = c.pi == PiKind::Multi ? 4 : P, Tm = c.pi == PiKind::Multi ? 8 : T;  // multi-level needs whole blocks
+    s.P = Pm;
+    s.pi.levels = {2, 2};
+    s.pi.level_kinds = {PiKind::Head, PiKind::Mean};
+    const HierarchicalModel m(block_model(d, Pm, 3, 6, tf::Norm::Layer), s, Tm);
+    const int K = m.blocks();
+    Batch Z = m.initial_state(random_tokens(Tm, d, 6));
+    Z.run(0).bottomRows(K) += random_tokens(K, d, 7);  // held summaries off the pool
+    const Mat V = random_tokens(Tm + K, d, 8);
     for (long k : {1L, 2L}) {  // a refresh layer and (for L_r > 1) a hold layer
       Tokens J;
       m.jvp(k, Z, V, J);
@@ -209,6 +218,36 @@ TEST(CouplingHierarchical, ExactJvpMatchesCentralDifferences) {
       EXPECT_LT((J - fd).norm(), 1e-7 * std::max(1.0, J.norm())) << pi_name(c.pi) << " layer " << k;
     }
   }
+}
+
+TEST(CouplingHierarchical, InsideNormSiteFeedsBothNormsAndNotTheStream) {
+  // One-token blocks (P = 1): attention is the identity, so the inside-S block is, token by token,
+  // x' = x + W_V S_1(x + a) + W_2 phi(W_1 S_2(x + W_V S_1(x + a) + a) + b_1) + b_2.
+  const int T = 3, d = 4;
+  SlowPath s = slow(d, 1, 0.8);
+  s.site = Site::InsideNorm;
+  s.y0 = Vec::LinSpaced(d, 0.5, -0.5);
+  const HierarchicalModel m(block_model(d, 1, 1, 12), s, T);
+  const Mat X0 = random_tokens(T, d, 12);
+  Batch Z = m.initial_state(X0);
+  const Mat add = m.injection(1, Z.run(0));
+  m.apply(1, Z);
+  const tf::LayerWeights& W = m.transformer().weights(1);
+  const tf::Config& c = m.transformer().config();
+  for (int t = 0; t < T; ++t) {
+    Mat z1, z2;
+    tf::apply_norm(c, W.g_attn, W.beta_attn, Mat(X0.row(t) + add.row(t)), z1);
+    const RowVec xh = X0.row(t) + (W.W_V * z1.row(0).transpose()).transpose();
+    tf::apply_norm(c, W.g_mlp, W.beta_mlp, Mat(xh + add.row(t)), z2);
+    Vec h = W.W_1 * z2.row(0).transpose() + W.b_1;
+    for (Eigen::Index i = 0; i < h.size(); ++i) h(i) = tf::activation(c.phi, h(i));
+    const RowVec want = xh + (W.W_2 * h + W.b_2).transpose();
+    EXPECT_LT((m.token_rows(Z).row(t) - want).norm(), 1e-13 * want.norm()) << t;
+  }
+  SlowPath post = s;
+  tf::Config pc = c;
+  pc.placement = tf::Placement::PostLN;
+  EXPECT_THROW(HierarchicalModel(tf::Transformer(pc, {tf::random_weights(pc, 0, 1, 0, 1)}), post, T), std::invalid_argument);
 }
 
 TEST(CouplingHierarchical, CompressionsAndInjections) {

@@ -198,6 +198,7 @@ void run_gate(const Params& p, RunContext& ctx) {
     s.refresh = hier::parse_refresh(p.get_string("refresh"));
     s.pooled = hier::parse_pooled(p.get_string("pooled"));
     s.loop = hier::parse_loop(p.get_string("slow_loop"));
+    s.site = hier::parse_site(p.get_string("site"));
     if (!p.get_string("y0").empty()) {
       std::vector<double> y0;
       as_input_error([&] { y0 = cocycle::parse_number_list(p.get_string("y0"), "parameter 'y0'"); });
@@ -302,6 +303,7 @@ std::vector<ParamSpec> gate_params() {
   ps.push_back(p_string("refresh", "hold", "transformer: sample-and-hold or continuous relaxation", {"hold", "relax"}));
   ps.push_back(p_string("pooled", "normalised", "transformer: pooled quantity S(x) or raw x (F9)", {"normalised", "raw"}));
   ps.push_back(p_string("slow_loop", "chain", "transformer: cross-block chain (C2) or literal self-loop (15) (F8)", {"chain", "self"}));
+  ps.push_back(p_string("site", "additive", "transformer: injection site, additive (eq. (11)) or inside the norms' argument", {"additive", "inside"}));
   ps.push_back(p_string("y0", "", "transformer: ŷ_0 of block 1 (d comma-separated numbers; empty = 0)"));
   return ps;
 }

@@ -92,6 +92,7 @@ Refresh parse_refresh(const std::string& s) {
 }
 Pooled parse_pooled(const std::string& s) { return pick<Pooled>("pooled", s, {{"raw", Pooled::Raw}, {"normalised", Pooled::Normalised}}); }
 Loop parse_loop(const std::string& s) { return pick<Loop>("loop", s, {{"chain", Loop::Chain}, {"self", Loop::SelfLoop}}); }
+Site parse_site(const std::string& s) { return pick<Site>("injection site", s, {{"additive", Site::Additive}, {"inside", Site::InsideNorm}}); }
 std::string pi_name(PiKind k) {
   switch (k) {
     case PiKind::Mean: return "mean";
@@ -257,6 +258,8 @@ HierarchicalModel::HierarchicalModel(tf::Transformer model, SlowPath slow, int T
   if (s_.y0.size() == 0) s_.y0 = Vec::Zero(c.d);
   if (s_.y0.size() != c.d || !s_.y0.allFinite())
     throw std::invalid_argument(fmt::format("hierarchical model: y0 of size {}, expected d = {} finite entries", s_.y0.size(), c.d));
+  if (s_.site == Site::InsideNorm && c.placement != tf::Placement::PreLN)
+    throw std::invalid_argument("hierarchical model: the inside-S injection site is defined for Pre-LN blocks only");
   K_ = (T + s_.P - 1) / s_.P;
   unit_ = c;
   tf_.set_injection([](long, const Batch& in, Tokens& add) {
@@ -370,11 +373,17 @@ void HierarchicalModel::apply(long k, Batch& Z) const {
     Ynew.middleRows(static_cast<Eigen::Index>(r) * K_, K_) =
         s_.refresh == Refresh::SampleHold ? y : Mat(y + eps * (pool(Z.run(r).topRows(T_)) - y));
   }
-  struct Guard {
-    explicit Guard(const Mat* m) { t_injection = m; }
-    ~Guard() { t_injection = nullptr; }
-  } guard(&add);
-  tf_.apply(k, X);
+  if (s_.site == Site::InsideNorm) {
+    X.Z += add;  // F(x; a) = F~(x + a) - a: the plain block (no additive term) at the shifted state
+    tf_.apply(k, X);
+    X.Z -= add;
+  } else {
+    struct Guard {
+      explicit Guard(const Mat* m) { t_injection = m; }
+      ~Guard() { t_injection = nullptr; }
+    } guard(&add);
+    tf_.apply(k, X);
+  }
   for (int r = 0; r < Z.runs; ++r) {
     Z.run(r).topRows(T_) = X.run(r);
     Z.run(r).bottomRows(K_) = Ynew.middleRows(static_cast<Eigen::Index>(r) * K_, K_);
@@ -382,45 +391,58 @@ void HierarchicalModel::apply(long k, Batch& Z) const {
 }
 
 void HierarchicalModel::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
-  const Batch X = tokens_batch(Z);
+  Batch X = tokens_batch(Z);
   if (V.rows() != Z.Z.rows() || V.cols() != Z.Z.cols())
     throw std::invalid_argument(fmt::format("hierarchical jvp: tangent of shape [{}, {}], expected [{}, {}]", V.rows(), V.cols(), Z.Z.rows(),
                                             Z.Z.cols()));
-  Mat dX(X.Z.rows(), X.Z.cols());
-  for (int r = 0; r < Z.runs; ++r)
-    dX.middleRows(static_cast<Eigen::Index>(r) * T_, T_) = V.middleRows(static_cast<Eigen::Index>(r) * rows(), T_);
-  Tokens dF;
-  tf_.jvp(k, X, dX, dF);  // the block's tangent (the injection is state-independent for the Transformer)
-  out.resize(V.rows(), V.cols());
   const double eps = s_.L_r == 0 ? 0.0 : 1.0 / s_.L_r;
   const bool refresh = refreshes(k);
+  const Eigen::Index n = X.Z.rows();
+  Mat dX(n, X.Z.cols()), da(n, X.Z.cols()), add(n, X.Z.cols());
+  std::vector<Mat> dys(static_cast<std::size_t>(Z.runs));
   for (int r = 0; r < Z.runs; ++r) {
     const auto run = Z.run(r);
     const auto x = run.topRows(T_);
     const auto dx = V.middleRows(static_cast<Eigen::Index>(r) * rows(), T_);
     const auto dyst = V.middleRows(static_cast<Eigen::Index>(r) * rows() + T_, K_);
+    dX.middleRows(static_cast<Eigen::Index>(r) * T_, T_) = dx;
     // d(pooled summaries) = DPi(pooled(x)) [Dpooled(x) dx], block by block.
     Mat dpool(K_, x.cols());
     if (refresh || s_.refresh == Refresh::Relaxation) {
       const Mat zp = pooled_rows(x), dz = pooled_tangent(x, dx);
       for (int b = 0; b < K_; ++b) {
-        const int a = b * s_.P, n = std::min(s_.P, T_ - a);
-        dpool.row(b) = compress_tangent(s_.pi, zp.middleRows(a, n), dz.middleRows(a, n)).transpose();
+        const int a = b * s_.P, len = std::min(s_.P, T_ - a);
+        dpool.row(b) = compress_tangent(s_.pi, zp.middleRows(a, len), dz.middleRows(a, len)).transpose();
       }
     }
     const Mat y = held(k, run);
     const Mat dy = refresh ? dpool : Mat(dyst);
-    Mat dtok = dF.middleRows(static_cast<Eigen::Index>(r) * T_, T_);
+    add.middleRows(static_cast<Eigen::Index>(r) * T_, T_) = injection_from(y);
+    // da: the injection's tangent rho Dpsi(ŷ_src) dŷ_src, constant within each block.
+    auto dab = da.middleRows(static_cast<Eigen::Index>(r) * T_, T_);
+    dab.setZero();
     for (int b = 0; b < K_; ++b) {
       const int src = s_.loop == Loop::SelfLoop ? b : b - 1;
       if (src < 0) continue;  // block 1 reads the fixed ŷ_0
       const RowVec v = (s_.rho * (s_.psi.jacobian(y.row(src).transpose()) * dy.row(src).transpose())).transpose();
-      const int a = b * s_.P, n = std::min(s_.P, T_ - a);
-      for (int t = a; t < a + n; ++t) dtok.row(t) += v;
+      const int a = b * s_.P, len = std::min(s_.P, T_ - a);
+      for (int t = a; t < a + len; ++t) dab.row(t) = v;
     }
-    out.middleRows(static_cast<Eigen::Index>(r) * rows(), T_) = dtok;
-    out.middleRows(static_cast<Eigen::Index>(r) * rows() + T_, K_) =
-        s_.refresh == Refresh::SampleHold ? dy : Mat((1.0 - eps) * dyst + eps * dpool);
+    dys[static_cast<std::size_t>(r)] = s_.refresh == Refresh::SampleHold ? dy : Mat((1.0 - eps) * dyst + eps * dpool);
+  }
+  Tokens dF;
+  if (s_.site == Site::InsideNorm) {
+    X.Z += add;  // DF~(x + a)[dx + da] - da
+    tf_.jvp(k, X, dX + da, dF);
+    dF -= da;
+  } else {
+    tf_.jvp(k, X, dX, dF);  // the block's tangent (the additive injection is state-independent for the Transformer)
+    dF += da;
+  }
+  out.resize(V.rows(), V.cols());
+  for (int r = 0; r < Z.runs; ++r) {
+    out.middleRows(static_cast<Eigen::Index>(r) * rows(), T_) = dF.middleRows(static_cast<Eigen::Index>(r) * T_, T_);
+    out.middleRows(static_cast<Eigen::Index>(r) * rows() + T_, K_) = dys[static_cast<std::size_t>(r)];
   }
 }
 

@@ -27,6 +27,11 @@
 // (flag F20: undefined in the paper; default 0). Literal self-loop (15): block k gets psi(ŷ_k)
 // (flag F8: (15) is the block-stationary fixed point of the chain).
 // Evaluation is parallel (all blocks present at every layer).
+// Injection site: additive (the paper's eq. (11), through Transformer::set_injection) or inside S's
+// argument (the variant §3 leaves out of scope): both norms of the Pre-LN block read S(x + a) and
+// S(x_h + a), the residual stream does not carry a. That block is exactly F~(x + a) - a with F~ the
+// plain block (x_h + a = (x + a) + attention), which is how it is evaluated (and differentiated:
+// DF~(x + a)[dx + da] - da); Pre-LN only.
 //
 // Compressions (Remark 4): block mean; stride (the LAST token, x_{kP}); head (the FIRST token: the
 // sector-1 spectral compression Pi~ of Thm 6 for the causal kernel, whose left Perron vector is e_1);
@@ -51,14 +56,16 @@ enum class PsiKind { Identity, Linear, Affine, TanhMlp };
 enum class Refresh { SampleHold, Relaxation };
 enum class Pooled { Raw, Normalised };
 enum class Loop { Chain, SelfLoop };
+enum class Site { Additive, InsideNorm };
 
 /// "mean", "stride", "head", "topk", "multi"; "identity", "linear", "affine", "tanh-mlp";
-/// "hold", "relax"; "raw", "normalised"; "chain", "self". std::invalid_argument otherwise.
+/// "hold", "relax"; "raw", "normalised"; "chain", "self"; "additive", "inside". std::invalid_argument otherwise.
 PiKind parse_pi(const std::string& s);
 PsiKind parse_psi(const std::string& s);
 Refresh parse_refresh(const std::string& s);
 Pooled parse_pooled(const std::string& s);
 Loop parse_loop(const std::string& s);
+Site parse_site(const std::string& s);
 std::string pi_name(PiKind k);
 
 struct Compression {
@@ -107,6 +114,7 @@ struct SlowPath {
   Refresh refresh = Refresh::SampleHold;
   Pooled pooled = Pooled::Normalised;
   Loop loop = Loop::Chain;
+  Site site = Site::Additive;       ///< additive (eq. (11)) or inside the norms' argument (Pre-LN only)
   Vec y0;                           ///< ŷ_0 of the chain's block 1 (empty: 0)
 };
 
