@@ -221,4 +221,28 @@ double remark6_error(const SectorFlow& f, const hier::Compression& pi, int n, lo
   return norm2(E);
 }
 
+std::vector<Matrix> aligned_same_index(const cocycle::Bundles& b, double c_plus, double c_minus) {
+  std::vector<Matrix> out;
+  for (const Matrix& Pp : b.P_plus) out.push_back(c_plus * Pp + c_minus * (Matrix::Identity(Pp.rows(), Pp.cols()) - Pp));
+  if (!out.empty()) out.pop_back();  // layers 0..L-1
+  return out;
+}
+
+std::vector<Matrix> aligned_intertwining(const std::vector<Matrix>& B, const cocycle::Bundles& b, double c_plus, double c_minus) {
+  if (b.P_plus.size() != B.size() + 1)
+    throw std::invalid_argument(fmt::format("aligned_intertwining: {} projectors for {} layers, expected L + 1", b.P_plus.size(), B.size()));
+  const std::vector<Matrix> D = aligned_same_index(b, c_plus, c_minus);
+  std::vector<Matrix> out;
+  for (std::size_t l = 0; l < B.size(); ++l) out.push_back(B[l] * D[l]);
+  return out;
+}
+
+double intertwining_residual(const std::vector<Matrix>& M, const cocycle::Bundles& b) {
+  if (b.P_plus.size() != M.size() + 1)
+    throw std::invalid_argument(fmt::format("intertwining_residual: {} projectors for {} layers, expected L + 1", b.P_plus.size(), M.size()));
+  double r = 0.0;
+  for (std::size_t l = 0; l < M.size(); ++l) r = std::max(r, norm2(b.P_plus[l + 1] * M[l] - M[l] * b.P_plus[l]));
+  return r;
+}
+
 }  // namespace tokdyn::duality

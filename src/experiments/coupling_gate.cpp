@@ -173,6 +173,32 @@ void run_gate(const Params& p, RunContext& ctx) {
     checks.add("R17", "[linearised] u*_rho solves u(l+1) = B(l) u(l) + rho psi(u(l))", "max residual / |u*|_inf", worst_res, "<= 1e-12",
                worst_res <= 1e-12);
     add_rows(checks, csv, "linearised", "V_par", rows);
+    // (A7) and flag F4 with the bundle-aligned linear injections: the closed-loop generator
+    // B(l) + rho D(l) keeps the bundles P_± exactly iff P_±(l+1) D(l) = D(l) P_±(l) (intertwining);
+    // the paper's same-index commutation D(l) P_±(l) = P_±(l) D(l) is not enough once P_± moves with l.
+    {
+      const double cp = 0.5, cm = -0.3, rho = rhos.back();
+      const auto Ds = duality::aligned_same_index(bundles, cp, cm), Di = duality::aligned_intertwining(B, bundles, cp, cm);
+      std::vector<Matrix> Cs, Ci;
+      for (std::size_t l = 0; l < B.size(); ++l) {
+        Cs.push_back(B[l] + rho * Ds[l]);
+        Ci.push_back(B[l] + rho * Di[l]);
+      }
+      double comm = 0.0;
+      for (std::size_t l = 0; l < Ds.size(); ++l)
+        comm = std::max(comm, (Ds[l] * bundles.P_plus[l] - bundles.P_plus[l] * Ds[l]).norm());
+      const double res_i = duality::intertwining_residual(Ci, bundles), res_s = duality::intertwining_residual(Cs, bundles);
+      const double res_b = duality::intertwining_residual(B, bundles);
+      checks.add("A7 / F4", "[linearised] same-index aligned D(l) = c_+ P_+(l) + c_- P_-(l) commutes with P_±(l)", "max_l |[D, P_+]|_F", comm,
+                 "<= 1e-12", comm <= 1e-12);
+      checks.add("A7 / F4", "[linearised] intertwining-aligned D(l) = B(l)(c_+ P_+ + c_- P_-): B + rho D keeps the bundles",
+                 fmt::format("max_l |P_+(l+1) (B + rho D) - (B + rho D) P_+(l)|, rho = {}", rho), res_i,
+                 fmt::format("<= 1e-12 + the open loop's {:.2g}", res_b), res_i <= 1e-12 + 2 * res_b);
+      checks.add("A7 / F4", "[linearised] same-index commutation is not enough on a rotating G4 (F4)",
+                 fmt::format("max_l |P_+(l+1) (B + rho D) - (B + rho D) P_+(l)|, rho = {}", rho), res_s,
+                 "> 1e3 x the intertwining residual (when omega > 0)", p.get_double("g4_omega") == 0.0 || res_s > 1e3 * std::max(res_i, 1e-16));
+      ctx.notes["A7"] = {{"same_index_residual", res_s}, {"intertwining_residual", res_i}, {"open_loop_residual", res_b}};
+    }
     ctx.notes["linearised"] = {{"green_norm_upper", K}, {"L_psi", Lpsi}, {"rho_0", 1.0 / (2.0 * K * Lpsi)}, {"d_plus_per_rho", dplus_unit},
                                {"k", bundles.k}};
   }

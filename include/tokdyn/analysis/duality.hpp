@@ -77,4 +77,15 @@ std::vector<double> sharp_constant(const SectorFlow& f, int T, int P);
 /// (Pi a linear compression; l0 = 0 is the one-shot formula).
 double remark6_error(const SectorFlow& f, const hier::Compression& pi, int n, long l, long l0);
 
+/// Bundle-aligned linear injections Dpsi(l) for (A7) at the G-level (flag F4), from the dichotomy
+/// projectors P_+(l), l = 0..L, of the cocycle B(l):
+///   same-index ("diagonal-aligned"): D(l) = c_+ P_+(l) + c_- P_-(l), which commutes with P_±(l) — the
+///     paper's (A7); it preserves the bundles of B + rho D only when P_± is depth-constant;
+///   intertwining: D(l) = B(l) (c_+ P_+(l) + c_- P_-(l)), for which P_±(l+1) D(l) = D(l) P_±(l) (the
+///     relation exact bundle preservation needs, F4).
+std::vector<Matrix> aligned_same_index(const cocycle::Bundles& b, double c_plus, double c_minus);
+std::vector<Matrix> aligned_intertwining(const std::vector<Matrix>& B, const cocycle::Bundles& b, double c_plus, double c_minus);
+/// max_l ||P_+(l+1) M(l) - M(l) P_+(l)||_2 for a sequence M(l), l = 0..L-1 (the invariance residual).
+double intertwining_residual(const std::vector<Matrix>& M, const cocycle::Bundles& b);
+
 }  // namespace tokdyn::duality
