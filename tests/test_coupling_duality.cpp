@@ -136,6 +136,7 @@ TEST(CouplingDuality, BadInputExitsTwoWithOneLine) {
       {"coupling-duality", {"--set", "levels=3,2"}, "levels"},
       {"coupling-duality", {"--set", "g4_m=-0.8,-0.5", "--set", "g4_v=1,1,1"}, "g4_m"},
       {"coupling-duality", {"--set", "g4_v=1,nan,1,1"}, "g4_v"},
+      {"coupling-duality", {"--set", "L_r=100"}, "L_r"},
       {"coupling-thm9", {"--set", "P=9"}, "P"},
       {"coupling-thm9", {"--set", "g4_m=-0.5,-0.5,-0.5,-0.5", "--set", "g4_v=0.5,0.5,0.5,0.5"}, "dichotomy"},
   };

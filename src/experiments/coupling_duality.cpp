@@ -155,6 +155,9 @@ void run_duality(const Params& p, RunContext& ctx) {
   const long H = p.get_int("H"), probes = p.get_int("probes"), L_r = p.get_int("L_r");
   const double eps_tol = p.get_double("eps_tol");
   const auto fams = families(p, ctx, p.get_string("family"));
+  for (const Family& F : fams)
+    if (L_r > F.flow.length())
+      throw InputError(fmt::format("parameter 'L_r' = {}: one slow tick is longer than the depth {} of the {} family", L_r, F.flow.length(), F.name));
   const std::vector<int> levels = parse_levels(p, static_cast<int>(p.get_int("P")), static_cast<int>(p.get_int("T")));
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter dcsv(ctx.dir / "duality.csv", {"family", "l", "error_rel", "bound", "C_sharp", "duality_error_rel"});
