@@ -270,6 +270,8 @@ def dispatch(kind, d):
         import plot_coupling; plot_coupling.plot_coupling(kind, d)
     elif kind == "coupling-data":
         import plot_data; plot_data.plot_coupling_data(d)
+    elif kind in ("coupling-duality", "coupling-thm9", "coupling-gate-intervention"):
+        import plot_hierarchical; plot_hierarchical.plot_hierarchical(kind, d)
     elif kind in ("cocycle-spectra", "coupling-euler", "coupling-looped"):
         import plot_cocycle
         plot_cocycle.plot_cocycle(kind, d)

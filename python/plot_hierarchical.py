@@ -1,0 +1,115 @@
+"""Figures of the hierarchical slow path presets of the coupling paper, drawn from the written CSV
+files only:
+  coupling-duality -> duality.png: Thm 6 (R12) per family — the off-manifold error |E_l| / |dX^perp|
+      against the bound kappa_alpha C_f r_f^l and the sharp constant C_sharp(l) (F16), with eps_tol and
+      tau_sat; Remark 6 (R13) — block-mean error after mixing (l0 = ceil(l/2)) against the one-shot
+      formula (l0 = 0), for every compression.
+  coupling-thm9 -> thm9.png: Thm 9 (R16) — the discrepancy |psi(zeta) - psi(P_+ zeta)|, L_psi |P_- zeta|
+      and the printed and corrected (F12) right-hand sides against depth.
+  coupling-gate-intervention -> gate.png: E3 — the shift of the late-depth state along V_par against
+      rho, measured and linear prediction (log-log, slope 1).
+Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
+import math
+import os
+
+from plot import by, manifest, num, plt, read_csv, save
+
+
+def _envelope(rows, key, xkey="l", agg=max):
+    out = {}
+    for r in rows:
+        x = num(r[xkey])
+        v = num(r[key])
+        out[x] = v if x not in out else agg(out[x], v)
+    xs = sorted(out)
+    return xs, [out[x] for x in xs]
+
+
+def plot_duality(d):
+    notes = manifest(d).get("notes", {})
+    dual = by(read_csv(os.path.join(d, "duality.csv")), "family")
+    r6 = by(read_csv(os.path.join(d, "remark6.csv")), "family")
+    fams = list(dual.keys())
+    fig, ax = plt.subplots(2, len(fams), figsize=(6.5 * len(fams), 9), squeeze=False)
+    eps_tol = None
+    try:
+        eps_tol = float(manifest(d)["params"]["eps_tol"])
+    except (KeyError, TypeError, ValueError):
+        pass
+    for j, fam in enumerate(fams):
+        rows = dual[fam]
+        l = [num(r["l"]) for r in rows]
+        a = ax[0][j]
+        a.semilogy(l, [num(r["error_rel"]) for r in rows], "o-", ms=3, color="C0", label="|E_l| / |dX^perp| (max over probes)")
+        a.semilogy(l, [num(r["C_sharp"]) for r in rows], "-", color="C2", label="C_sharp(l) (F16)")
+        a.semilogy(l, [num(r["bound"]) for r in rows], "--", color="C3", label="kappa_alpha C_f r_f^l (Thm 6(2), C' = 1)")
+        n = notes.get(fam, {})
+        if eps_tol:
+            a.axhline(eps_tol, color="k", lw=0.8, ls=":", label="eps_tol")
+        ts = n.get("tau_sat")
+        if n.get("A5_holds") and ts is not None and 0 < ts <= max(l):
+            a.axvline(ts, color="C3", lw=0.8, label="tau_sat (formula) = %.1f" % ts)
+        te = n.get("tau_sat_empirical")
+        if n.get("A5_holds") and te is not None and te >= 0:
+            a.axvline(te, color="C0", lw=0.8, ls="--", label="first l with error <= eps_tol = %d" % te)
+        hyp = "" if n.get("A5_holds", True) else "  [(A5) fails: r_f = %.3g >= 1, F17]" % n.get("r_f", float("nan"))
+        a.set_title("(R12) %s: off-manifold error and bounds%s" % (fam, hyp), fontsize=10)
+        a.set_xlabel("layer l")
+        a.legend(fontsize=7)
+        b = ax[1][j]
+        sub = by(r6.get(fam, []), "compression")
+        for i, (comp, rr) in enumerate(sub.items()):
+            for rule, ls in (("half", "-"), ("zero", "--")):
+                pts = [r for r in rr if r["l0_rule"] == rule]
+                b.semilogy([num(r["l"]) for r in pts], [max(num(r["error"]), 1e-300) for r in pts], ls, color="C%d" % i,
+                           label="%s, %s" % (comp, "l0 = ceil(l/2)" if rule == "half" else "l0 = 0 (one-shot)"))
+        b.set_title("(R13) %s: Remark 6, measure after mixing vs one-shot" % fam, fontsize=10)
+        b.set_xlabel("layer l")
+        b.set_ylabel("|Phi^full_l - iota Phi(l, l0) Pi Phi^full_l0|")
+        b.legend(fontsize=7, ncol=2)
+    save(fig, [x for row in ax for x in row], d, "duality.png")
+
+
+def plot_thm9(d):
+    rows = read_csv(os.path.join(d, "thm9.csv"))
+    fig, ax = plt.subplots(1, 1, figsize=(8, 5.5))
+    for key, agg, style, lab in (("lhs", max, "o-", "|psi(zeta) - psi(P_+ zeta)| (max over probes, blocks)"),
+                                 ("lpsi_pminus", max, "s-", "L_psi |P_-(l) zeta| (max)"),
+                                 ("rhs_corrected", min, "-", "corrected RHS (F12) (min)"),
+                                 ("rhs_literal", min, "--", "printed RHS, C' = 1 (min)")):
+        x, y = _envelope(rows, key, agg=agg)
+        y = [v if v > 0 else float("nan") for v in y]
+        ax.semilogy(x, y, style, ms=3, label=lab)
+    n = manifest(d).get("notes", {}).get("thm9", {})
+    ax.set_title("(R16) Thm 9 on G4: decaying content does not reach the injection (the lhs collapses once tanh saturates along V_par)\n"
+                 "r_- = %.3g, r_f = %.3g, C = %.3g, L_psi = %.3g" % (n.get("r_minus", float("nan")), n.get("r_f", float("nan")),
+                                                                  n.get("C", float("nan")), n.get("L_psi", float("nan"))), fontsize=10)
+    ax.set_xlabel("layer l")
+    ax.legend(fontsize=8)
+    save(fig, [ax], d, "thm9.png")
+
+
+def plot_gate(d):
+    rows = read_csv(os.path.join(d, "gate.csv"))
+    fig, ax = plt.subplots(1, 2, figsize=(13, 5.2))
+    for i, (lvl, rr) in enumerate(by(rows, "level").items()):
+        rho = [abs(num(r["rho"])) for r in rr]
+        mode = rr[0]["mode"]
+        what = "along V_par" if mode == "V_par" else "total (no V_par, F17)"
+        ax[0].loglog(rho, [num(r["shift_par"]) for r in rr], "o-", color="C%d" % i, label="%s: measured shift, %s" % (lvl, what))
+        ax[0].loglog(rho, [num(r["prediction"]) for r in rr], "--", color="C%d" % i, label="%s: linear prediction" % lvl)
+        ax[1].semilogx(rho, [num(r["shift_par"]) / num(r["prediction"]) for r in rr], "o-", color="C%d" % i, label=lvl)
+    ax[0].set_xlabel("|rho|")
+    ax[0].set_ylabel("late-depth shift sup_l |P_+(l) (x_rho(l) - x_0(l))|\n(|x_rho - x_0| where V_par does not exist)")
+    ax[0].set_title("(E3) gate intervention rho -> 0: shift along V_par", fontsize=10)
+    ax[0].legend(fontsize=7)
+    ax[1].axhline(1.0, color="k", lw=0.8)
+    ax[1].set_xlabel("|rho|")
+    ax[1].set_ylabel("measured / predicted")
+    ax[1].set_title("ratio -> 1 as rho -> 0 (deviation O(rho))", fontsize=10)
+    ax[1].legend(fontsize=7)
+    save(fig, ax, d, "gate.png")
+
+
+def plot_hierarchical(kind, d):
+    {"coupling-duality": plot_duality, "coupling-thm9": plot_thm9, "coupling-gate-intervention": plot_gate}[kind](d)

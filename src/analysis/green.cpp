@@ -1,0 +1,473 @@
+// The Green operator of an exponential dichotomy (Lemma 17): the boundary-value problem of the
+// two-sided constant extension solved by a block-banded LU, the explicit Green sum for validation,
+// ||G|| estimates, the interior exclusion depth and the weight-tied closed form. See analysis/green.hpp.
+#include "tokdyn/analysis/green.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "tokdyn/analysis/cocycle_families.hpp"
+#include "tokdyn/rng.hpp"
+
+// LAPACK from the linked OpenBLAS: partial-pivoting LU of the tall (2d-k) x d panel of each layer.
+extern "C" {
+void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+}
+
+namespace tokdyn::green {
+
+namespace {
+
+bool all_finite(const Matrix& M) { return M.allFinite(); }
+
+// Orthonormal basis of the orthogonal complement of span(U) (U d x k orthonormal): d x (d - k).
+Matrix complement(const Matrix& U) {
+  const long d = U.rows(), k = U.cols();
+  if (k == 0) return Matrix::Identity(d, d);
+  Eigen::HouseholderQR<Matrix> qr(U);
+  const Matrix Q = qr.householderQ() * Matrix::Identity(d, d);
+  return Q.rightCols(d - k);
+}
+
+// Panels of at least this many multiply-adds go through LAPACK / BLAS (on the calling thread
+// only, as in cocycle.cpp: bits independent of the thread count); smaller ones through Eigen.
+constexpr double kBlasMinWork = 1 << 15;
+
+void panel_lu(Matrix& P, std::vector<int>& ipiv, long layer) {
+  const int m = static_cast<int>(P.rows()), n = static_cast<int>(P.cols());
+  ipiv.assign(static_cast<std::size_t>(n), 0);
+  int info = 0;
+#pragma omp parallel if (false)
+  {
+    omp_set_num_threads(1);
+    dgetrf_(&m, &n, P.data(), &m, ipiv.data(), &info);
+  }
+  if (info < 0) throw std::logic_error(fmt::format("green::Bvp: dgetrf returned info = {}", info));
+  if (info > 0)
+    throw std::domain_error(fmt::format("green::Bvp: the boundary-value problem is singular at layer {} (zero pivot): the "
+                                        "cocycle has no transversal bundles, so the bounded solution is not unique",
+                                        layer));
+  for (int& p : ipiv) --p;  // 0-based
+}
+
+// C -= A B (dense), through BLAS for large products.
+void gemm_sub(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>& B, Eigen::Ref<Matrix> C) {
+  if (static_cast<double>(A.rows()) * static_cast<double>(A.cols()) * static_cast<double>(B.cols()) >= kBlasMinWork) {
+#pragma omp parallel if (false)
+    {
+      omp_set_num_threads(1);
+      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),
+                  static_cast<int>(A.cols()), -1.0, A.data(), static_cast<int>(A.outerStride()), B.data(),
+                  static_cast<int>(B.outerStride()), 1.0, C.data(), static_cast<int>(C.outerStride()));
+    }
+  } else {
+    C.noalias() -= A * B;
+  }
+}
+
+void check_seq(const Seq& s, long d, long n, const char* who, const char* what) {
+  if (s.rows() != d || s.cols() != n)
+    throw std::invalid_argument(fmt::format("{}: {} is {} x {}; expected {} x {}", who, what, s.rows(), s.cols(), d, n));
+  if (!s.allFinite()) throw std::invalid_argument(fmt::format("{}: {} has non-finite entries", who, what));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+Ends make_ends(const Matrix& B_left, const Matrix& B_right, double tol) {
+  const long d = B_left.rows();
+  if (d < 1 || B_left.cols() != d || B_right.rows() != d || B_right.cols() != d)
+    throw std::invalid_argument(fmt::format("green::make_ends: B_left is {} x {} and B_right {} x {}; expected two non-empty "
+                                            "square matrices of the same size",
+                                            B_left.rows(), B_left.cols(), B_right.rows(), B_right.cols()));
+  if (!all_finite(B_left) || !all_finite(B_right)) throw std::invalid_argument("green::make_ends: non-finite entries");
+  if (!(tol >= 0)) throw std::invalid_argument("green::make_ends: tol must be >= 0");
+  Ends e;
+  e.B_left = B_left;
+  e.B_right = B_right;
+  // E^u(B_left) (bounded backward solutions of the left tail live there) and E^s(B_right)^perp =
+  // E^u(B_right^T) (the left eigenvectors of the unstable eigenvalues).
+  const Matrix Uu = cocycle::unstable_subspace(B_left, tol);
+  const Matrix Zu = cocycle::unstable_subspace(B_right.transpose(), tol);
+  if (Uu.cols() != Zu.cols())
+    throw std::domain_error(fmt::format("green::make_ends: B_left has {} unstable directions and B_right {}; expected the same number",
+                                        Uu.cols(), Zu.cols()));
+  e.k = Uu.cols();
+  e.left_rows = complement(Uu).transpose();
+  e.right_rows = Zu.transpose();
+  return e;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Bvp. Unknowns u(0..L); rows: the d-k left rows, the d rows of each layer equation, the k right
+// rows. Eliminating the columns of u(l) involves only the m = d-k rows carried from the previous
+// step (X_l, columns of u(l) alone) and the rows of layer l ([-B(l), I] on u(l), u(l+1)): a tall
+// (m+d) x d panel, LU with partial pivoting (the pivot rows become U11, U12), the m rows left over
+// carry X_{l+1} = R_bot - L21 U12 on u(l+1). The last step is the square [X_L; right_rows].
+
+Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(ends)) {
+  d_ = ends_.B_left.rows();
+  L_ = static_cast<long>(B_.size());
+  if (L_ < 1) throw std::invalid_argument("green::Bvp: no layer maps (L = 0); expected L >= 1");
+  if (d_ < 1 || ends_.B_left.cols() != d_ || ends_.B_right.rows() != d_ || ends_.B_right.cols() != d_)
+    throw std::invalid_argument("green::Bvp: the end maps are not square of one size");
+  const long k = ends_.k;
+  if (k < 0 || k > d_ || ends_.left_rows.rows() != d_ - k || ends_.left_rows.cols() != d_ || ends_.right_rows.rows() != k ||
+      ends_.right_rows.cols() != d_)
+    throw std::invalid_argument(fmt::format("green::Bvp: end rows are {} x {} and {} x {} with k = {}, d = {}; expected (d-k) x d and k x d",
+                                            ends_.left_rows.rows(), ends_.left_rows.cols(), ends_.right_rows.rows(),
+                                            ends_.right_rows.cols(), k, d_));
+  for (long l = 0; l < L_; ++l) {
+    const Matrix& Bl = B_[static_cast<std::size_t>(l)];
+    if (Bl.rows() != d_ || Bl.cols() != d_)
+      throw std::invalid_argument(fmt::format("green::Bvp: B({}) is {} x {}; expected {} x {}", l, Bl.rows(), Bl.cols(), d_, d_));
+    if (!all_finite(Bl)) throw std::invalid_argument(fmt::format("green::Bvp: B({}) has non-finite entries", l));
+  }
+  m_ = d_ - k;
+  const Matrix I = Matrix::Identity(d_, d_);
+  lu_left_ = Eigen::PartialPivLU<Matrix>(I - ends_.B_left);
+  lu_right_ = Eigen::PartialPivLU<Matrix>(I - ends_.B_right);
+
+  panel_.resize(static_cast<std::size_t>(L_));
+  ipiv_.resize(static_cast<std::size_t>(L_));
+  U12_.resize(static_cast<std::size_t>(L_));
+  const long n = m_ + d_;
+  Matrix X = ends_.left_rows;  // m x d carried rows on u(l)
+  Matrix R(n, d_);
+  for (long l = 0; l < L_; ++l) {
+    Matrix& P = panel_[static_cast<std::size_t>(l)];
+    P.resize(n, d_);
+    P.topRows(m_) = X;
+    P.bottomRows(d_) = -B_[static_cast<std::size_t>(l)];
+    std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
+    panel_lu(P, piv, l);
+    R.setZero();
+    R.bottomRows(d_).setIdentity();
+    for (long i = 0; i < d_; ++i)
+      if (piv[static_cast<std::size_t>(i)] != i) R.row(i).swap(R.row(piv[static_cast<std::size_t>(i)]));
+    Matrix& U12 = U12_[static_cast<std::size_t>(l)];
+    U12 = P.topRows(d_).triangularView<Eigen::UnitLower>().solve(R.topRows(d_));
+    X = R.bottomRows(m_);
+    if (m_ > 0) gemm_sub(P.bottomRows(m_), U12, X);
+  }
+  Matrix S(d_, d_);
+  S.topRows(m_) = X;
+  S.bottomRows(k) = ends_.right_rows;
+  last_ = Eigen::PartialPivLU<Matrix>(S);
+  // PartialPivLU does not report singularity: check the pivots of U.
+  const Eigen::VectorXd piv = last_.matrixLU().diagonal().cwiseAbs();
+  if (!(piv.minCoeff() > 1e-14 * std::max(1.0, piv.maxCoeff())))
+    throw std::domain_error("green::Bvp: the boundary-value problem is singular at the right end (zero pivot): the "
+                            "interior cocycle maps E^u(B_left) onto a space meeting E^s(B_right), so the bounded solution is not unique");
+}
+
+double Bvp::factor_flops() const {
+  const double d = static_cast<double>(d_), m = static_cast<double>(m_), n = m + d;
+  // dgetrf of n x d: n d^2 - d^3/3; unit-lower solve d x d by d: d^3; Schur update: 2 m d^2.
+  const double per = n * d * d - d * d * d / 3.0 + d * d * d + 2.0 * m * d * d;
+  return static_cast<double>(L_) * per + 2.0 / 3.0 * d * d * d;
+}
+
+Seq Bvp::solve_full(const Eigen::VectorXd& gL, const Seq& h, const Eigen::VectorXd& gR) const {
+  const long n = m_ + d_;
+  Seq Z(d_, L_);
+  Eigen::VectorXd c = gL, v(n);
+  for (long l = 0; l < L_; ++l) {
+    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
+    v.head(m_) = c;
+    v.tail(d_) = h.col(l);
+    for (long i = 0; i < d_; ++i)
+      if (piv[static_cast<std::size_t>(i)] != i) std::swap(v(i), v(piv[static_cast<std::size_t>(i)]));
+    Eigen::VectorXd z = P.topRows(d_).triangularView<Eigen::UnitLower>().solve(v.head(d_));
+    c = v.tail(m_);
+    if (m_ > 0) c.noalias() -= P.bottomRows(m_) * z;
+    Z.col(l) = z;
+  }
+  Eigen::VectorXd f(d_);
+  f.head(m_) = c;
+  f.tail(d_ - m_) = gR;
+  Seq u(d_, L_ + 1);
+  u.col(L_) = last_.solve(f);
+  for (long l = L_ - 1; l >= 0; --l) {
+    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    Eigen::VectorXd r = Z.col(l);
+    r.noalias() -= U12_[static_cast<std::size_t>(l)] * u.col(l + 1);
+    u.col(l) = P.topRows(d_).triangularView<Eigen::Upper>().solve(r);
+  }
+  return u;
+}
+
+void Bvp::solve_full_transpose(const Seq& ubar, Eigen::VectorXd& gL, Seq& hbar, Eigen::VectorXd& gR) const {
+  const long n = m_ + d_;
+  // Adjoint of the back substitution u(l) = U11^{-1} (z_l - U12 u(l+1)), u(L) = S^{-1} f.
+  Seq Q(d_, L_);
+  Eigen::VectorXd acc = ubar.col(0);
+  for (long l = 0; l < L_; ++l) {
+    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    Q.col(l) = P.topRows(d_).triangularView<Eigen::Upper>().transpose().solve(acc);
+    acc = ubar.col(l + 1);
+    acc.noalias() -= U12_[static_cast<std::size_t>(l)].transpose() * Q.col(l);
+  }
+  const Eigen::VectorXd fbar = Eigen::VectorXd(last_.transpose().solve(acc));
+  gR = fbar.tail(d_ - m_);
+  Eigen::VectorXd c = fbar.head(m_), v(n);
+  hbar.resize(d_, L_);
+  // Adjoint of the forward elimination, layer by layer backwards.
+  for (long l = L_ - 1; l >= 0; --l) {
+    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
+    Eigen::VectorXd t = Q.col(l);
+    if (m_ > 0) t.noalias() -= P.bottomRows(m_).transpose() * c;
+    v.head(d_) = P.topRows(d_).triangularView<Eigen::UnitLower>().transpose().solve(t);
+    v.tail(m_) = c;
+    for (long i = d_ - 1; i >= 0; --i)
+      if (piv[static_cast<std::size_t>(i)] != i) std::swap(v(i), v(piv[static_cast<std::size_t>(i)]));
+    c = v.head(m_);
+    hbar.col(l) = v.tail(d_);
+  }
+  gL = c;
+}
+
+Seq Bvp::solve(const Seq& h, Tails tails) const {
+  check_seq(h, d_, L_, "green::Bvp::solve", "the forcing h");
+  Eigen::VectorXd gL = Eigen::VectorXd::Zero(m_), gR = Eigen::VectorXd::Zero(d_ - m_);
+  if (tails == Tails::Constant) {
+    gL = ends_.left_rows * lu_left_.solve(h.col(0));
+    gR = ends_.right_rows * lu_right_.solve(h.col(L_ - 1));
+  }
+  return solve_full(gL, h, gR);
+}
+
+Seq Bvp::solve_transpose(const Seq& ubar, Tails tails) const {
+  check_seq(ubar, d_, L_ + 1, "green::Bvp::solve_transpose", "ubar");
+  Eigen::VectorXd gL, gR;
+  Seq hbar;
+  solve_full_transpose(ubar, gL, hbar, gR);
+  if (tails == Tails::Constant) {
+    const Eigen::VectorXd wl = ends_.left_rows.transpose() * gL, wr = ends_.right_rows.transpose() * gR;
+    hbar.col(0) += Eigen::VectorXd(lu_left_.transpose().solve(wl));
+    hbar.col(L_ - 1) += Eigen::VectorXd(lu_right_.transpose().solve(wr));
+  }
+  return hbar;
+}
+
+double Bvp::residual(const Seq& u, const Seq& h) const {
+  check_seq(u, d_, L_ + 1, "green::Bvp::residual", "u");
+  check_seq(h, d_, L_, "green::Bvp::residual", "h");
+  double r = 0;
+  for (long l = 0; l < L_; ++l)
+    r = std::max(r, (u.col(l + 1) - B_[static_cast<std::size_t>(l)] * u.col(l) - h.col(l)).norm());
+  return r;
+}
+
+double Bvp::boundary_residual(const Seq& u, const Seq& h, Tails tails) const {
+  check_seq(u, d_, L_ + 1, "green::Bvp::boundary_residual", "u");
+  check_seq(h, d_, L_, "green::Bvp::boundary_residual", "h");
+  Eigen::VectorXd ul = Eigen::VectorXd::Zero(d_), ur = Eigen::VectorXd::Zero(d_);
+  if (tails == Tails::Constant) {
+    ul = lu_left_.solve(h.col(0));
+    ur = lu_right_.solve(h.col(L_ - 1));
+  }
+  const double a = m_ > 0 ? (ends_.left_rows * (u.col(0) - ul)).norm() : 0.0;
+  const double b = m_ < d_ ? (ends_.right_rows * (u.col(L_) - ur)).norm() : 0.0;
+  return std::max(a, b);
+}
+
+double Bvp::smallest_singular_value_estimate(int iterations) const {
+  if (iterations < 1) throw std::invalid_argument("green::Bvp::smallest_singular_value_estimate: iterations must be >= 1");
+  Rng rng(20261201, {0x5167});
+  Eigen::VectorXd gL(m_), gR(d_ - m_);
+  Seq h(d_, L_);
+  for (long i = 0; i < m_; ++i) gL(i) = rng.normal();
+  for (long i = 0; i < d_ - m_; ++i) gR(i) = rng.normal();
+  for (long j = 0; j < L_; ++j)
+    for (long i = 0; i < d_; ++i) h(i, j) = rng.normal();
+  double best = 0;  // largest ||M^{-1} x|| over unit x seen
+  for (int it = 0; it < iterations; ++it) {
+    const double nx = std::sqrt(gL.squaredNorm() + h.squaredNorm() + gR.squaredNorm());
+    if (!(nx > 0)) break;
+    gL /= nx;
+    h /= nx;
+    gR /= nx;
+    const Seq y = solve_full(gL, h, gR);
+    const double ny = y.norm();
+    if (!std::isfinite(ny)) return 0.0;
+    best = std::max(best, ny);
+    solve_full_transpose(y / ny, gL, h, gR);
+  }
+  return best > 0 ? 1.0 / best : std::numeric_limits<double>::infinity();
+}
+
+// ------------------------------------------------------------------------------------------------
+
+Seq green_explicit(const cocycle::Cocycle& c, const cocycle::Bundles& b, const Seq& h, Tails tails) {
+  const long L = c.length(), d = c.dim(), k = b.k;
+  if (b.method != "two-sided" || b.first != 0 || static_cast<long>(b.P_plus.size()) != L + 1 ||
+      static_cast<long>(b.T.size()) != L || static_cast<long>(b.U.size()) != L + 1)
+    throw std::invalid_argument("green_explicit: expected the two-sided bundles (cocycle::two_sided_bundles) of the same cocycle");
+  check_seq(h, d, L, "green_explicit", "the forcing h");
+  const Matrix I = Matrix::Identity(d, d);
+  // Q(j) = P_-(j+1) B(j): the forward step on V_perp, re-projected (exact by invariance, and keeps
+  // the round-off of the growing part out).
+  std::vector<Matrix> Q(static_cast<std::size_t>(L));
+  std::vector<Eigen::PartialPivLU<Matrix>> Tinv(static_cast<std::size_t>(k > 0 ? L : 0));
+  for (long j = 0; j < L; ++j) {
+    Q[static_cast<std::size_t>(j)] = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * c.matrix(j);
+    if (k > 0) Tinv[static_cast<std::size_t>(j)] = Eigen::PartialPivLU<Matrix>(b.T[static_cast<std::size_t>(j)]);
+  }
+  Seq u = Seq::Zero(d, L + 1);
+  auto push_forward = [&](Eigen::VectorXd x, long from) {  // adds Phi(l, from) x for l >= from (x in V_perp(from))
+    u.col(from) += x;
+    for (long j = from; j < L; ++j) {
+      x = Q[static_cast<std::size_t>(j)] * x;
+      u.col(j + 1) += x;
+    }
+  };
+  auto pull_back = [&](const Eigen::VectorXd& x, long from, long last, double sign) {
+    // adds sign Phi(l, from) P_+(from) x for l = last, last-1, ..., 0 (restricted inverse on V_par)
+    Eigen::VectorXd w = b.U[static_cast<std::size_t>(from)].transpose() * (b.P_plus[static_cast<std::size_t>(from)] * x);
+    for (long j = from - 1; j >= 0; --j) {
+      w = Tinv[static_cast<std::size_t>(j)].solve(w);
+      if (j <= last) u.col(j) += sign * (b.U[static_cast<std::size_t>(j)] * w);
+    }
+  };
+  if (tails == Tails::Constant) {
+    // Closed-form tails: sum_{s<0} Phi(l,s+1) P_-(s+1) h_- = Phi(l,0) P_-(0) (I - B_left)^{-1} h_-, and
+    // -sum_{s>=L} Phi(l,s+1) P_+(s+1) h_+ = Phi(l,L) P_+(L) (I - B_right)^{-1} h_+ (geometric series on
+    // E^s(B_left) resp. E^u(B_right); the other spectral part is annihilated by P_-(0) resp. P_+(L)).
+    const Eigen::VectorXd ubm = (I - c.matrix(0)).partialPivLu().solve(h.col(0));
+    const Eigen::VectorXd ubp = (I - c.matrix(L - 1)).partialPivLu().solve(h.col(L - 1));
+    push_forward((I - b.P_plus[0]) * ubm, 0);
+    if (k > 0) {
+      u.col(L) += b.P_plus[static_cast<std::size_t>(L)] * ubp;
+      pull_back(ubp, L, L - 1, 1.0);
+    }
+  }
+  for (long s = 0; s < L; ++s) {
+    push_forward((I - b.P_plus[static_cast<std::size_t>(s + 1)]) * h.col(s), s + 1);
+    if (k > 0) pull_back(h.col(s), s + 1, s, -1.0);
+  }
+  return u;
+}
+
+NormEstimate green_norm_estimate(const cocycle::Cocycle& c, const cocycle::Bundles& b, long pad, int max_iter,
+                                 std::uint64_t seed) {
+  if (pad < 0) throw std::invalid_argument("green_norm_estimate: pad must be >= 0");
+  if (max_iter < 1) throw std::invalid_argument("green_norm_estimate: max_iter must be >= 1");
+  const long L = c.length(), d = c.dim();
+  std::vector<Matrix> B(static_cast<std::size_t>(L));
+  for (long l = 0; l < L; ++l) B[static_cast<std::size_t>(l)] = c.matrix(l);
+  NormEstimate est;
+  if (pad == 0) {
+    est.upper = cocycle::green_norm(c, b);
+  } else {
+    std::vector<Matrix> Bp;
+    Bp.reserve(static_cast<std::size_t>(L + 2 * pad));
+    for (long i = 0; i < pad; ++i) Bp.push_back(B.front());
+    for (const Matrix& M : B) Bp.push_back(M);
+    for (long i = 0; i < pad; ++i) Bp.push_back(B.back());
+    const cocycle::Cocycle cp = cocycle::Cocycle::from_matrices(std::move(Bp));
+    est.upper = cocycle::green_norm(cp, cocycle::two_sided_bundles(cp));
+  }
+  const Bvp bvp(B, make_ends(B.front(), B.back()));
+  Rng rng(seed, {0x6e6f726d});
+  Seq h(d, L);
+  for (long j = 0; j < L; ++j) {
+    for (long i = 0; i < d; ++i) h(i, j) = rng.normal();
+    h.col(j).normalize();
+  }
+  double best = 0;
+  for (int it = 0; it < max_iter; ++it) {
+    const Seq u = bvp.solve(h, Tails::Zero);
+    long lstar = 0;
+    const double val = u.colwise().norm().maxCoeff(&lstar);
+    est.iterations = it + 1;
+    if (it > 0 && val <= best * (1 + 1e-12)) {
+      best = std::max(best, val);
+      break;
+    }
+    best = std::max(best, val);
+    if (!(val > 0)) break;
+    Seq ubar = Seq::Zero(d, L + 1);
+    ubar.col(lstar) = u.col(lstar) / val;
+    const Seq g = bvp.solve_transpose(ubar, Tails::Zero);
+    for (long j = 0; j < L; ++j) {
+      const double n = g.col(j).norm();
+      h.col(j) = n > 0 ? Eigen::VectorXd(g.col(j) / n) : Eigen::VectorXd::Zero(d);
+    }
+  }
+  est.lower = best;
+  return est;
+}
+
+long exclusion_depth(double C, double r_minus, double r_plus, double tol) {
+  if (!(C >= 1) || !std::isfinite(C) || !(r_minus > 0 && r_minus < 1) || !(r_plus > 1) || !(tol > 0))
+    throw std::invalid_argument(fmt::format("green::exclusion_depth: C = {}, r_- = {}, r_+ = {}, tol = {}; expected C >= 1, "
+                                            "0 < r_- < 1 < r_+, tol > 0",
+                                            C, r_minus, r_plus, tol));
+  const double r = std::max(r_minus, 1.0 / r_plus);
+  return std::max(0L, static_cast<long>(std::ceil(std::log(C / tol) / std::log(1.0 / r))));
+}
+
+Eigen::VectorXd weight_tied_constant(const Matrix& A, const Eigen::VectorXd& h) {
+  if (A.rows() < 1 || A.cols() != A.rows() || h.size() != A.rows())
+    throw std::invalid_argument("green::weight_tied_constant: expected a non-empty square A and h of its size");
+  Eigen::FullPivLU<Matrix> lu(A);
+  if (!lu.isInvertible()) throw std::domain_error("green::weight_tied_constant: A is singular (1 is a growth scale of I + A)");
+  return -lu.solve(h);
+}
+
+double sup_norm(const Seq& u, long first, long last) {
+  if (last < 0) last = u.cols();
+  if (first < 0 || first > last || last > u.cols())
+    throw std::invalid_argument(fmt::format("green::sup_norm: columns [{}, {}) outside 0..{}", first, last, u.cols()));
+  if (first == last) return 0.0;
+  return u.middleCols(first, last - first).colwise().norm().maxCoeff();
+}
+
+std::pair<std::vector<double>, std::vector<double>> g4_sectors(long d) {
+  if (d < 1) throw std::invalid_argument("green::g4_sectors: d must be >= 1");
+  const long kp = (d + 1) / 2;
+  std::vector<double> m(static_cast<std::size_t>(d)), v(static_cast<std::size_t>(d));
+  for (long i = 0; i < d; ++i) {
+    m[static_cast<std::size_t>(i)] = i < kp ? -0.6 : -0.5;
+    v[static_cast<std::size_t>(i)] = i < kp ? 0.8 : 0.2;
+  }
+  return {m, v};
+}
+
+std::vector<Matrix> saddle_family(const std::string& family, long d, long L, double knob, std::uint64_t seed) {
+  if (d < 1 || L < 1) throw std::invalid_argument(fmt::format("green::saddle_family: d = {}, L = {}; expected both >= 1", d, L));
+  const long kp = (d + 1) / 2;
+  if (family == "g1") {
+    std::vector<double> sigma(static_cast<std::size_t>(d));
+    for (long i = 0; i < d; ++i) {
+      const double t = i < kp ? (kp > 1 ? static_cast<double>(i) / static_cast<double>(kp - 1) : 0.0)
+                              : (d - kp > 1 ? static_cast<double>(i - kp) / static_cast<double>(d - kp - 1) : 0.0);
+      sigma[static_cast<std::size_t>(i)] = i < kp ? 0.25 - 0.15 * t : -0.3 - 0.2 * t;
+    }
+    return cocycle::family_g1(L, sigma, knob, seed);
+  }
+  if (family == "g3") {
+    std::vector<double> base(static_cast<std::size_t>(d));
+    for (long i = 0; i < d; ++i) base[static_cast<std::size_t>(i)] = i % 2 == 0 ? 1.3 : 0.6;
+    // Alternating levels interleave persistent and decaying directions through the triangle
+    // (non-normal coupling in both orders). (d even: d/2 of each; d odd: one more persistent.)
+    return cocycle::family_g3(L, base, "periodic", 0.1, 6, 3, knob, seed);
+  }
+  if (family == "g4") {
+    const auto [m, v] = g4_sectors(d);
+    return cocycle::family_g4(L, m, v, 1.0, knob, seed);
+  }
+  throw std::invalid_argument(fmt::format("green::saddle_family: unknown family '{}'; expected g1, g3 or g4", family));
+}
+
+}  // namespace tokdyn::green

@@ -1,0 +1,343 @@
+// Preset coupling-gate-intervention: experiment E3 of the coupling paper (§6, "identification in
+// practice"): run the hierarchical model (C1)-(C2) at a gate rho and with rho -> 0 at inference (the
+// same weights), and measure the shift of the late-depth state along the persistent bundle V_par
+// against the linear prediction of Prop 11, d_+ = |rho| sup_l |P_+(l) (G psi(0))(l)|.
+//
+// Two levels:
+//   "linearised" (G-level, where the tangent cocycle is hyperbolic): the sector-structured family G4's
+//     tangent cocycle B(l) = I + M(l) + V(l) in deviation coordinates u = y - x*, the literal self-loop
+//     (15) u(l+1) = B(l) u(l) + rho psi(u(l)) with a tanh-MLP psi (psi(0) != 0, generic). Its
+//     distinguished bounded trajectory u*_rho (Thm 10) is the fixed point of u = G[rho psi(u)] with G
+//     the Green operator of Lemma 17 (green::Bvp, two-sided constant extension, App. B.1); the Picard
+//     iterates from u = 0 are exactly the cross-block chain y_k = G[rho psi(y_{k-1})] of (C2) with
+//     L_r = 1 (flag F8). rho -> 0 gives u*_0 = 0, so the shift is sup_l |P_+(l) u*_rho(l)|.
+//   "transformer" (T-level, nonlinear): a random block-local Pre-LN stack with the slow path, input the
+//     homogeneous X^(0) = 1 x*(0)^T (so the rho = 0 run is the reference x*(l) in every block and H_P
+//     keeps every run blockwise homogeneous). The linear prediction is the first-order response
+//     delta_k(l+1) = (I + A^ex(l)) delta_k(l) + rho psi(ŷ^0_{k-1}(l)) along the rho = 0 run (the
+//     summaries' own dependence on rho enters at O(rho^2)), forward from delta(0) = 0 (the network's
+//     input is given, not placed on u*). Random Pre-LN stacks are generally not hyperbolic (flag F17):
+//     then V_par does not exist and the shift is reported as the total late-depth shift (mode "total"),
+//     with P_+ used whenever the two-sided bundles exist (mode "V_par").
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/analysis/cocycle_families.hpp"
+#include "tokdyn/analysis/duality.hpp"
+#include "tokdyn/analysis/green.hpp"
+#include "tokdyn/analysis/transformer_reference.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/models/hierarchical.hpp"
+
+namespace tokdyn {
+namespace {
+
+using cocycle::Matrix;
+
+std::vector<double> rho_grid(const Params& p) {
+  std::vector<double> rho;
+  as_input_error([&] { rho = cocycle::parse_number_list(p.get_string("rho"), "parameter 'rho'"); });
+  if (rho.empty()) throw InputError("parameter 'rho': empty grid; expected comma-separated nonzero finite gates");
+  for (double r : rho)
+    if (!std::isfinite(r) || r == 0.0)
+      throw InputError(fmt::format("parameter 'rho': entry {} is not a nonzero finite number (rho = 0 is the reference run)", r));
+  std::sort(rho.begin(), rho.end(), [](double a, double b) { return std::abs(a) < std::abs(b); });
+  return rho;
+}
+
+/// log-log slope of y against |x| over the first n entries.
+double loglog_slope(const std::vector<double>& x, const std::vector<double>& y, std::size_t n) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
+  for (std::size_t i = 0; i < std::min(n, x.size()); ++i) {
+    if (!(y[i] > 0)) continue;
+    const double a = std::log(std::abs(x[i])), b = std::log(y[i]);
+    sx += a;
+    sy += b;
+    sxx += a * a;
+    sxy += a * b;
+    m += 1;
+  }
+  return m < 2 ? std::numeric_limits<double>::quiet_NaN() : (m * sxy - sx * sy) / (m * sxx - sx * sx);
+}
+
+struct Row {
+  double rho, shift, pred;
+};
+
+void add_rows(CheckTable& checks, CsvWriter& csv, const std::string& level, const std::string& mode, const std::vector<Row>& rows) {
+  std::vector<double> r, dev, shift;
+  for (const Row& x : rows) {
+    const double ratio = x.shift / x.pred;
+    csv.cell(level).cell(mode).cell(x.rho).cell(x.shift).cell(x.pred).cell(ratio).cell(std::abs(ratio - 1.0));
+    csv.end_row();
+    r.push_back(x.rho);
+    dev.push_back(std::abs(ratio - 1.0));
+    shift.push_back(x.shift);
+  }
+  const std::size_t n = std::max<std::size_t>(2, rows.size() / 2);  // the small-rho half of the grid
+  const double s = loglog_slope(r, shift, n);
+  checks.add("E3", fmt::format("[{}] gate intervention: the shift ({}) is linear in rho for small rho", level, mode),
+             "log-log slope of the shift over the small-rho half", s, "in [0.98, 1.02]", std::abs(s - 1.0) <= 0.02);
+  checks.add("E3", fmt::format("[{}] Prop 11: measured / predicted -> 1 as rho -> 0", level),
+             fmt::format("|ratio - 1| at |rho| = {:.3g}", std::abs(r.front())), dev.front(), "<= 1e-2", dev.front() <= 1e-2);
+  if (rows.size() >= 2) {
+    // O(rho): |ratio - 1| / |rho| of the two smallest gates agree within a factor 3.
+    const double q = (dev[0] / std::abs(r[0])) / (dev[1] / std::abs(r[1]));
+    checks.add("E3", fmt::format("[{}] Prop 11: the deviation from the linear prediction is O(rho)", level),
+               "(|ratio-1|/|rho|) at the smallest gate / at the next", q, "in [1/3, 3]", q >= 1.0 / 3 && q <= 3.0);
+  }
+}
+
+void run_gate(const Params& p, RunContext& ctx) {
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const std::vector<double> rhos = rho_grid(p);
+  CheckTable checks(ctx.dir / "checks.csv");
+  CsvWriter csv(ctx.dir / "gate.csv", {"level", "mode", "rho", "shift_par", "prediction", "ratio", "deviation"});
+  const std::string which = p.get_string("level");
+
+  // ---- G-level: the distinguished trajectory of the self-loop (15) through the Green operator.
+  if (which == "linearised" || which == "both") {
+    std::vector<double> m, v;
+    as_input_error([&] {
+      m = cocycle::parse_number_list(p.get_string("g4_m"), "parameter 'g4_m'");
+      v = cocycle::parse_number_list(p.get_string("g4_v"), "parameter 'g4_v'");
+    });
+    if (m.size() != v.size())
+      throw InputError(fmt::format("parameters 'g4_m' and 'g4_v': {} and {} values, expected as many", m.size(), v.size()));
+    const long Lg = p.get_int("g4_L"), d = static_cast<long>(m.size());
+    const duality::SectorFlow f = duality::from_g4(Lg, m, v, p.get_double("g4_omega"), seed);
+    const std::vector<Matrix> B = f.sector_sequence(1.0);
+    const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(B);
+    cocycle::Bundles bundles;
+    green::Ends ends;
+    try {
+      bundles = cocycle::two_sided_bundles(c);
+      ends = green::make_ends(B.front(), B.back());
+    } catch (const std::domain_error& e) {
+      throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 tangent cocycle has no dichotomy ({}); Prop 11 needs (A4)", e.what()));
+    }
+    const green::Bvp bvp(B, ends);
+    const hier::Injection psi =
+        hier::make_injection(hier::PsiKind::TanhMlp, static_cast<int>(d), static_cast<int>(p.get_int("psi_hidden")), p.get_double("psi_scale"), seed);
+    const double K = green::green_norm_estimate(c, bundles).upper, Lpsi = psi.lipschitz();
+    auto forcing = [&](const green::Seq& u, double rho) {
+      green::Seq h(d, Lg);
+      for (long l = 0; l < Lg; ++l) h.col(l) = rho * psi(Vec(u.col(l)));
+      return h;
+    };
+    auto sup_par = [&](const green::Seq& u) {
+      double s = 0.0;
+      for (long l = 0; l <= Lg; ++l) s = std::max(s, (bundles.P_plus[static_cast<std::size_t>(l)] * u.col(l)).norm());
+      return s;
+    };
+    const green::Seq g = bvp.solve(forcing(green::Seq::Zero(d, Lg + 1), 1.0));  // G psi(0)
+    const double dplus_unit = sup_par(g);
+    std::vector<Row> rows;
+    double worst_ratio = 0.0, worst_res = 0.0;
+    for (double rho : rhos) {
+      if (std::abs(rho) >= 1.0 / (2.0 * K * Lpsi)) {  // beyond rho_0 = 1/(2 K L_psi) (Thm 10): no guaranteed fixed point
+        ctx.warnings.push_back(fmt::format("[linearised] rho = {} skipped: beyond rho_0 = 1/(2 K L_psi) = {:.4g} (Thm 10)", rho, 1.0 / (2.0 * K * Lpsi)));
+        continue;
+      }
+      // Picard iterates from 0 = the cross-block chain y_k = G[rho psi(y_{k-1})] (F8), contraction <= |rho| K L_psi.
+      green::Seq u = green::Seq::Zero(d, Lg + 1), prev_step;
+      double ratio = 0.0;
+      bool done = false;
+      for (int k = 1; k <= 200 && !done; ++k) {
+        const green::Seq next = bvp.solve(forcing(u, rho));
+        const green::Seq step = next - u;
+        if (k >= 3 && green::sup_norm(prev_step) > 1e-13 * green::sup_norm(next))
+          ratio = std::max(ratio, green::sup_norm(step) / green::sup_norm(prev_step));
+        done = green::sup_norm(step) <= 1e-15 * std::max(1e-300, green::sup_norm(next));
+        prev_step = step;
+        u = next;
+      }
+      if (!done) throw std::logic_error(fmt::format("gate intervention: the chain did not converge at rho = {}", rho));
+      worst_ratio = std::max(worst_ratio, ratio / (std::abs(rho) * K * Lpsi));
+      worst_res = std::max(worst_res, bvp.residual(u, forcing(u, rho)) / std::max(1e-300, green::sup_norm(u)));
+      rows.push_back({rho, sup_par(u), std::abs(rho) * dplus_unit});
+    }
+    if (rows.size() < 2) throw InputError(fmt::format("parameter 'rho': fewer than two gates below rho_0 = 1/(2 K L_psi) = {:.4g} (Thm 10)",
+                                                      1.0 / (2.0 * K * Lpsi)));
+    checks.add("R19 / F8", "[linearised] the cross-block chain y_k = G[rho psi(y_{k-1})] converges to the self-loop u*_rho",
+               "largest observed contraction / (|rho| ||G|| L_psi)", worst_ratio, "<= 1", worst_ratio <= 1.0);
+    checks.add("R17", "[linearised] u*_rho solves u(l+1) = B(l) u(l) + rho psi(u(l))", "max residual / |u*|_inf", worst_res, "<= 1e-12",
+               worst_res <= 1e-12);
+    add_rows(checks, csv, "linearised", "V_par", rows);
+    // (A7) and flag F4 with the bundle-aligned linear injections: the closed-loop generator
+    // B(l) + rho D(l) keeps the bundles P_± exactly iff P_±(l+1) D(l) = D(l) P_±(l) (intertwining);
+    // the paper's same-index commutation D(l) P_±(l) = P_±(l) D(l) is not enough once P_± moves with l.
+    {
+      const double cp = 0.5, cm = -0.3, rho = rhos.back();
+      const auto Ds = duality::aligned_same_index(bundles, cp, cm), Di = duality::aligned_intertwining(B, bundles, cp, cm);
+      std::vector<Matrix> Cs, Ci;
+      for (std::size_t l = 0; l < B.size(); ++l) {
+        Cs.push_back(B[l] + rho * Ds[l]);
+        Ci.push_back(B[l] + rho * Di[l]);
+      }
+      double comm = 0.0;
+      for (std::size_t l = 0; l < Ds.size(); ++l)
+        comm = std::max(comm, (Ds[l] * bundles.P_plus[l] - bundles.P_plus[l] * Ds[l]).norm());
+      const double res_i = duality::intertwining_residual(Ci, bundles), res_s = duality::intertwining_residual(Cs, bundles);
+      const double res_b = duality::intertwining_residual(B, bundles);
+      checks.add("A7 / F4", "[linearised] same-index aligned D(l) = c_+ P_+(l) + c_- P_-(l) commutes with P_±(l)", "max_l |[D, P_+]|_F", comm,
+                 "<= 1e-12", comm <= 1e-12);
+      checks.add("A7 / F4", "[linearised] intertwining-aligned D(l) = B(l)(c_+ P_+ + c_- P_-): B + rho D keeps the bundles",
+                 fmt::format("max_l |P_+(l+1) (B + rho D) - (B + rho D) P_+(l)|, rho = {}", rho), res_i,
+                 fmt::format("<= 1e-12 + the open loop's {:.2g}", res_b), res_i <= 1e-12 + 2 * res_b);
+      checks.add("A7 / F4", "[linearised] same-index commutation is not enough on a rotating G4 (F4)",
+                 fmt::format("max_l |P_+(l+1) (B + rho D) - (B + rho D) P_+(l)|, rho = {}", rho), res_s,
+                 "> 1e3 x the intertwining residual (when omega > 0)", p.get_double("g4_omega") == 0.0 || res_s > 1e3 * std::max(res_i, 1e-16));
+      ctx.notes["A7"] = {{"same_index_residual", res_s}, {"intertwining_residual", res_i}, {"open_loop_residual", res_b}};
+    }
+    ctx.notes["linearised"] = {{"green_norm_upper", K}, {"L_psi", Lpsi}, {"rho_0", 1.0 / (2.0 * K * Lpsi)}, {"d_plus_per_rho", dplus_unit},
+                               {"k", bundles.k}};
+  }
+
+  // ---- T-level: the nonlinear hierarchical model at rho and at 0.
+  if (which == "transformer" || which == "both") {
+    const tf::Transformer model = tf::transformer_from(p, ctx);
+    const tf::Config& cfg = model.config();
+    if (cfg.mask != tf::Mask::BlockLocal)
+      throw InputError(fmt::format("parameter 'mask' = {}: the slow path (C2) needs the block-local mask (C1); use mask = block", p.get_string("mask")));
+    if (cfg.placement != tf::Placement::PreLN) throw InputError("parameter 'placement' = post: the generators (7) are Pre-LN; use pre");
+    const int T = static_cast<int>(p.get_int("T")), P = cfg.block, L = static_cast<int>(p.get_int("L"));
+    if (P > T) throw InputError(fmt::format("parameter 'P' = {}: longer than the sequence T = {}", P, T));
+    hier::SlowPath s;
+    s.P = P;
+    s.pi.kind = hier::parse_pi(p.get_string("compression"));
+    s.pi.topk = static_cast<int>(p.get_int("topk"));
+    for (long g : p.get_int_list("levels")) s.pi.levels.push_back(static_cast<int>(g));
+    s.pi.level_kinds.assign(s.pi.levels.size(), hier::PiKind::Mean);
+    s.psi = hier::make_injection(hier::parse_psi(p.get_string("injection")), cfg.d, static_cast<int>(p.get_int("psi_hidden")),
+                                 p.get_double("psi_scale"), seed);
+    s.L_r = static_cast<int>(p.get_int("L_r"));
+    s.refresh = hier::parse_refresh(p.get_string("refresh"));
+    s.pooled = hier::parse_pooled(p.get_string("pooled"));
+    s.loop = hier::parse_loop(p.get_string("slow_loop"));
+    s.site = hier::parse_site(p.get_string("site"));
+    if (!p.get_string("y0").empty()) {
+      std::vector<double> y0;
+      as_input_error([&] { y0 = cocycle::parse_number_list(p.get_string("y0"), "parameter 'y0'"); });
+      if (static_cast<int>(y0.size()) != cfg.d)
+        throw InputError(fmt::format("parameter 'y0': {} entries, expected d = {} (the dimension of psi's argument)", y0.size(), cfg.d));
+      s.y0 = Eigen::Map<const Vec>(y0.data(), cfg.d);
+    }
+    auto build = [&](double rho) {
+      hier::SlowPath sr = s;
+      sr.rho = rho;
+      std::optional<hier::HierarchicalModel> m;
+      try {
+        m.emplace(model, sr, T);
+      } catch (const std::invalid_argument& e) {
+        throw InputError(fmt::format("parameters of the slow path: {}", e.what()));
+      }
+      return std::move(*m);
+    };
+    const Vec x0 = tf::reference_start(cfg, seed);
+    const tf::Reference ref = tf::reference_trajectory(model, x0, L);
+    const std::vector<Mat> Bex = tf::tangent_sequence(ref, tf::Form::Exact);
+    const int K = (T + P - 1) / P;
+    // The rho = 0 run, and the summaries each layer's injection reads along it.
+    const hier::HierarchicalModel m0 = build(0.0);
+    std::vector<Mat> tok0(static_cast<std::size_t>(L + 1)), held0(static_cast<std::size_t>(L));
+    {
+      Batch Z = m0.initial_state(tf::homogeneous(x0, T));
+      tok0[0] = m0.token_rows(Z);
+      for (int k = 1; k <= L; ++k) {
+        held0[static_cast<std::size_t>(k - 1)] = m0.held(k, Z.run(0));
+        m0.apply(k, Z);
+        tok0[static_cast<std::size_t>(k)] = m0.token_rows(Z);
+      }
+    }
+    // First-order response per unit rho, block by block (H_P: one vector per block).
+    std::vector<Mat> g(static_cast<std::size_t>(L + 1), Mat::Zero(K, cfg.d));
+    for (int l = 0; l < L; ++l) {
+      const Mat& y = held0[static_cast<std::size_t>(l)];
+      for (int b = 0; b < K; ++b) {
+        const int src = s.loop == hier::Loop::SelfLoop ? b : b - 1;
+        const Vec in = src < 0 ? (s.y0.size() ? s.y0 : Vec(Vec::Zero(cfg.d))) : Vec(y.row(src).transpose());
+        g[static_cast<std::size_t>(l + 1)].row(b) =
+            (Bex[static_cast<std::size_t>(l)] * g[static_cast<std::size_t>(l)].row(b).transpose() + s.psi(in)).transpose();
+      }
+    }
+    std::vector<Matrix> Bm;
+    for (const Mat& b : Bex) Bm.emplace_back(b);
+    std::optional<cocycle::Bundles> bundles;
+    try {
+      bundles = cocycle::two_sided_bundles(cocycle::Cocycle::from_matrices(Bm));
+    } catch (const std::domain_error&) {
+      ctx.warnings.push_back("[transformer] the tangent cocycle of the random stack is not hyperbolic at its ends (flag F17): V_par does not "
+                             "exist, the late-depth shift is reported in total");
+    }
+    const int first = L / 2;
+    auto late_sup = [&](const std::vector<Mat>& D) {  // sup over l in [L/2, L] and blocks of |P_+(l) D_b(l)| (or |D_b(l)|)
+      double sup = 0.0;
+      for (int l = first; l <= L; ++l)
+        for (int b = 0; b < K; ++b) {
+          const Vec x = D[static_cast<std::size_t>(l)].row(b).transpose();
+          sup = std::max(sup, bundles ? (bundles->P_plus[static_cast<std::size_t>(l)] * x).norm() : x.norm());
+        }
+      return sup;
+    };
+    const double pred_unit = late_sup(g);
+    std::vector<Row> rows;
+    for (double rho : rhos) {
+      const hier::HierarchicalModel mr = build(rho);
+      Batch Z = mr.initial_state(tf::homogeneous(x0, T));
+      std::vector<Mat> D(static_cast<std::size_t>(L + 1), Mat::Zero(K, cfg.d));
+      for (int k = 1; k <= L; ++k) {
+        mr.apply(k, Z);
+        const Mat X = mr.token_rows(Z) - tok0[static_cast<std::size_t>(k)];
+        for (int b = 0; b < K; ++b) D[static_cast<std::size_t>(k)].row(b) = X.row(b * P);
+      }
+      rows.push_back({rho, late_sup(D), std::abs(rho) * pred_unit});
+    }
+    add_rows(checks, csv, "transformer", bundles ? "V_par" : "total", rows);
+    ctx.notes["transformer"] = {{"hyperbolic", bundles.has_value()}, {"prediction_per_rho", pred_unit}, {"late_window", {first, L}}};
+  }
+  checks.report(ctx, "coupling-gate-intervention");
+}
+
+std::vector<ParamSpec> gate_params() {
+  auto ps = tf::transformer_params(6, 24, 8, 24, 0.0);
+  for (auto& s : ps)
+    if (s.key == "mask") s.def = std::string("block");
+  ps.push_back(p_string("level", "both", "linearised (G4, Green operator), transformer (nonlinear T-level) or both",
+                        {"linearised", "transformer", "both"}));
+  ps.push_back(p_string("rho", "1e-4,3e-4,1e-3,3e-3,1e-2,3e-2", "gate amplitudes rho (nonzero, finite; rho = 0 is the reference run)"));
+  ps.push_back(p_string("g4_m", "-0.8,-0.8,-0.5,-0.5", "linearised: G4 eigenvalues m of M(l)"));
+  ps.push_back(p_string("g4_v", "1.0,1.0,0.2,0.2", "linearised: G4 eigenvalues v of V(l)"));
+  ps.push_back(p_double("g4_omega", 0.01, "linearised: G4 rotation per layer", 0.0, 10.0));
+  ps.push_back(p_int("g4_L", 80, "linearised: depth window", 2, 5000));
+  ps.push_back(p_string("compression", "mean", "transformer: Pi", {"mean", "stride", "head", "topk", "multi"}));
+  ps.push_back(p_int("topk", 1, "transformer: tokens of the top-k selector", 1, 512));
+  ps.push_back(p_int_list("levels", {2, 2}, "transformer: multi-level group sizes (product P; means)", 1, 512));
+  ps.push_back(p_string("injection", "tanh-mlp", "psi", {"identity", "linear", "affine", "tanh-mlp"}));
+  ps.push_back(p_int("psi_hidden", 8, "tanh-MLP psi: hidden width", 1, 1024));
+  ps.push_back(p_double("psi_scale", 1.0, "psi weight scale", 0.0, 100.0, true));
+  ps.push_back(p_int("L_r", 1, "transformer: refresh period (0 = infinity)", 0, 5000));
+  ps.push_back(p_string("refresh", "hold", "transformer: sample-and-hold or continuous relaxation", {"hold", "relax"}));
+  ps.push_back(p_string("pooled", "normalised", "transformer: pooled quantity S(x) or raw x (F9)", {"normalised", "raw"}));
+  ps.push_back(p_string("slow_loop", "chain", "transformer: cross-block chain (C2) or literal self-loop (15) (F8)", {"chain", "self"}));
+  ps.push_back(p_string("site", "additive", "transformer: injection site, additive (eq. (11)) or inside the norms' argument", {"additive", "inside"}));
+  ps.push_back(p_string("y0", "", "transformer: ŷ_0 of block 1 (d comma-separated numbers; empty = 0)"));
+  return ps;
+}
+
+const ExperimentRegistration reg{Experiment{
+    "coupling-gate-intervention",
+    "Coupling paper E3 / Prop 11: gate rho -> 0 at inference, shift of the late-depth state along V_par against d_+ = |rho| sup |P_+ G psi(0)|",
+    gate_params(), run_gate, "coupling-gate-intervention"}};
+
+}  // namespace
+}  // namespace tokdyn

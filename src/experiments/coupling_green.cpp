@@ -1,0 +1,299 @@
+// Preset coupling-green: the Green operator of a dichotomy (coupling paper Lemma 17, check R17).
+// For a random bounded forcing h on a window of a G-level saddle (family g1 / g3 / g4, or a
+// generators file) the bounded solution u = G h of u(l+1) = (I + A(l)) u(l) + h(l) is computed by
+// the block-banded BVP of the two-sided constant extension (App. B.1) and checked:
+//   residual ~1e-13, end conditions, uniqueness (sigma_min of the BVP matrix > 0), agreement with
+//   the explicit Green sum (Lemma 17's kernel) ~1e-10, ||G|| lower <= upper <= C (1/m_- + 1/m_+)
+//   on windows L/4, L/2, L, and the weight-tied closed form G h = -A^{-1} h for constant h.
+// Optionally (tlevel = true) the same on the tangent cocycle of a random Pre-LN Transformer along
+// its reference trajectory, when its window ends are hyperbolic (flag F17: for random stacks they
+// usually are not, the stream grows and |A(l)| ~ 1/|x*(l)| -> 0, so the default is G-level only).
+// Outputs: checks.csv, green.csv (per layer: |u|, |P_+ u|, |P_- u|, explicit-sum difference,
+// residual), norms.csv (window, upper, lower, bound), u.csv (write_u), figure coupling-green.
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/analysis/green.hpp"
+#include "tokdyn/analysis/transformer_reference.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/npy.hpp"
+#include "tokdyn/rng.hpp"
+
+namespace tokdyn {
+namespace {
+
+using green::Matrix;
+using green::Seq;
+using green::Tails;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Layer maps from a float64 .npy [L, d, d] (C order: generators[l, i, j] = B(l)_ij).
+std::vector<Matrix> read_generators(const std::string& file) {
+  std::vector<std::size_t> shape;
+  const std::vector<double> v = read_npy_double(file, shape, std::uint64_t(1) << 28);
+  if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[1] != shape[2])
+    throw InputError(fmt::format("parameter 'generators' ({}): shape of rank {}; expected [L, d, d] with L, d >= 1", file, shape.size()));
+  const long L = static_cast<long>(shape[0]), d = static_cast<long>(shape[1]);
+  std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix(d, d));
+  for (long l = 0; l < L; ++l)
+    for (long i = 0; i < d; ++i)
+      for (long j = 0; j < d; ++j) {
+        const double x = v[static_cast<std::size_t>((l * d + i) * d + j)];
+        if (!std::isfinite(x)) throw InputError(fmt::format("parameter 'generators' ({}): entry [{}, {}, {}] is not finite", file, l, i, j));
+        B[static_cast<std::size_t>(l)](i, j) = x;
+      }
+  return B;
+}
+
+// Forcing from a float64 .npy [L, d] (row l = h(l)).
+Seq read_forcing(const std::string& file, long L, long d) {
+  std::vector<std::size_t> shape;
+  const std::vector<double> v = read_npy_double(file, shape, std::uint64_t(1) << 28);
+  if (shape.size() != 2 || static_cast<long>(shape[0]) != L || static_cast<long>(shape[1]) != d)
+    throw InputError(fmt::format("parameter 'forcing' ({}): expected shape [{}, {}] (L, d of the generators)", file, L, d));
+  Seq h(d, L);
+  for (long l = 0; l < L; ++l)
+    for (long i = 0; i < d; ++i) {
+      const double x = v[static_cast<std::size_t>(l * d + i)];
+      if (!std::isfinite(x)) throw InputError(fmt::format("parameter 'forcing' ({}): entry [{}, {}] is not finite", file, l, i));
+      h(i, l) = x;
+    }
+  return h;
+}
+
+Seq random_forcing(long d, long L, std::uint64_t seed) {
+  Rng rng(seed, {0x67726e, 1});
+  Seq h(d, L);
+  for (long l = 0; l < L; ++l)
+    for (long i = 0; i < d; ++i) h(i, l) = rng.uniform(-1.0, 1.0);
+  return h;
+}
+
+/// The smallest Lemma 17 bound C(r_-, r_+) (1/m_- + 1/m_+) over a grid of rates (any pair gives a
+/// valid bound on the window, with C measured there); k = 0 / k = d drop the absent side.
+struct Lemma17 {
+  double bound = kNaN, C = kNaN, r_minus = kNaN, r_plus = kNaN;
+};
+Lemma17 lemma17_bound(const cocycle::Cocycle& c, const cocycle::Bundles& b, long stride) {
+  const cocycle::GrowthEnvelope g = cocycle::growth_envelope(c, b, stride);
+  const long d = c.dim();
+  Lemma17 best;
+  best.bound = std::numeric_limits<double>::infinity();
+  const bool has_minus = b.k < d, has_plus = b.k > 0;
+  for (int i = 1; i <= 49; ++i) {
+    const double rm = has_minus ? 0.02 * i : 0.5;
+    for (int j = 1; j <= 50; ++j) {
+      const double rp = has_plus ? 1.0 + 0.02 * j : 2.0;
+      const double C = std::max(has_minus ? cocycle::constant_minus(g, rm) : 1.0, has_plus ? cocycle::constant_plus(g, rp) : 1.0);
+      const double bound = C * ((has_minus ? 1 / (1 - rm) : 0.0) + (has_plus ? 1 / (rp - 1) : 0.0));
+      if (bound < best.bound) best = {bound, C, has_minus ? rm : kNaN, has_plus ? rp : kNaN};
+      if (!has_plus) break;
+    }
+    if (!has_minus) break;
+  }
+  return best;
+}
+
+// The full R17 validation of one window: explicit sum, projections, norms; rows of green.csv.
+void validate_window(const std::string& level, const std::vector<Matrix>& B, const Seq& h, const Seq& u,
+                     long explicit_max_L, double exclusion_tol, CsvWriter& gcsv, CsvWriter& ncsv, CheckTable& checks, RunContext& ctx) {
+  const long L = static_cast<long>(B.size()), d = B.front().rows();
+  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(B);
+  const cocycle::Bundles b = cocycle::two_sided_bundles(c);
+  const double scale = 1 + green::sup_norm(u);
+  Seq ue;
+  double diff = kNaN;
+  if (L <= explicit_max_L) {
+    ue = green::green_explicit(c, b, h, Tails::Constant);
+    diff = green::sup_norm(ue - u) / scale;
+    checks.add("R17 explicit", "Lemma 17: G h is the explicit Green sum (BVP of the two-sided extension = kernel sum)",
+               level + ": max_l |u_BVP(l) - u_sum(l)| / (1 + |u|_inf)", diff, "<= 1e-10", diff <= 1e-10);
+  }
+  // ||G|| on windows L/4, L/2, L (the first layers of the window).
+  const long stride = std::max(1L, L / 200);
+  Lemma17 full;
+  for (long w : {L / 4, L / 2, L}) {
+    if (w < 2) continue;
+    const std::vector<Matrix> Bw(B.begin(), B.begin() + w);
+    const cocycle::Cocycle cw = cocycle::Cocycle::from_matrices(Bw);
+    cocycle::Bundles bw;
+    try {
+      bw = cocycle::two_sided_bundles(cw);
+    } catch (const std::domain_error& e) {  // a sub-window whose last map is not a saddle of the same k
+      ctx.warnings.push_back(fmt::format("{} window {}: no two-sided dichotomy ({}); norm row skipped", level, w, e.what()));
+      continue;
+    }
+    const green::NormEstimate e = green::green_norm_estimate(cw, bw);
+    const Lemma17 lb = lemma17_bound(cw, bw, stride);
+    if (w == L) full = lb;
+    ncsv.cell(level).cell(w).cell(e.upper).cell(e.lower).cell(lb.bound).cell(lb.C).cell(lb.r_minus).cell(lb.r_plus).end_row();
+    const bool ok = e.lower <= e.upper * (1 + 1e-12) && e.upper <= lb.bound * (1 + 1e-12);
+    checks.add("R17 norm", "Lemma 17(1): ||G||_inf <= C (1/m_- + 1/m_+)",
+               fmt::format("{} window {}: upper max_l sum_s |G(l,s+1)| / bound (lower {:.4g} <= upper {:.4g})", level, w, e.lower, e.upper),
+               e.upper / lb.bound, "lower <= upper and upper / bound <= 1", ok);
+  }
+  long lb_depth = 0;
+  if (std::isfinite(full.C)) {
+    const double rm = std::isnan(full.r_minus) ? 1e-3 : full.r_minus;
+    const double rp = std::isnan(full.r_plus) ? std::numeric_limits<double>::infinity() : full.r_plus;
+    lb_depth = green::exclusion_depth(full.C, rm, rp, exclusion_tol);
+  }
+  ctx.notes[level + "_exclusion_depth"] = lb_depth;
+  ctx.notes[level + "_k"] = b.k;
+  const Matrix I = Matrix::Identity(d, d);
+  for (long l = 0; l <= L; ++l) {
+    const Eigen::VectorXd pu = b.P_plus[static_cast<std::size_t>(l)] * u.col(l);
+    const double res = l < L ? (u.col(l + 1) - B[static_cast<std::size_t>(l)] * u.col(l) - h.col(l)).norm() : kNaN;
+    const bool interior = l >= lb_depth && l <= L - lb_depth;
+    gcsv.cell(level).cell(l).cell(u.col(l).norm()).cell(pu.norm()).cell((u.col(l) - pu).norm())
+        .cell(ue.size() ? (ue.col(l) - u.col(l)).norm() : kNaN).cell(res).cell(std::string(interior ? "true" : "false"));
+    gcsv.end_row();
+  }
+}
+
+void run_green(const Params& p, RunContext& ctx) {
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const std::string gen_file = p.get_string("generators"), forcing_file = p.get_string("forcing");
+  const bool validate = p.get_bool("validate");
+  const long explicit_max_L = p.get_int("explicit_max_L");
+  std::vector<Matrix> B;
+  if (!gen_file.empty()) {
+    B = read_generators(gen_file);
+  } else {
+    double knob = p.get_double("knob");
+    const std::string fam = p.get_string("family");
+    if (std::isnan(knob) || knob < 0) knob = fam == "g1" ? 5.0 : fam == "g3" ? 1.5 : 0.05;
+    if (fam == "g1" && knob < 1) throw InputError(fmt::format("parameter 'knob' = {}: family g1 needs kappa >= 1", knob));
+    B = green::saddle_family(fam, p.get_int("d"), p.get_int("L"), knob, seed);
+  }
+  const long L = static_cast<long>(B.size()), d = B.front().rows();
+  if (!forcing_file.empty() && gen_file.empty())
+    throw InputError("parameter 'forcing': a forcing file needs a 'generators' file (its shape [L, d] follows the generators)");
+  const Seq h = forcing_file.empty() ? random_forcing(d, L, seed) : read_forcing(forcing_file, L, d);
+
+  CheckTable checks(ctx.dir / "checks.csv");
+  // ---- the BVP (production path), timed -----------------------------------------------------------
+  const auto t0 = std::chrono::steady_clock::now();
+  const green::Ends ends = green::make_ends(B.front(), B.back());  // domain_error: not hyperbolic (exit 2)
+  const green::Bvp bvp(B, ends);
+  const double t_factor = seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  const Seq u = bvp.solve(h, Tails::Constant);
+  const double t_solve = seconds_since(t1);
+  ctx.notes["L"] = L;
+  ctx.notes["d"] = d;
+  ctx.notes["k"] = ends.k;
+  ctx.notes["factor_seconds"] = t_factor;
+  ctx.notes["solve_seconds"] = t_solve;
+  ctx.notes["factor_flops"] = bvp.factor_flops();
+  ctx.notes["solve_flops"] = static_cast<double>(L) * (4.0 * static_cast<double>(d) * static_cast<double>(d));
+  const double scale = 1 + green::sup_norm(u);
+  const double res = bvp.residual(u, h) / scale, bres = bvp.boundary_residual(u, h, Tails::Constant) / scale;
+  checks.add("R17 residual", "Lemma 17(2): G h solves u(l+1) = (I + A(l)) u(l) + h(l)", "G-level: max_l residual / (1 + |u|_inf)", res,
+             "<= 1e-12", res <= 1e-12);
+  checks.add("R17 residual", "Lemma 17(2): G h is the bounded solution of the two-sided extension (end conditions)",
+             "G-level: end-condition residual / (1 + |u|_inf)", bres, "<= 1e-12", bres <= 1e-12);
+  if (validate) {
+    const double smin = bvp.smallest_singular_value_estimate();
+    checks.add("R17 uniqueness", "Lemma 17(3): the bounded solution is unique (homogeneous BVP only trivial)",
+               "G-level: sigma_min(BVP matrix) estimate", smin, "> 1e-8", smin > 1e-8);
+  }
+  if (p.get_bool("write_u")) {
+    std::vector<std::string> cols{"l"};
+    for (long i = 0; i < d; ++i) cols.push_back(fmt::format("u{}", i));
+    CsvWriter uc(ctx.dir / "u.csv", cols);
+    for (long l = 0; l <= L; ++l) {
+      uc.cell(l);
+      for (long i = 0; i < d; ++i) uc.cell(u(i, l));
+      uc.end_row();
+    }
+  }
+  if (ctx.progress) ctx.progress(0.2);
+  if (validate) {
+    CsvWriter gcsv(ctx.dir / "green.csv", {"level", "l", "norm_u", "norm_Pplus_u", "norm_Pminus_u", "explicit_diff", "residual", "interior"});
+    CsvWriter ncsv(ctx.dir / "norms.csv", {"level", "window", "upper", "lower", "bound", "C", "r_minus", "r_plus"});
+    validate_window("G-level", B, h, u, explicit_max_L, p.get_double("exclusion_tol"), gcsv, ncsv, checks, ctx);
+    if (ctx.progress) ctx.progress(0.6);
+
+    // ---- weight-tied closed form: A constant, h constant -> -A^{-1} h at every layer --------------
+    {
+      const long Lw = 40;
+      const std::vector<Matrix> Bt = green::saddle_family("g1", d, Lw, 5.0, seed + 1);
+      const Matrix A = Bt.front() - Matrix::Identity(d, d);
+      const Eigen::VectorXd h0 = h.col(0);
+      const Seq u_t = green::Bvp(Bt, green::make_ends(Bt.front(), Bt.back())).solve(h0.replicate(1, Lw), Tails::Constant);
+      const Eigen::VectorXd closed = green::weight_tied_constant(A, h0);
+      double err = 0;
+      for (long l = 0; l <= Lw; ++l) err = std::max(err, (u_t.col(l) - closed).norm());
+      err /= 1 + closed.norm();
+      checks.add("R17 weight-tied", "§5.1: weight-tied G h = -A^{-1} h for constant h", "G1: max_l |u(l) + A^{-1} h| / (1 + |A^{-1} h|)",
+                 err, "<= 1e-12", err <= 1e-12);
+    }
+
+    // ---- T-level: the Transformer's tangent cocycle, where hyperbolic (F17) ----------------------
+    if (p.get_bool("tlevel")) {
+      const tf::Transformer model = tf::transformer_from(p, ctx);
+      const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(model.config(), seed), static_cast<int>(p.get_int("L")));
+      std::vector<Matrix> BT;
+      for (const Mat& m : tf::tangent_sequence(ref, tf::Form::Exact)) BT.emplace_back(m);
+      try {
+        const green::Ends eT = green::make_ends(BT.front(), BT.back(), 1e-6);
+        const green::Bvp bT(BT, eT);
+        const Seq hT = random_forcing(static_cast<long>(BT.front().rows()), static_cast<long>(BT.size()), seed + 2);
+        const Seq uT = bT.solve(hT, Tails::Constant);
+        const double rT = bT.residual(uT, hT) / (1 + green::sup_norm(uT));
+        checks.add("R17 residual", "Lemma 17(2) on the Transformer tangent cocycle", "T-level: max_l residual / (1 + |u|_inf)", rT,
+                   "<= 1e-12", rT <= 1e-12);
+        validate_window("T-level", BT, hT, uT, explicit_max_L, p.get_double("exclusion_tol"), gcsv, ncsv, checks, ctx);
+        ctx.notes["tlevel_hyperbolic"] = true;
+      } catch (const std::domain_error& e) {
+        // F17: Pre-LN stacks grow the stream, |A(l)| ~ 1/|x*(l)|, the end maps approach I.
+        const Eigen::VectorXcd ev = Eigen::EigenSolver<Matrix>(BT.back(), false).eigenvalues();
+        double closest = std::numeric_limits<double>::infinity();
+        for (long i = 0; i < ev.size(); ++i) closest = std::min(closest, std::abs(std::abs(ev(i)) - 1.0));
+        ctx.notes["tlevel_hyperbolic"] = false;
+        ctx.notes["tlevel_end_distance_to_unit_circle"] = closest;
+        ctx.warnings.push_back(fmt::format("T-level: the Transformer tangent cocycle's window ends are not hyperbolic (flag F17; {}); "
+                                           "R17 checked at the G-level only",
+                                           e.what()));
+      }
+    }
+  }
+  checks.report(ctx, "coupling-green");
+}
+
+std::vector<ParamSpec> green_params() {
+  auto ps = tf::transformer_params(4, 16, 8, 200, 0.0);
+  ps.push_back(p_string("family", "g4", "G-level saddle: g1 weight-tied, g3 triangular non-normal, g4 sector-structured rotating",
+                        {"g1", "g3", "g4"}));
+  ps.push_back(p_double("knob", -1.0, "family knob: g1 kappa(S) (>= 1), g3 coupling |b|, g4 rotation omega (< 0: 5, 1.5, 0.05)", -1.0, 1e6));
+  ps.push_back(p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: the family; overrides d, L)"));
+  ps.push_back(p_string("forcing", "", "float64 .npy [L, d] forcing h(l) (empty: uniform in [-1, 1]); needs 'generators'"));
+  ps.push_back(p_bool("validate", true, "R17 validation (explicit sum, norms, projections, uniqueness); off for timing runs"));
+  ps.push_back(p_int("explicit_max_L", 2000, "longest window for the O(L^2 d^2) explicit Green sum", 1, 100000));
+  ps.push_back(p_double("exclusion_tol", 1e-4, "boundary-layer tolerance of the interior [l_b, L - l_b] (green.csv 'interior')", 0.0, 1.0, true));
+  ps.push_back(p_bool("tlevel", false, "also the random Pre-LN Transformer's tangent cocycle (usually not hyperbolic: F17)"));
+  ps.push_back(p_bool("write_u", false, "write u.csv (the solution, one row per layer)"));
+  return ps;
+}
+
+const ExperimentRegistration reg{Experiment{
+    "coupling-green",
+    "Coupling paper Lemma 17 (R17): the Green operator of a dichotomy by the block-banded BVP, explicit sum, norms, uniqueness",
+    green_params(), run_green, "coupling-green"}};
+
+}  // namespace
+}  // namespace tokdyn
