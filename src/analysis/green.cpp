@@ -408,6 +408,25 @@ NormEstimate green_norm_estimate(const cocycle::Cocycle& c, const cocycle::Bundl
   return est;
 }
 
+Lemma17Bound lemma17_bound(const cocycle::Cocycle& c, const cocycle::Bundles& b, long stride) {
+  const cocycle::GrowthEnvelope g = cocycle::growth_envelope(c, b, stride);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const bool has_minus = b.k < c.dim(), has_plus = b.k > 0;
+  Lemma17Bound best{std::numeric_limits<double>::infinity(), nan, nan, nan};
+  for (int i = 1; i <= 49; ++i) {
+    const double rm = 0.02 * i;
+    for (int j = 1; j <= 50; ++j) {
+      const double rp = 1.0 + 0.02 * j;
+      const double C = std::max(has_minus ? cocycle::constant_minus(g, rm) : 1.0, has_plus ? cocycle::constant_plus(g, rp) : 1.0);
+      const double bound = C * ((has_minus ? 1 / (1 - rm) : 0.0) + (has_plus ? 1 / (rp - 1) : 0.0));
+      if (bound < best.bound) best = {bound, C, has_minus ? rm : nan, has_plus ? rp : nan};
+      if (!has_plus) break;
+    }
+    if (!has_minus) break;
+  }
+  return best;
+}
+
 long exclusion_depth(double C, double r_minus, double r_plus, double tol) {
   if (!(C >= 1) || !std::isfinite(C) || !(r_minus > 0 && r_minus < 1) || !(r_plus > 1) || !(tol > 0))
     throw std::invalid_argument(fmt::format("green::exclusion_depth: C = {}, r_- = {}, r_+ = {}, tol = {}; expected C >= 1, "

@@ -115,6 +115,14 @@ struct NormEstimate {
 NormEstimate green_norm_estimate(const cocycle::Cocycle& c, const cocycle::Bundles& b, long pad = 0, int max_iter = 8,
                                  std::uint64_t seed = 1);
 
+/// Lemma 17's bound ||G|| <= C (1/m_- + 1/m_+) at its best over a grid of rates r_- = 0.02..0.98,
+/// r_+ = 1.02..2 (any pair is valid: C(r_-, r_+) is measured on the window by cocycle::growth_envelope
+/// with the given start stride); k = 0 or k = d drop the absent side (r_- or r_+ = NaN).
+struct Lemma17Bound {
+  double bound = 0, C = 0, r_minus = 0, r_plus = 0;
+};
+Lemma17Bound lemma17_bound(const cocycle::Cocycle& c, const cocycle::Bundles& b, long stride = 1);
+
 /// Interior exclusion depth of the finite-window sup statistics (boundary error O(C r_-^l + C r_+^{l-L})):
 /// ceil(log(C/tol) / log(1/max(r_-, 1/r_+))); r_plus = +inf (no persistent bundle) allowed.
 /// std::invalid_argument unless C >= 1, 0 < r_- < 1 < r_+, 0 < tol.
