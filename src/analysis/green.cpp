@@ -477,9 +477,16 @@ std::vector<Matrix> saddle_family(const std::string& family, long d, long L, dou
   }
   if (family == "g3") {
     std::vector<double> base(static_cast<std::size_t>(d));
-    for (long i = 0; i < d; ++i) base[static_cast<std::size_t>(i)] = i % 2 == 0 ? 1.3 : 0.6;
+    // Distinct levels (a repeated diagonal entry of a triangular end map would be a defective
+    // eigenvalue): persistent 1.2..1.5 on the even indices, decaying 0.7..0.4 on the odd ones.
+    const long np = (d + 1) / 2, nm = d / 2;
+    for (long i = 0; i < d; ++i) {
+      const long j = i / 2;
+      base[static_cast<std::size_t>(i)] = i % 2 == 0 ? 1.2 + 0.3 * static_cast<double>(j) / static_cast<double>(std::max(1L, np - 1))
+                                                     : 0.7 - 0.3 * static_cast<double>(j) / static_cast<double>(std::max(1L, nm - 1));
+    }
     // Alternating levels interleave persistent and decaying directions through the triangle
-    // (non-normal coupling in both orders). (d even: d/2 of each; d odd: one more persistent.)
+    // (non-normal coupling in both orders); d odd: one more persistent.
     return cocycle::family_g3(L, base, "periodic", 0.1, 6, 3, knob, seed);
   }
   if (family == "g4") {

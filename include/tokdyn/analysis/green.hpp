@@ -139,7 +139,7 @@ double sup_norm(const Seq& u, long first = 0, long last = -1);
 /// first ceil(d/2) directions persistent, the rest decaying):
 ///   "g1": weight-tied, sigma_i from 0.25 down to 0.1 (persistent) and -0.3 to -0.5 (decaying),
 ///         eigenbasis condition number `knob` (>= 1);
-///   "g3": upper-triangular, diagonals 1.3 / 0.6 alternating blocks, periodic +-10 %, coupling |b| <= knob;
+///   "g3": upper-triangular, diagonals 1.2..1.5 (even i) / 0.7..0.4 (odd i), periodic +-10 %, coupling |b| <= knob;
 ///   "g4": sector-structured, m = -0.6 / -0.5, v = 0.8 / 0.2, lambda = 1, rotation omega = knob.
 /// std::invalid_argument for an unknown family, d < 1, L < 1.
 std::vector<Matrix> saddle_family(const std::string& family, long d, long L, double knob, std::uint64_t seed);
