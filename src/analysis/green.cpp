@@ -71,6 +71,21 @@ void gemm_sub(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>&
   }
 }
 
+// B := L11^{-1} B with L11 the unit lower triangle of the top d x d block of the packed panel P.
+void trsm_unit_lower(const Matrix& P, Matrix& Bm) {
+  const long d = Bm.rows();
+  if (static_cast<double>(d) * static_cast<double>(d) * static_cast<double>(Bm.cols()) >= kBlasMinWork) {
+#pragma omp parallel if (false)
+    {
+      omp_set_num_threads(1);
+      cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, static_cast<int>(d), static_cast<int>(Bm.cols()), 1.0,
+                  P.data(), static_cast<int>(P.rows()), Bm.data(), static_cast<int>(Bm.rows()));
+    }
+  } else {
+    Bm = P.topRows(d).triangularView<Eigen::UnitLower>().solve(Bm);
+  }
+}
+
 void check_seq(const Seq& s, long d, long n, const char* who, const char* what) {
   if (s.rows() != d || s.cols() != n)
     throw std::invalid_argument(fmt::format("{}: {} is {} x {}; expected {} x {}", who, what, s.rows(), s.cols(), d, n));
@@ -153,7 +168,8 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
     for (long i = 0; i < d_; ++i)
       if (piv[static_cast<std::size_t>(i)] != i) R.row(i).swap(R.row(piv[static_cast<std::size_t>(i)]));
     Matrix& U12 = U12_[static_cast<std::size_t>(l)];
-    U12 = P.topRows(d_).triangularView<Eigen::UnitLower>().solve(R.topRows(d_));
+    U12 = R.topRows(d_);
+    trsm_unit_lower(P, U12);
     X = R.bottomRows(m_);
     if (m_ > 0) gemm_sub(P.bottomRows(m_), U12, X);
   }
