@@ -354,7 +354,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
     id_row("M and V jointly", "(dm, dv) of G4", "r_f", r0.r_f, r1.r_f, eta_id, "O(eta)", std::abs(r1.r_f - r0.r_f) > 1e-3 * eta_id);
     id_row("M and V jointly", "(dm, dv) of G4", "m_-", r0.m_minus, r1.m_minus, eta_id, "O(eta)", std::abs(r1.m_minus - r0.m_minus) > 1e-3 * eta_id);
     id_row("M and V jointly", "(dm, dv) of G4", "m_+", r0.m_plus, r1.m_plus, eta_id, "O(eta)", std::abs(r1.m_plus - r0.m_plus) > 1e-3 * eta_id);
-    checks.add("R24 M, V", "Thm 6(2): M(l), V(l) jointly move r_f and m_+- at first order", "min(|d r_f|, |d m_-|, |d m_+|) / eta", mv_min,
+    checks.add("R24 M+V", "Thm 6(2): M(l), V(l) jointly move r_f and m_+- at first order", "min(|d r_f|, |d m_-|, |d m_+|) / eta", mv_min,
                ">= 1e-2", mv_min >= 1e-2);
   }
   {
