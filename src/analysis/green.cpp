@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
+
+#include <sys/mman.h>
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -39,7 +43,7 @@ Matrix complement(const Matrix& U) {
 // only, as in cocycle.cpp: bits independent of the thread count); smaller ones through Eigen.
 constexpr double kBlasMinWork = 1 << 15;
 
-void panel_lu(Matrix& P, std::vector<int>& ipiv, long layer) {
+void panel_lu(Eigen::Map<Matrix> P, std::vector<int>& ipiv, long layer) {
   const int m = static_cast<int>(P.rows()), n = static_cast<int>(P.cols());
   ipiv.assign(static_cast<std::size_t>(n), 0);
   int info = 0;
@@ -72,7 +76,7 @@ void gemm_sub(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>&
 }
 
 // B := L11^{-1} B with L11 the unit lower triangle of the top d x d block of the packed panel P.
-void trsm_unit_lower(const Matrix& P, Matrix& Bm) {
+void trsm_unit_lower(const Eigen::Map<Matrix>& P, Eigen::Map<Matrix> Bm) {
   const long d = Bm.rows();
   if (static_cast<double>(d) * static_cast<double>(d) * static_cast<double>(Bm.cols()) >= kBlasMinWork) {
 #pragma omp parallel if (false)
@@ -82,7 +86,7 @@ void trsm_unit_lower(const Matrix& P, Matrix& Bm) {
                   P.data(), static_cast<int>(P.rows()), Bm.data(), static_cast<int>(Bm.rows()));
     }
   } else {
-    Bm = P.topRows(d).triangularView<Eigen::UnitLower>().solve(Bm);
+    P.topRows(d).triangularView<Eigen::UnitLower>().solveInPlace(Bm);
   }
 }
 
@@ -150,15 +154,21 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
   lu_left_ = Eigen::PartialPivLU<Matrix>(I - ends_.B_left);
   lu_right_ = Eigen::PartialPivLU<Matrix>(I - ends_.B_right);
 
-  panel_.resize(static_cast<std::size_t>(L_));
   ipiv_.resize(static_cast<std::size_t>(L_));
-  U12_.resize(static_cast<std::size_t>(L_));
   const long n = m_ + d_;
+  stride_ = n * d_ + d_ * d_;
+  {
+    constexpr std::size_t kHuge = std::size_t(1) << 21;
+    const std::size_t bytes = (static_cast<std::size_t>(L_ * stride_) * sizeof(double) + kHuge - 1) / kHuge * kHuge;
+    void* mem = std::aligned_alloc(kHuge, bytes);
+    if (!mem) throw std::bad_alloc();
+    madvise(mem, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are ordinary
+    store_ = std::shared_ptr<double>(static_cast<double*>(mem), [](double* q) { std::free(q); });
+  }
   Matrix X = ends_.left_rows;  // m x d carried rows on u(l)
   Matrix R(n, d_);
   for (long l = 0; l < L_; ++l) {
-    Matrix& P = panel_[static_cast<std::size_t>(l)];
-    P.resize(n, d_);
+    Eigen::Map<Matrix> P = panel_(l);
     P.topRows(m_) = X;
     P.bottomRows(d_) = -B_[static_cast<std::size_t>(l)];
     std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
@@ -167,7 +177,7 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
     R.bottomRows(d_).setIdentity();
     for (long i = 0; i < d_; ++i)
       if (piv[static_cast<std::size_t>(i)] != i) R.row(i).swap(R.row(piv[static_cast<std::size_t>(i)]));
-    Matrix& U12 = U12_[static_cast<std::size_t>(l)];
+    Eigen::Map<Matrix> U12 = U12_(l);
     U12 = R.topRows(d_);
     trsm_unit_lower(P, U12);
     X = R.bottomRows(m_);
@@ -196,7 +206,7 @@ Seq Bvp::solve_full(const Eigen::VectorXd& gL, const Seq& h, const Eigen::Vector
   Seq Z(d_, L_);
   Eigen::VectorXd c = gL, v(n);
   for (long l = 0; l < L_; ++l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     const std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
     v.head(m_) = c;
     v.tail(d_) = h.col(l);
@@ -213,9 +223,9 @@ Seq Bvp::solve_full(const Eigen::VectorXd& gL, const Seq& h, const Eigen::Vector
   Seq u(d_, L_ + 1);
   u.col(L_) = last_.solve(f);
   for (long l = L_ - 1; l >= 0; --l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     Eigen::VectorXd r = Z.col(l);
-    r.noalias() -= U12_[static_cast<std::size_t>(l)] * u.col(l + 1);
+    r.noalias() -= U12_(l) * u.col(l + 1);
     u.col(l) = P.topRows(d_).triangularView<Eigen::Upper>().solve(r);
   }
   return u;
@@ -227,10 +237,10 @@ void Bvp::solve_full_transpose(const Seq& ubar, Eigen::VectorXd& gL, Seq& hbar, 
   Seq Q(d_, L_);
   Eigen::VectorXd acc = ubar.col(0);
   for (long l = 0; l < L_; ++l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     Q.col(l) = P.topRows(d_).triangularView<Eigen::Upper>().transpose().solve(acc);
     acc = ubar.col(l + 1);
-    acc.noalias() -= U12_[static_cast<std::size_t>(l)].transpose() * Q.col(l);
+    acc.noalias() -= U12_(l).transpose() * Q.col(l);
   }
   const Eigen::VectorXd fbar = Eigen::VectorXd(last_.transpose().solve(acc));
   gR = fbar.tail(d_ - m_);
@@ -238,7 +248,7 @@ void Bvp::solve_full_transpose(const Seq& ubar, Eigen::VectorXd& gL, Seq& hbar, 
   hbar.resize(d_, L_);
   // Adjoint of the forward elimination, layer by layer backwards.
   for (long l = L_ - 1; l >= 0; --l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     const std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
     Eigen::VectorXd t = Q.col(l);
     if (m_ > 0) t.noalias() -= P.bottomRows(m_).transpose() * c;

@@ -19,6 +19,7 @@
 // Sequences on the window are d x n matrices, column l = u(l): states d x (L+1), forcings d x L.
 // Norms: ||u||_inf = max_l ||u(l)||_2 (the paper's sup norm, App. A preamble).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,9 +87,14 @@ class Bvp {
   std::vector<Matrix> B_;
   Ends ends_;
   Eigen::PartialPivLU<Matrix> lu_left_, lu_right_;  // I - B_left, I - B_right
-  std::vector<Matrix> panel_;                       // (m+d) x d packed LU of step l
+  // The factors of every layer in one block (huge pages where the kernel allows: the first touch of
+  // ~L (2d-k+d) d doubles is otherwise a page fault per 4 KiB): layer l holds its packed (m+d) x d
+  // panel LU, then U12 (d x d). Shared between copies (immutable after construction).
+  std::shared_ptr<double> store_;
+  long stride_ = 0;
+  Eigen::Map<Matrix> panel_(long l) const { return {store_.get() + l * stride_, m_ + d_, d_}; }
+  Eigen::Map<Matrix> U12_(long l) const { return {store_.get() + l * stride_ + (m_ + d_) * d_, d_, d_}; }
   std::vector<std::vector<int>> ipiv_;              // LAPACK row interchanges of step l (0-based)
-  std::vector<Matrix> U12_;                         // d x d
   Eigen::PartialPivLU<Matrix> last_;                // [X_L; right_rows] (d x d)
 };
 
