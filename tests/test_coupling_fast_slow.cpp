@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -159,5 +160,21 @@ TEST(CouplingFastSlow, BadInputExitsTwo) {
     EXPECT_EQ(r.code, 2) << b[0] << " " << b[1] << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(d.path() / out));
+  }
+}
+
+TEST(CouplingFastSlow, SameBitsAtOneAndTwoThreads) {
+  TempDir d;
+  for (const std::string name : {"coupling-green", "coupling-fast-slow"}) {
+    for (const std::string t : {"1", "2"}) {
+      const CliResult r = run_cli(d.path(), {"run", name, "--out", name + t, "--no-figures", "--quiet", "--threads", t, "--set", "L=40"});
+      ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    }
+    for (const std::string f : {"checks.csv", name == "coupling-green" ? "green.csv" : "fast_slow.csv"}) {
+      std::ifstream a(d.path() / (name + "1") / f), b(d.path() / (name + "2") / f);
+      const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+      EXPECT_FALSE(sa.empty()) << name << " " << f;
+      EXPECT_EQ(sa, sb) << name << " " << f;
+    }
   }
 }

@@ -159,10 +159,12 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
   stride_ = n * d_ + d_ * d_;
   {
     constexpr std::size_t kHuge = std::size_t(1) << 21;
-    const std::size_t bytes = (static_cast<std::size_t>(L_ * stride_) * sizeof(double) + kHuge - 1) / kHuge * kHuge;
-    void* mem = std::aligned_alloc(kHuge, bytes);
+    const std::size_t need = static_cast<std::size_t>(L_ * stride_) * sizeof(double);
+    const std::size_t align = need >= kHuge ? kHuge : 64;  // small problems: no 2 MiB rounding
+    const std::size_t bytes = (need + align - 1) / align * align;
+    void* mem = std::aligned_alloc(align, bytes);
     if (!mem) throw std::bad_alloc();
-    madvise(mem, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are ordinary
+    if (align == kHuge) madvise(mem, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are ordinary
     store_ = std::shared_ptr<double>(static_cast<double*>(mem), [](double* q) { std::free(q); });
   }
   Matrix X = ends_.left_rows;  // m x d carried rows on u(l)
