@@ -278,6 +278,8 @@ def dispatch(kind, d):
     elif kind == "coupling-all":
         import plot_all
         plot_all.plot_coupling_all(d, dispatch)
+    elif kind in ("coupling-green", "coupling-fast-slow"):
+        import plot_green; plot_green.plot_green(kind, d)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 

@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
+
+#include <sys/mman.h>
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -39,7 +43,7 @@ Matrix complement(const Matrix& U) {
 // only, as in cocycle.cpp: bits independent of the thread count); smaller ones through Eigen.
 constexpr double kBlasMinWork = 1 << 15;
 
-void panel_lu(Matrix& P, std::vector<int>& ipiv, long layer) {
+void panel_lu(Eigen::Map<Matrix> P, std::vector<int>& ipiv, long layer) {
   const int m = static_cast<int>(P.rows()), n = static_cast<int>(P.cols());
   ipiv.assign(static_cast<std::size_t>(n), 0);
   int info = 0;
@@ -68,6 +72,21 @@ void gemm_sub(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>&
     }
   } else {
     C.noalias() -= A * B;
+  }
+}
+
+// B := L11^{-1} B with L11 the unit lower triangle of the top d x d block of the packed panel P.
+void trsm_unit_lower(const Eigen::Map<Matrix>& P, Eigen::Map<Matrix> Bm) {
+  const long d = Bm.rows();
+  if (static_cast<double>(d) * static_cast<double>(d) * static_cast<double>(Bm.cols()) >= kBlasMinWork) {
+#pragma omp parallel if (false)
+    {
+      omp_set_num_threads(1);
+      cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, static_cast<int>(d), static_cast<int>(Bm.cols()), 1.0,
+                  P.data(), static_cast<int>(P.rows()), Bm.data(), static_cast<int>(Bm.rows()));
+    }
+  } else {
+    P.topRows(d).triangularView<Eigen::UnitLower>().solveInPlace(Bm);
   }
 }
 
@@ -135,15 +154,23 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
   lu_left_ = Eigen::PartialPivLU<Matrix>(I - ends_.B_left);
   lu_right_ = Eigen::PartialPivLU<Matrix>(I - ends_.B_right);
 
-  panel_.resize(static_cast<std::size_t>(L_));
   ipiv_.resize(static_cast<std::size_t>(L_));
-  U12_.resize(static_cast<std::size_t>(L_));
   const long n = m_ + d_;
+  stride_ = n * d_ + d_ * d_;
+  {
+    constexpr std::size_t kHuge = std::size_t(1) << 21;
+    const std::size_t need = static_cast<std::size_t>(L_ * stride_) * sizeof(double);
+    const std::size_t align = need >= kHuge ? kHuge : 64;  // small problems: no 2 MiB rounding
+    const std::size_t bytes = (need + align - 1) / align * align;
+    void* mem = std::aligned_alloc(align, bytes);
+    if (!mem) throw std::bad_alloc();
+    if (align == kHuge) madvise(mem, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are ordinary
+    store_ = std::shared_ptr<double>(static_cast<double*>(mem), [](double* q) { std::free(q); });
+  }
   Matrix X = ends_.left_rows;  // m x d carried rows on u(l)
   Matrix R(n, d_);
   for (long l = 0; l < L_; ++l) {
-    Matrix& P = panel_[static_cast<std::size_t>(l)];
-    P.resize(n, d_);
+    Eigen::Map<Matrix> P = panel_(l);
     P.topRows(m_) = X;
     P.bottomRows(d_) = -B_[static_cast<std::size_t>(l)];
     std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
@@ -152,8 +179,9 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
     R.bottomRows(d_).setIdentity();
     for (long i = 0; i < d_; ++i)
       if (piv[static_cast<std::size_t>(i)] != i) R.row(i).swap(R.row(piv[static_cast<std::size_t>(i)]));
-    Matrix& U12 = U12_[static_cast<std::size_t>(l)];
-    U12 = P.topRows(d_).triangularView<Eigen::UnitLower>().solve(R.topRows(d_));
+    Eigen::Map<Matrix> U12 = U12_(l);
+    U12 = R.topRows(d_);
+    trsm_unit_lower(P, U12);
     X = R.bottomRows(m_);
     if (m_ > 0) gemm_sub(P.bottomRows(m_), U12, X);
   }
@@ -180,7 +208,7 @@ Seq Bvp::solve_full(const Eigen::VectorXd& gL, const Seq& h, const Eigen::Vector
   Seq Z(d_, L_);
   Eigen::VectorXd c = gL, v(n);
   for (long l = 0; l < L_; ++l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     const std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
     v.head(m_) = c;
     v.tail(d_) = h.col(l);
@@ -197,9 +225,9 @@ Seq Bvp::solve_full(const Eigen::VectorXd& gL, const Seq& h, const Eigen::Vector
   Seq u(d_, L_ + 1);
   u.col(L_) = last_.solve(f);
   for (long l = L_ - 1; l >= 0; --l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     Eigen::VectorXd r = Z.col(l);
-    r.noalias() -= U12_[static_cast<std::size_t>(l)] * u.col(l + 1);
+    r.noalias() -= U12_(l) * u.col(l + 1);
     u.col(l) = P.topRows(d_).triangularView<Eigen::Upper>().solve(r);
   }
   return u;
@@ -211,10 +239,10 @@ void Bvp::solve_full_transpose(const Seq& ubar, Eigen::VectorXd& gL, Seq& hbar, 
   Seq Q(d_, L_);
   Eigen::VectorXd acc = ubar.col(0);
   for (long l = 0; l < L_; ++l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     Q.col(l) = P.topRows(d_).triangularView<Eigen::Upper>().transpose().solve(acc);
     acc = ubar.col(l + 1);
-    acc.noalias() -= U12_[static_cast<std::size_t>(l)].transpose() * Q.col(l);
+    acc.noalias() -= U12_(l).transpose() * Q.col(l);
   }
   const Eigen::VectorXd fbar = Eigen::VectorXd(last_.transpose().solve(acc));
   gR = fbar.tail(d_ - m_);
@@ -222,7 +250,7 @@ void Bvp::solve_full_transpose(const Seq& ubar, Eigen::VectorXd& gL, Seq& hbar, 
   hbar.resize(d_, L_);
   // Adjoint of the forward elimination, layer by layer backwards.
   for (long l = L_ - 1; l >= 0; --l) {
-    const Matrix& P = panel_[static_cast<std::size_t>(l)];
+    const Eigen::Map<Matrix> P = panel_(l);
     const std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
     Eigen::VectorXd t = Q.col(l);
     if (m_ > 0) t.noalias() -= P.bottomRows(m_).transpose() * c;
@@ -408,6 +436,25 @@ NormEstimate green_norm_estimate(const cocycle::Cocycle& c, const cocycle::Bundl
   return est;
 }
 
+Lemma17Bound lemma17_bound(const cocycle::Cocycle& c, const cocycle::Bundles& b, long stride) {
+  const cocycle::GrowthEnvelope g = cocycle::growth_envelope(c, b, stride);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const bool has_minus = b.k < c.dim(), has_plus = b.k > 0;
+  Lemma17Bound best{std::numeric_limits<double>::infinity(), nan, nan, nan};
+  for (int i = 1; i <= 49; ++i) {
+    const double rm = 0.02 * i;
+    for (int j = 1; j <= 50; ++j) {
+      const double rp = 1.0 + 0.02 * j;
+      const double C = std::max(has_minus ? cocycle::constant_minus(g, rm) : 1.0, has_plus ? cocycle::constant_plus(g, rp) : 1.0);
+      const double bound = C * ((has_minus ? 1 / (1 - rm) : 0.0) + (has_plus ? 1 / (rp - 1) : 0.0));
+      if (bound < best.bound) best = {bound, C, has_minus ? rm : nan, has_plus ? rp : nan};
+      if (!has_plus) break;
+    }
+    if (!has_minus) break;
+  }
+  return best;
+}
+
 long exclusion_depth(double C, double r_minus, double r_plus, double tol) {
   if (!(C >= 1) || !std::isfinite(C) || !(r_minus > 0 && r_minus < 1) || !(r_plus > 1) || !(tol > 0))
     throw std::invalid_argument(fmt::format("green::exclusion_depth: C = {}, r_- = {}, r_+ = {}, tol = {}; expected C >= 1, "
@@ -458,9 +505,16 @@ std::vector<Matrix> saddle_family(const std::string& family, long d, long L, dou
   }
   if (family == "g3") {
     std::vector<double> base(static_cast<std::size_t>(d));
-    for (long i = 0; i < d; ++i) base[static_cast<std::size_t>(i)] = i % 2 == 0 ? 1.3 : 0.6;
+    // Distinct levels (a repeated diagonal entry of a triangular end map would be a defective
+    // eigenvalue): persistent 1.2..1.5 on the even indices, decaying 0.7..0.4 on the odd ones.
+    const long np = (d + 1) / 2, nm = d / 2;
+    for (long i = 0; i < d; ++i) {
+      const long j = i / 2;
+      base[static_cast<std::size_t>(i)] = i % 2 == 0 ? 1.2 + 0.3 * static_cast<double>(j) / static_cast<double>(std::max(1L, np - 1))
+                                                     : 0.7 - 0.3 * static_cast<double>(j) / static_cast<double>(std::max(1L, nm - 1));
+    }
     // Alternating levels interleave persistent and decaying directions through the triangle
-    // (non-normal coupling in both orders). (d even: d/2 of each; d odd: one more persistent.)
+    // (non-normal coupling in both orders); d odd: one more persistent.
     return cocycle::family_g3(L, base, "periodic", 0.1, 6, 3, knob, seed);
   }
   if (family == "g4") {
