@@ -81,7 +81,7 @@ def plot_thm9(d):
         y = [v if v > 0 else float("nan") for v in y]
         ax.semilogy(x, y, style, ms=3, label=lab)
     n = manifest(d).get("notes", {}).get("thm9", {})
-    ax.set_title("(R16) Thm 9 on G4: decaying content does not reach the injection (the lhs collapses once tanh saturates along V_par)\n"
+    ax.set_title("(R16) Thm 9 on G4: decaying content does not reach the injection\n(the lhs collapses once tanh saturates along V_par)\n"
                  "r_- = %.3g, r_f = %.3g, C = %.3g, L_psi = %.3g" % (n.get("r_minus", float("nan")), n.get("r_f", float("nan")),
                                                                   n.get("C", float("nan")), n.get("L_psi", float("nan"))), fontsize=10)
     ax.set_xlabel("layer l")
