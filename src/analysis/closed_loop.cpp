@@ -335,8 +335,7 @@ Solution newton(const Problem& p, double rho, const Seq& guess, const IterOption
   return s;
 }
 
-Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints& e, const cocycle::Bundles* open,
-                     long exclude, bool with_bundles) {
+Diagnostics diagnose_ends(const Problem& p, double rho, const EndPoints& e) {
   Diagnostics g;
   g.end_gap = std::numeric_limits<double>::infinity();
   for (int side = 0; side < 2; ++side) {
@@ -350,6 +349,12 @@ Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints
     }
     (side == 0 ? g.k_minus : g.k_plus) = k;
   }
+  return g;
+}
+
+Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints& e, const cocycle::Bundles* open,
+                     long exclude, bool with_bundles) {
+  Diagnostics g = diagnose_ends(p, rho, e);
   const std::vector<Matrix> maps = closed_loop_maps(p, rho, u);
   g.sigma_min = green::Bvp(maps, p.ends).smallest_singular_value_estimate();
   if (with_bundles) {
@@ -395,6 +400,80 @@ Linearised linearise(const Problem& p, double rho, const Seq& w, const EndPoints
   const green::Bvp bvp(maps, p.ends);
   ++factorizations;
   return {bvp.solve(-R, green::Tails::Zero), bvp.solve(Rrho, green::Tails::Zero)};
+}
+
+/// Signs of det(A_± + rho Dpsi(ubar_±)) (as a pair packed in an int).
+int end_det_sign(const Problem& p, double rho, const EndPoints& e) {
+  int out = 0;
+  for (int side = 0; side < 2; ++side) {
+    const long l = side == 0 ? 0 : p.L - 1;
+    const Matrix J = p.B[static_cast<std::size_t>(l)] - Matrix::Identity(p.d, p.d) + rho * p.psi->jacobian(l, side == 0 ? e.minus : e.plus);
+    out |= (J.partialPivLu().determinant() > 0 ? 1 : 0) << side;
+  }
+  return out;
+}
+
+/// Whether e continues `ref` (the branch of the end equilibria) to first order: the guard of the
+/// continuation's corrector.
+bool continues(const EndPoints& ref, double rho_ref, const EndPoints& e, double rho) {
+  const double dr = rho - rho_ref;
+  return (e.minus - ref.minus - dr * ref.dminus).norm() <= 0.5 * std::abs(dr) * ref.dminus.norm() + 1e-10 * (1.0 + ref.minus.norm()) &&
+         (e.plus - ref.plus - dr * ref.dplus).norm() <= 0.5 * std::abs(dr) * ref.dplus.norm() + 1e-10 * (1.0 + ref.plus.norm());
+}
+
+/// Bisection for the end of the branch of end equilibria beyond rho_good (in opt.direction): a
+/// point is good when its end equilibria continue the last good ones, keep the unstable dimension
+/// and stay off the unit circle. Returns (first bad rho, "fold" | "end spectrum" | "step").
+std::pair<double, std::string> refine_end_singularity(const Problem& p, double rho_good, EndPoints good_e,
+                                                      const ContinuationOptions& opt, double& bracket) {
+  // Good: the branch continues from the last good point to rho in 16 guarded sub-steps (the guard's
+  // first-order test needs sub-steps small against the distance to the singular point).
+  const int det0 = end_det_sign(p, rho_good, good_e);
+  auto good_at = [&](double rho, EndPoints& e) {
+    EndPoints ref = good_e;
+    double r_ref = rho_good;
+    for (int j = 1; j <= 16; ++j) {
+      const double r = rho_good + (rho - rho_good) * j / 16.0;
+      try {
+        e = end_equilibria(p, r, &ref);
+      } catch (const std::domain_error&) {
+        return false;
+      }
+      if (!continues(ref, r_ref, e, r) || end_det_sign(p, r, e) != det0) return false;
+      ref = e;
+      r_ref = r;
+    }
+    const Diagnostics g = diagnose_ends(p, rho, e);
+    return g.end_gap >= opt.gap_tol && g.k_minus == p.ends.k && g.k_plus == p.ends.k;
+  };
+  double bad = rho_good + opt.direction * opt.ds_max;
+  EndPoints e;
+  for (int i = 0; i < 40 && good_at(bad, e); ++i) bad = rho_good + 2.0 * (bad - rho_good);
+  for (int i = 0; i < opt.refine_steps && std::abs(bad - rho_good) > 1e-14 * (1.0 + std::abs(bad)); ++i) {
+    const double mid = 0.5 * (rho_good + bad);
+    if (good_at(mid, e)) {
+      rho_good = mid;
+      good_e = e;
+    } else {
+      bad = mid;
+    }
+  }
+  bracket = std::abs(bad - rho_good);
+  // Singular end Jacobian at the end of the branch? Then classify by what lies just beyond.
+  double rel = std::numeric_limits<double>::infinity();
+  for (int side = 0; side < 2; ++side) {
+    const long l = side == 0 ? 0 : p.L - 1;
+    const Matrix A = p.B[static_cast<std::size_t>(l)] - Matrix::Identity(p.d, p.d);
+    const Matrix J = A + rho_good * p.psi->jacobian(l, side == 0 ? good_e.minus : good_e.plus);
+    rel = std::min(rel, Eigen::JacobiSVD<Matrix>(J).singularValues().minCoeff() / Eigen::JacobiSVD<Matrix>(A).singularValues().minCoeff());
+  }
+  if (!(rel < 0.05)) return {bad, "step"};
+  try {
+    const EndPoints beyond = end_equilibria(p, bad, &good_e);
+    if (end_det_sign(p, bad, beyond) != end_det_sign(p, rho_good, good_e)) return {bad, "end spectrum"};
+  } catch (const std::domain_error&) {
+  }
+  return {bad, "fold"};
 }
 
 struct Tangent {
@@ -460,6 +539,12 @@ ContinuationResult continue_in_rho(const Problem& p, const ContinuationOptions& 
     try {
       for (it = 1; it <= opt.newton_max; ++it) {
         e = end_equilibria(p, rho, &e);
+        // The end equilibria are parametrised by rho: past a turning point of the ends their Newton
+        // lands on another branch. A jump away from the first-order prediction is refused (step
+        // halving) unless det(A_± + rho Dpsi(ubar_±)) changed sign: then the step crossed a pole of
+        // the branch (1 entered the end spectrum), which the event check reports.
+        if (!continues(last.ends, last.rho, e, rho) && end_det_sign(p, rho, e) == end_det_sign(p, last.rho, last.ends))
+          throw std::domain_error("closed_loop: the end equilibria left their branch");
         const Linearised lin = linearise(p, rho, wc, e, res.factorizations);
         const double g = scaled_dot(t.w, wc - w_pred) + t.rho * (rho - rho_pred);
         const double drho = (g + scaled_dot(t.w, lin.a)) / (scaled_dot(t.w, lin.b) - t.rho);
@@ -481,8 +566,13 @@ ContinuationResult continue_in_rho(const Problem& p, const ContinuationOptions& 
       ++res.steps_rejected;
       ds *= 0.5;
       if (ds < opt.ds_min) {
-        res.stop_reason = "step";
-        res.rho_crit = last.rho;
+        // No continuation at any step size: the end equilibria reach a point where
+        // A_± + rho Dpsi(ubar_±) is singular (1 enters the end spectrum): a turning point ("fold",
+        // no branch beyond) or a pole of the branch ("end spectrum", the branch continues on the
+        // other side with another unstable dimension), or a breakdown elsewhere ("step").
+        const std::pair<double, std::string> sing = refine_end_singularity(p, last.rho, last.ends, opt, res.rho_crit_bracket);
+        res.stop_reason = sing.second;
+        res.rho_crit = sing.first;
         return res;
       }
       continue;
@@ -625,7 +715,9 @@ InjectionPtr random_injection(const std::string& kind, long d, double scale, dou
     const Matrix W1 = unit(d, d), W2 = unit(d, d);
     Vec b1(d);
     rng.fill_normal(b1, 0.5);
-    return tanh_mlp(c, std::sqrt(std::abs(scale)) * W1, b1, (scale < 0 ? -1.0 : 1.0) * std::sqrt(std::abs(scale)) * W2);
+    const Matrix V2 = (scale < 0 ? -1.0 : 1.0) * std::sqrt(std::abs(scale)) * W2;
+    const Vector c0 = c - V2 * b1.array().tanh().matrix();  // so that psi(0) = c
+    return tanh_mlp(c0, std::sqrt(std::abs(scale)) * W1, b1, V2);
   }
   if (kind == "same-index" || kind == "intertwining") {
     if (!b) throw std::invalid_argument("closed_loop: an aligned psi needs the open loop's bundles");

@@ -76,6 +76,9 @@ void run_margin(const Params& p, RunContext& ctx) {
   const long L = p.get_int("L"), ex = p.get_int("exclude");
   if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
   const double rho_end = p.get_double("rho_end"), ds_max = p.get_double("ds_max");
+  const std::vector<double> s21 = numbers(p, "r21_sigma"), c21 = numbers(p, "r21_c");
+  for (double s : s21)
+    for (double c : c21) as_input_error([&] { cl::remark5_threshold(s, c); });
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter thr(ctx.dir / "thresholds.csv", {"name", "value"});
 
@@ -198,7 +201,6 @@ void run_margin(const Params& p, RunContext& ctx) {
 
   // ---- R21: scalar weight-tied thresholds (Remark 5, F18) ---------------------------------------------
   {
-    const std::vector<double> s21 = numbers(p, "r21_sigma"), c21 = numbers(p, "r21_c");
     const double step = p.get_double("r21_step");
     CsvWriter r21(ctx.dir / "r21.csv", {"sigma", "c", "expected", "found_sweep", "sweep_step", "found_continuation", "continuous_time"});
     double worst_sweep = 0.0, worst_cont = 0.0;

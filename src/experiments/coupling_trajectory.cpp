@@ -115,15 +115,17 @@ void run_trajectory(const Params& p, RunContext& ctx) {
              "1", pic.converged);
   checks.add("R18a Picard ratio", "Thm 10: Picard contracts with ratio <= K |rho| L_psi", "largest step ratio", ratio,
              fmt::format("<= {:.6g}", ratio_bound), ratio > 0.0 && ratio <= ratio_bound * (1 + 1e-9));
+  // The order of convergence from a start further away (rho close to rho_0): more iterations above round-off.
+  const cl::Solution nwt_far = cl::newton(prob, 0.95 * bd.rho_0);
   double order = std::numeric_limits<double>::quiet_NaN();
   {
-    const auto& h = nwt.history;
-    const double floor = 1e-11 * (1.0 + nwt.u.cwiseAbs().maxCoeff());
+    const auto& h = nwt_far.history;
+    const double floor = 1e-12 * (1.0 + nwt_far.u.cwiseAbs().maxCoeff());
     for (std::size_t i = 2; i < h.size(); ++i)
       if (h[i] > floor && h[i - 1] > h[i] && h[i - 2] > h[i - 1]) order = std::log(h[i] / h[i - 1]) / std::log(h[i - 1] / h[i - 2]);
   }
   checks.add("R18a Newton", "Newton on the closed-loop BVP (generator A + rho Dpsi(u)) converges quadratically", "observed order",
-             order, ">= 1.5 (linear: 1; and converged)", nwt.converged && order >= 1.5);
+             order, ">= 1.5 at rho = 0.95 rho_0 (linear: 1; and converged)", nwt.converged && nwt_far.converged && order >= 1.5);
   const double agree = (pic.u - nwt.u).colwise().norm().maxCoeff();
   checks.add("R18a Newton", "Picard and Newton give the same u*_rho", "sup_l |u_Picard - u_Newton|", agree, "<= 1e-10", agree <= 1e-10);
   {
@@ -154,7 +156,7 @@ void run_trajectory(const Params& p, RunContext& ctx) {
                used > 0 && cratio > 0 && cratio <= ratio_bound * (1 + 1e-9) && dist.back() <= 1e-9);
     CsvWriter it(ctx.dir / "picard.csv", {"method", "iteration", "value"});
     for (std::size_t i = 0; i < pic.history.size(); ++i) it.cell(std::string("picard_step")).cell(i + 1).cell(pic.history[i]).end_row();
-    for (std::size_t i = 0; i < nwt.history.size(); ++i) it.cell(std::string("newton_residual")).cell(i).cell(nwt.history[i]).end_row();
+    for (std::size_t i = 0; i < nwt_far.history.size(); ++i) it.cell(std::string("newton_residual")).cell(i).cell(nwt_far.history[i]).end_row();
     for (std::size_t i = 0; i < dist.size(); ++i) it.cell(std::string("chain_distance")).cell(i + 1).cell(dist[i]).end_row();
     for (int i = 1; i <= std::max<int>(blocks, static_cast<int>(pic.history.size())); ++i)
       it.cell(std::string("bound_K_rho_Lpsi^n")).cell(i).cell(std::pow(ratio_bound, i) * pic.history.front() / ratio_bound).end_row();

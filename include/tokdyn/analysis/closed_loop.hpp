@@ -136,6 +136,8 @@ struct Diagnostics {
   long k_bundles = -1;
   double projector_deviation = std::numeric_limits<double>::quiet_NaN();  ///< max_l ||P~_+(l) - P_+(l)|| on the interior
 };
+/// The end-map part of the diagnostics only (k_minus, k_plus, end_gap).
+Diagnostics diagnose_ends(const Problem& p, double rho, const EndPoints& e);
 /// `open` (optional): the open loop's bundles for the projector deviation over l in
 /// [exclude, L - exclude].
 Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints& e, const cocycle::Bundles* open,
@@ -215,7 +217,8 @@ struct OpenLoop {
 OpenLoop open_loop(const std::vector<Matrix>& B, long H, long stride);
 
 /// A seeded injection of a named kind on R^d: "identity" (offset c), "linear" (scale W),
-/// "affine" (c + scale W), "tanh-mlp" (c + W2 tanh(W1 u + b1), hidden width d, ||W2|| ||W1|| ~ scale),
+/// "affine" (c + scale W), "tanh-mlp" (c' + W2 tanh(W1 u + b1), hidden width d, ||W2|| ||W1|| = scale,
+/// c' such that psi(0) = c),
 /// "same-index" / "intertwining" (aligned with `b`, M = scale W, offset c). W, W1, W2 Gaussian / sqrt(d)
 /// normalised to unit 2-norm; c Gaussian normalised to |c| = offset. std::invalid_argument for an
 /// unknown kind or an aligned kind without bundles.
