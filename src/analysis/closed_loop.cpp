@@ -468,10 +468,15 @@ std::pair<double, std::string> refine_end_singularity(const Problem& p, double r
     rel = std::min(rel, Eigen::JacobiSVD<Matrix>(J).singularValues().minCoeff() / Eigen::JacobiSVD<Matrix>(A).singularValues().minCoeff());
   }
   if (!(rel < 0.05)) return {bad, "step"};
-  try {
-    const EndPoints beyond = end_equilibria(p, bad, &good_e);
-    if (end_det_sign(p, bad, beyond) != end_det_sign(p, rho_good, good_e)) return {bad, "end spectrum"};
-  } catch (const std::domain_error&) {
+  // Beyond a pole the branch continues with the other sign of det(A_± + rho Dpsi); beyond a turning
+  // point only other branches exist (the sign of the far branch is the near branch's).
+  for (double f = 1e-8; f <= 1e-2; f *= 10) {
+    try {
+      const double r = bad + opt.direction * f * (1.0 + std::abs(bad));
+      const EndPoints beyond = end_equilibria(p, r, &good_e);
+      if (end_det_sign(p, r, beyond) != det0) return {bad, "end spectrum"};
+    } catch (const std::domain_error&) {
+    }
   }
   return {bad, "fold"};
 }
