@@ -268,6 +268,8 @@ def main():
     elif kind in ("cocycle-spectra", "coupling-euler", "coupling-looped"):
         import plot_cocycle
         plot_cocycle.plot_cocycle(kind, d)
+    elif kind in ("coupling-trajectory", "coupling-margin"):
+        import plot_closed_loop; plot_closed_loop.plot_closed_loop(kind, d)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 
