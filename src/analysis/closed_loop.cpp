@@ -126,7 +126,7 @@ std::vector<Matrix> aligned_maps(const cocycle::Bundles& b, const Matrix& M, con
 Vector end_point(const Matrix& Bend, const Injection& psi, long l, double rho, Vector u) {
   const long d = Bend.rows();
   const Matrix A = Bend - Matrix::Identity(d, d);
-  const double scale = 1.0 + norm2(A) + std::abs(rho) * psi.lipschitz();
+  const double scale = 1.0 + A.norm() + std::abs(rho) * psi.lipschitz();  // Frobenius: a cheap upper bound of |A|_2
   for (int it = 0; it < 100; ++it) {
     const Vector F = A * u + rho * psi.value(l, u);
     const Eigen::PartialPivLU<Matrix> lu(A + rho * psi.jacobian(l, u));

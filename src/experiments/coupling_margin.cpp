@@ -14,6 +14,7 @@
 //       grid sweep (exact to its resolution) and by the continuation (bisected); the
 //       continuous-time reading |sigma|/|c| differs for sigma < -1 (flag F18).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <complex>
 #include <fmt/format.h>
@@ -26,6 +27,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/io/npy.hpp"
 
 namespace tokdyn {
 namespace {
@@ -71,7 +73,67 @@ double weight_tied_crit(const Matrix& Bw, const Matrix& Bpsi, double sign, doubl
   return std::numeric_limits<double>::infinity();
 }
 
+/// The benchmark mode (scripts/bench_continuation.sh): a fixed-step pseudo-arclength continuation
+/// of u*_rho from rho = 0 on layer maps and a tanh-MLP psi read from .npy files (the NumPy/SciPy
+/// peer bench/continuation_peer.py reads the same files and runs the same algorithm).
+/// generators: [L, d, d] float64, B(l) = I + A(l); psi: [d, 2d + 2] float64 with columns
+/// c | W1 (d x d) | b1 | W2 (d x d), psi(u) = c + W2 tanh(W1 u + b1).
+void run_bench(const Params& p, RunContext& ctx) {
+  std::vector<std::size_t> shape;
+  const std::string gfile = p.get_string("bench_generators"), pfile = p.get_string("bench_psi");
+  const std::vector<double> g = read_npy_double(gfile, shape, std::uint64_t(1) << 30);
+  if (shape.size() != 3 || shape[0] < 2 || shape[1] < 1 || shape[1] != shape[2])
+    throw InputError(fmt::format("{}: expected generators of shape [L, d, d] (L >= 2)", gfile));
+  const long L = static_cast<long>(shape[0]), d = static_cast<long>(shape[1]);
+  std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix(d, d));
+  for (long l = 0; l < L; ++l)
+    for (long i = 0; i < d; ++i)
+      for (long j = 0; j < d; ++j) B[static_cast<std::size_t>(l)](i, j) = g[static_cast<std::size_t>((l * d + i) * d + j)];
+  std::vector<std::size_t> ps;
+  const std::vector<double> q = read_npy_double(pfile, ps, std::uint64_t(1) << 30);
+  if (ps.size() != 2 || static_cast<long>(ps[0]) != d || static_cast<long>(ps[1]) != 2 * d + 2)
+    throw InputError(fmt::format("{}: expected psi of shape [d, 2d + 2] = [{}, {}] (c | W1 | b1 | W2)", pfile, d, 2 * d + 2));
+  auto at = [&](long i, long j) { return q[static_cast<std::size_t>(i * (2 * d + 2) + j)]; };
+  Vector c(d), b1(d);
+  Matrix W1(d, d), W2(d, d);
+  for (long i = 0; i < d; ++i) {
+    c(i) = at(i, 0);
+    b1(i) = at(i, d + 1);
+    for (long j = 0; j < d; ++j) {
+      W1(i, j) = at(i, 1 + j);
+      W2(i, j) = at(i, d + 2 + j);
+    }
+  }
+  const cl::Problem prob = cl::make_problem(std::move(B), cl::tanh_mlp(c, W1, b1, W2));
+  cl::ContinuationOptions o;
+  o.ds0 = o.ds_min = o.ds_max = p.get_double("bench_ds");
+  o.rho_end = 1e300;
+  o.max_steps = static_cast<int>(p.get_int("bench_steps"));
+  o.diagnose = false;
+  o.tol = 1e-10;
+  const auto t0 = std::chrono::steady_clock::now();
+  const cl::ContinuationResult res = cl::continue_in_rho(prob, o);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double flops = green::Bvp(prob.B, prob.ends).factor_flops();
+  CsvWriter cw(ctx.dir / "continuation.csv", {"step", "rho", "sup_u", "newton_iterations"});
+  for (std::size_t i = 0; i < res.points.size(); ++i)
+    cw.cell(i).cell(res.points[i].rho).cell(res.points[i].u.colwise().norm().maxCoeff()).cell(res.points[i].newton_iterations).end_row();
+  CsvWriter fu(ctx.dir / "final_u.csv", {"l", "i", "u"});
+  const Seq& u = res.points.back().u;
+  for (long l = 0; l <= prob.L; ++l)
+    for (long i = 0; i < d; ++i) fu.cell(l).cell(i).cell(u(i, l)).end_row();
+  ctx.notes["bench"] = {{"continuation_seconds", secs}, {"steps", static_cast<long>(res.points.size()) - 1},
+                        {"stop_reason", res.stop_reason}, {"factorizations", res.factorizations},
+                        {"factor_gflop_each", flops / 1e9}, {"rejected", res.steps_rejected}, {"d", d}, {"L", prob.L}};
+}
+
 void run_margin(const Params& p, RunContext& ctx) {
+  if (!p.get_string("bench_generators").empty() || !p.get_string("bench_psi").empty()) {
+    if (p.get_string("bench_generators").empty() || p.get_string("bench_psi").empty())
+      throw InputError("parameters 'bench_generators' and 'bench_psi': expected both files (benchmark mode) or neither");
+    run_bench(p, ctx);
+    return;
+  }
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const long L = p.get_int("L"), ex = p.get_int("exclude");
   if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
@@ -265,6 +327,10 @@ std::vector<ParamSpec> margin_params() {
       p_string("r21_sigma", "-0.3,-0.8,-1.2,-1.7", "R21: scalar generators sigma in (-2, 0)"),
       p_string("r21_c", "1,-0.5", "R21: slopes c = Dpsi (nonzero)"),
       p_double("r21_step", 1e-3, "R21: sweep resolution of |rho|", 1e-7, 0.1, true),
+      p_string("bench_generators", "", "benchmark mode: .npy [L, d, d] layer maps (with bench_psi; skips the checks)"),
+      p_string("bench_psi", "", "benchmark mode: .npy [d, 2d + 2] tanh-MLP psi, columns c | W1 | b1 | W2"),
+      p_int("bench_steps", 200, "benchmark mode: continuation steps", 1, 100000),
+      p_double("bench_ds", 0.002, "benchmark mode: fixed arclength step", 1e-9, 1.0, true),
   };
 }
 
