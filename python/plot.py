@@ -280,6 +280,8 @@ def dispatch(kind, d):
         plot_all.plot_coupling_all(d, dispatch)
     elif kind in ("coupling-green", "coupling-fast-slow"):
         import plot_green; plot_green.plot_green(kind, d)
+    elif kind in ("coupling-trajectory", "coupling-margin"):
+        import plot_closed_loop; plot_closed_loop.plot_closed_loop(kind, d)
     else:
         sys.exit("plot.py: unknown figure kind '%s'" % kind)
 

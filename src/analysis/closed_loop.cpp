@@ -1,0 +1,735 @@
+// The closed loop (15) of the coupling paper: injection family, Picard / Newton for
+// u = G[rho psi(u)] (Thm 10, App. C.1), pseudo-arclength continuation in rho and the closed-loop
+// diagnostics of Thm 12 / App. C.2. The formulation (boundary rows of the open loop, the closed
+// loop's own end equilibria) is explained in closed_loop.hpp.
+#include "tokdyn/analysis/closed_loop.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "tokdyn/rng.hpp"
+
+namespace tokdyn::closed_loop {
+namespace {
+
+double norm2(const Matrix& M) {
+  if (M.size() == 0) return 0.0;
+  return Eigen::JacobiSVD<Matrix>(M).singularValues()(0);
+}
+double sup_norm(const Seq& u) { return u.cols() == 0 ? 0.0 : u.colwise().norm().maxCoeff(); }
+
+void require_finite(const Matrix& M, const char* what) {
+  if (!M.allFinite()) throw std::invalid_argument(fmt::format("closed_loop: {} has non-finite entries", what));
+}
+
+class Affine final : public Injection {
+ public:
+  Affine(Vector c, Matrix B, std::string name) : c_(std::move(c)), B_(std::move(B)), name_(std::move(name)) {
+    if (B_.rows() != B_.cols() || B_.rows() != c_.size())
+      throw std::invalid_argument(fmt::format("closed_loop: affine psi: B is {} x {}, c has {} entries (expected d x d and d)",
+                                              B_.rows(), B_.cols(), c_.size()));
+    require_finite(B_, "psi's matrix B");
+    require_finite(c_, "psi's offset c");
+    lip_ = norm2(B_);
+  }
+  long dim() const override { return c_.size(); }
+  Vector value(long, const Vector& u) const override { return c_ + B_ * u; }
+  Matrix jacobian(long, const Vector&) const override { return B_; }
+  double lipschitz() const override { return lip_; }
+  std::string name() const override { return name_; }
+
+ private:
+  Vector c_;
+  Matrix B_;
+  std::string name_;
+  double lip_ = 0;
+};
+
+class TanhMlp final : public Injection {
+ public:
+  TanhMlp(Vector c, Matrix W1, Vector b1, Matrix W2) : c_(std::move(c)), W1_(std::move(W1)), b1_(std::move(b1)), W2_(std::move(W2)) {
+    const long d = c_.size();
+    if (W1_.cols() != d || W1_.rows() != b1_.size() || W2_.rows() != d || W2_.cols() != W1_.rows())
+      throw std::invalid_argument(fmt::format(
+          "closed_loop: tanh-MLP psi: W1 {} x {}, b1 {}, W2 {} x {}, c {} (expected W1 h x d, b1 h, W2 d x h, c d)", W1_.rows(),
+          W1_.cols(), b1_.size(), W2_.rows(), W2_.cols(), d));
+    require_finite(W1_, "psi's W1");
+    require_finite(W2_, "psi's W2");
+    require_finite(b1_, "psi's b1");
+    require_finite(c_, "psi's offset c");
+    lip_ = norm2(W2_) * norm2(W1_);  // |tanh'| <= 1
+  }
+  long dim() const override { return c_.size(); }
+  Vector value(long, const Vector& u) const override { return c_ + W2_ * (W1_ * u + b1_).array().tanh().matrix(); }
+  Matrix jacobian(long, const Vector& u) const override {
+    const Eigen::ArrayXd t = (W1_ * u + b1_).array().tanh();
+    return W2_ * ((1.0 - t * t).matrix().asDiagonal() * W1_);
+  }
+  double lipschitz() const override { return lip_; }
+  std::string name() const override { return "tanh-mlp"; }
+
+ private:
+  Vector c_;
+  Matrix W1_;
+  Vector b1_;
+  Matrix W2_;
+  double lip_ = 0;
+};
+
+/// psi_l(u) = c + B(l) u, B(l) clamped to the stored range beyond it (constant extension).
+class DepthLinear final : public Injection {
+ public:
+  DepthLinear(Vector c, std::vector<Matrix> B, std::string name) : c_(std::move(c)), B_(std::move(B)), name_(std::move(name)) {
+    for (const Matrix& M : B_) lip_ = std::max(lip_, norm2(M));
+  }
+  long dim() const override { return c_.size(); }
+  Vector value(long l, const Vector& u) const override { return c_ + at(l) * u; }
+  Matrix jacobian(long l, const Vector&) const override { return at(l); }
+  double lipschitz() const override { return lip_; }
+  std::string name() const override { return name_; }
+
+ private:
+  const Matrix& at(long l) const {
+    const long n = static_cast<long>(B_.size());
+    return B_[static_cast<std::size_t>(std::clamp(l, 0L, n - 1))];
+  }
+  Vector c_;
+  std::vector<Matrix> B_;
+  std::string name_;
+  double lip_ = 0;
+};
+
+std::vector<Matrix> aligned_maps(const cocycle::Bundles& b, const Matrix& M, const Vector& c, bool intertwining) {
+  if (b.first != 0 || b.P_plus.size() < 2)
+    throw std::invalid_argument("closed_loop: aligned psi needs two-sided bundles P_+(l), l = 0..L");
+  const long d = b.P_plus[0].rows();
+  if (M.rows() != d || M.cols() != d || c.size() != d)
+    throw std::invalid_argument(fmt::format("closed_loop: aligned psi: M is {} x {}, c has {} entries, the bundles live in R^{}",
+                                            M.rows(), M.cols(), c.size(), d));
+  require_finite(M, "aligned psi's M");
+  const Matrix I = Matrix::Identity(d, d);
+  const long L = static_cast<long>(b.P_plus.size()) - 1;
+  std::vector<Matrix> out;
+  out.reserve(static_cast<std::size_t>(L));
+  for (long l = 0; l < L; ++l) {
+    const Matrix& Pl = b.P_plus[static_cast<std::size_t>(l)];
+    const Matrix& Pn = intertwining ? b.P_plus[static_cast<std::size_t>(l + 1)] : Pl;
+    out.push_back(Pn * M * Pl + (I - Pn) * M * (I - Pl));
+  }
+  return out;
+}
+
+Vector end_point(const Matrix& Bend, const Injection& psi, long l, double rho, Vector u) {
+  const long d = Bend.rows();
+  const Matrix A = Bend - Matrix::Identity(d, d);
+  const double scale = 1.0 + A.norm() + std::abs(rho) * psi.lipschitz();  // Frobenius: a cheap upper bound of |A|_2
+  for (int it = 0; it < 100; ++it) {
+    const Vector F = A * u + rho * psi.value(l, u);
+    const Eigen::PartialPivLU<Matrix> lu(A + rho * psi.jacobian(l, u));
+    if (!(lu.rcond() > 1e-14))
+      throw std::domain_error(fmt::format("closed_loop: A + rho Dpsi is singular at the end equilibrium (rho = {})", rho));
+    const Vector du = lu.solve(F);
+    u -= du;
+    if (!u.allFinite()) break;
+    if (du.norm() <= 1e-15 * (1.0 + u.norm())) break;
+  }
+  const Vector F = A * u + rho * psi.value(l, u);
+  if (!u.allFinite() || F.norm() > 1e-11 * scale * (1.0 + u.norm()))
+    throw std::domain_error(fmt::format("closed_loop: Newton for the end equilibrium did not converge (rho = {})", rho));
+  return u;
+}
+
+Vector end_derivative(const Matrix& Bend, const Injection& psi, long l, double rho, const Vector& u) {
+  const long d = Bend.rows();
+  const Matrix J = Bend - Matrix::Identity(d, d) + rho * psi.jacobian(l, u);
+  return -J.partialPivLu().solve(psi.value(l, u));
+}
+
+/// Moves the end states of w onto the boundary rows' null spaces (min-norm change).
+void project_ends(const green::Ends& e, Seq& w) {
+  const long L = w.cols() - 1;
+  if (e.left_rows.rows() > 0) {
+    const Vector r = e.left_rows * w.col(0);
+    w.col(0) -= e.left_rows.completeOrthogonalDecomposition().solve(r);
+  }
+  if (e.right_rows.rows() > 0) {
+    const Vector r = e.right_rows * w.col(L);
+    w.col(L) -= e.right_rows.completeOrthogonalDecomposition().solve(r);
+  }
+}
+
+/// L ubar (l) = ubar(l+1) - M(l) ubar(l) for a profile ubar and maps M.
+Seq apply_operator(const std::vector<Matrix>& M, const Seq& u) {
+  const long L = static_cast<long>(M.size());
+  Seq out(u.rows(), L);
+  for (long l = 0; l < L; ++l) out.col(l) = u.col(l + 1) - M[static_cast<std::size_t>(l)] * u.col(l);
+  return out;
+}
+
+/// Picard / block chain: u^{n+1} = ubar + G_0[rho psi(u^n) - L ubar]. With u_star: records the
+/// distance to it instead of the step.
+Solution fixed_point_iteration(const Problem& p, double rho, const IterOptions& opt, const Seq* u_star, int blocks) {
+  const EndPoints e = end_equilibria(p, rho);
+  const Seq ub = end_profile(p, e.minus, e.plus);
+  const Seq Lub = apply_operator(p.B, ub);
+  const green::Bvp open(p.B, p.ends);
+  Solution s;
+  s.rho = rho;
+  s.u = ub;
+  const int n = u_star ? blocks : opt.max_iter;
+  for (int it = 0; it < n; ++it) {
+    Seq h(p.d, p.L);
+    for (long l = 0; l < p.L; ++l) h.col(l) = rho * p.psi->value(l, s.u.col(l)) - Lub.col(l);
+    Seq next = ub + open.solve(h, green::Tails::Zero);
+    const double step = sup_norm(next - s.u);
+    s.u = std::move(next);
+    s.iterations = it + 1;
+    if (!s.u.allFinite()) break;
+    if (u_star) {
+      s.history.push_back(sup_norm(s.u - *u_star));
+      continue;
+    }
+    s.history.push_back(step);
+    if (step <= opt.tol * (1.0 + sup_norm(s.u))) {
+      s.converged = true;
+      break;
+    }
+  }
+  return s;
+}
+
+double scaled_dot(const Seq& a, const Seq& b) { return (a.array() * b.array()).sum() / static_cast<double>(a.cols()); }
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+InjectionPtr affine(Vector c, Matrix B) { return std::make_shared<Affine>(std::move(c), std::move(B), "affine"); }
+InjectionPtr identity(Vector offset) {
+  const long d = offset.size();
+  return std::make_shared<Affine>(std::move(offset), Matrix::Identity(d, d), "identity");
+}
+InjectionPtr linear(Matrix B) {
+  const long d = B.rows();
+  return std::make_shared<Affine>(Vector::Zero(d), std::move(B), "linear");
+}
+InjectionPtr tanh_mlp(Vector c, Matrix W1, Vector b1, Matrix W2) {
+  return std::make_shared<TanhMlp>(std::move(c), std::move(W1), std::move(b1), std::move(W2));
+}
+InjectionPtr same_index_aligned(const cocycle::Bundles& b, const Matrix& M, Vector c) {
+  auto maps = aligned_maps(b, M, c, false);
+  return std::make_shared<DepthLinear>(std::move(c), std::move(maps), "same-index-aligned");
+}
+InjectionPtr intertwining_aligned(const cocycle::Bundles& b, const Matrix& M, Vector c) {
+  auto maps = aligned_maps(b, M, c, true);
+  return std::make_shared<DepthLinear>(std::move(c), std::move(maps), "intertwining-aligned");
+}
+
+double lipschitz_along(const Injection& psi, const Seq& u) {
+  double m = 0.0;
+  for (long l = 0; l < u.cols(); ++l) m = std::max(m, norm2(psi.jacobian(l, u.col(l))));
+  return m;
+}
+
+Problem make_problem(std::vector<Matrix> B, InjectionPtr psi) {
+  if (B.empty()) throw std::invalid_argument("closed_loop: the open loop has no layers");
+  if (!psi) throw std::invalid_argument("closed_loop: no injection psi");
+  const long d = B[0].rows();
+  for (const Matrix& M : B) {
+    if (M.rows() != d || M.cols() != d) throw std::invalid_argument("closed_loop: layer maps of unequal or non-square shapes");
+    require_finite(M, "a layer map");
+  }
+  if (psi->dim() != d)
+    throw std::invalid_argument(fmt::format("closed_loop: psi acts on R^{} but the layer maps on R^{}", psi->dim(), d));
+  Problem p;
+  p.L = static_cast<long>(B.size());
+  p.d = d;
+  p.ends = green::make_ends(B.front(), B.back());
+  p.B = std::move(B);
+  p.psi = std::move(psi);
+  return p;
+}
+
+EndPoints end_equilibria(const Problem& p, double rho, const EndPoints* guess) {
+  if (!std::isfinite(rho)) throw std::invalid_argument("closed_loop: rho is not finite");
+  EndPoints e;
+  const Vector z = Vector::Zero(p.d);
+  e.minus = end_point(p.B.front(), *p.psi, 0, rho, guess ? guess->minus : z);
+  e.plus = end_point(p.B.back(), *p.psi, p.L - 1, rho, guess ? guess->plus : z);
+  e.dminus = end_derivative(p.B.front(), *p.psi, 0, rho, e.minus);
+  e.dplus = end_derivative(p.B.back(), *p.psi, p.L - 1, rho, e.plus);
+  return e;
+}
+
+Seq end_profile(const Problem& p, const Vector& minus, const Vector& plus) {
+  Seq u(p.d, p.L + 1);
+  for (long l = 0; l <= p.L; ++l) u.col(l) = l <= p.L / 2 ? minus : plus;
+  return u;
+}
+
+Seq residual(const Problem& p, double rho, const Seq& u) {
+  Seq R(p.d, p.L);
+  for (long l = 0; l < p.L; ++l)
+    R.col(l) = u.col(l + 1) - p.B[static_cast<std::size_t>(l)] * u.col(l) - rho * p.psi->value(l, u.col(l));
+  return R;
+}
+
+std::vector<Matrix> closed_loop_maps(const Problem& p, double rho, const Seq& u) {
+  std::vector<Matrix> M(static_cast<std::size_t>(p.L));
+  for (long l = 0; l < p.L; ++l)
+    M[static_cast<std::size_t>(l)] = p.B[static_cast<std::size_t>(l)] + rho * p.psi->jacobian(l, u.col(l));
+  return M;
+}
+
+Seq first_order(const Problem& p) {
+  Seq h(p.d, p.L);
+  const Vector z = Vector::Zero(p.d);
+  for (long l = 0; l < p.L; ++l) h.col(l) = p.psi->value(l, z);
+  return green::Bvp(p.B, p.ends).solve(h, green::Tails::Constant);
+}
+
+Solution picard(const Problem& p, double rho, const IterOptions& opt) {
+  return fixed_point_iteration(p, rho, opt, nullptr, 0);
+}
+
+std::vector<double> cross_block_chain(const Problem& p, double rho, int blocks, const Seq& u_star) {
+  if (blocks < 1) throw std::invalid_argument("closed_loop: the block chain needs at least one block");
+  if (u_star.rows() != p.d || u_star.cols() != p.L + 1)
+    throw std::invalid_argument("closed_loop: u_star is not d x (L+1)");
+  return fixed_point_iteration(p, rho, {}, &u_star, blocks).history;
+}
+
+Solution newton(const Problem& p, double rho, const Seq& guess, const IterOptions& opt) {
+  const EndPoints e = end_equilibria(p, rho);
+  const Seq ub = end_profile(p, e.minus, e.plus);
+  Solution s;
+  s.rho = rho;
+  if (guess.size() == 0) {
+    s.u = ub;
+  } else {
+    if (guess.rows() != p.d || guess.cols() != p.L + 1)
+      throw std::invalid_argument(fmt::format("closed_loop: Newton's guess is {} x {}, expected {} x {}", guess.rows(),
+                                              guess.cols(), p.d, p.L + 1));
+    Seq w = guess - ub;
+    project_ends(p.ends, w);
+    s.u = ub + w;
+  }
+  for (int it = 0; it < opt.max_iter; ++it) {
+    const Seq R = residual(p, rho, s.u);
+    s.history.push_back(sup_norm(R));
+    const green::Bvp bvp(closed_loop_maps(p, rho, s.u), p.ends);
+    const Seq delta = bvp.solve(-R, green::Tails::Zero);
+    s.u += delta;
+    s.iterations = it + 1;
+    if (!s.u.allFinite()) break;
+    if (sup_norm(delta) <= opt.tol * (1.0 + sup_norm(s.u))) {
+      s.converged = true;
+      s.history.push_back(sup_norm(residual(p, rho, s.u)));
+      break;
+    }
+  }
+  return s;
+}
+
+Diagnostics diagnose_ends(const Problem& p, double rho, const EndPoints& e) {
+  Diagnostics g;
+  g.end_gap = std::numeric_limits<double>::infinity();
+  for (int side = 0; side < 2; ++side) {
+    const long l = side == 0 ? 0 : p.L - 1;
+    const Matrix M = p.B[static_cast<std::size_t>(l)] + rho * p.psi->jacobian(l, side == 0 ? e.minus : e.plus);
+    const Eigen::VectorXd mod = Eigen::EigenSolver<Matrix>(M, false).eigenvalues().cwiseAbs();
+    long k = 0;
+    for (Eigen::Index i = 0; i < mod.size(); ++i) {
+      k += mod(i) > 1.0 ? 1 : 0;
+      g.end_gap = std::min(g.end_gap, std::abs(mod(i) - 1.0));
+    }
+    (side == 0 ? g.k_minus : g.k_plus) = k;
+  }
+  return g;
+}
+
+Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints& e, const cocycle::Bundles* open,
+                     long exclude, bool with_bundles) {
+  Diagnostics g = diagnose_ends(p, rho, e);
+  const std::vector<Matrix> maps = closed_loop_maps(p, rho, u);
+  g.sigma_min = green::Bvp(maps, p.ends).smallest_singular_value_estimate();
+  if (with_bundles) {
+    try {
+      const cocycle::Bundles cb = cocycle::two_sided_bundles(cocycle::Cocycle::from_matrices(maps));
+      g.bundles_ok = true;
+      g.k_bundles = cb.k;
+      if (open && open->k == cb.k && open->P_plus.size() == cb.P_plus.size()) {
+        double dev = 0.0;
+        for (long l = exclude; l <= p.L - exclude; ++l)
+          dev = std::max(dev, norm2(cb.P_plus[static_cast<std::size_t>(l)] - open->P_plus[static_cast<std::size_t>(l)]));
+        g.projector_deviation = dev;
+      }
+    } catch (const std::domain_error&) {
+      g.bundles_ok = false;
+    }
+  }
+  return g;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Pseudo-arclength continuation on (w, rho), u = ubar_rho(l) + w (the end profile carries the
+// inhomogeneous boundary data, so w has homogeneous boundary rows and every linear solve is the
+// closed-loop BVP with zero tails). Keller's bordered solve:
+//   R_w a = -R,  R_w b = R_rho,  delta_rho = (g + <t_w, a>) / (<t_w, b> - t_rho),  delta_w = a - delta_rho b,
+// with g the arclength constraint <t_w, w - w_pred> + t_rho (rho - rho_pred) and the inner product
+// <w, w'> = sum w w' / (L+1) (+ rho rho'). R_rho(l) = ubar'(l+1) - B~(l) ubar'(l) - psi_l(u(l)).
+
+namespace {
+
+struct Linearised {
+  Seq a, b;  // R_w a = -R, R_w b = R_rho
+};
+
+Linearised linearise(const Problem& p, double rho, const Seq& w, const EndPoints& e, long& factorizations) {
+  const Seq ub = end_profile(p, e.minus, e.plus), dub = end_profile(p, e.dminus, e.dplus);
+  const Seq u = ub + w;
+  const std::vector<Matrix> maps = closed_loop_maps(p, rho, u);
+  Seq Rrho(p.d, p.L);
+  for (long l = 0; l < p.L; ++l)
+    Rrho.col(l) = dub.col(l + 1) - maps[static_cast<std::size_t>(l)] * dub.col(l) - p.psi->value(l, u.col(l));
+  const Seq R = residual(p, rho, u);
+  const green::Bvp bvp(maps, p.ends);
+  ++factorizations;
+  return {bvp.solve(-R, green::Tails::Zero), bvp.solve(Rrho, green::Tails::Zero)};
+}
+
+/// Signs of det(A_± + rho Dpsi(ubar_±)) (as a pair packed in an int).
+int end_det_sign(const Problem& p, double rho, const EndPoints& e) {
+  int out = 0;
+  for (int side = 0; side < 2; ++side) {
+    const long l = side == 0 ? 0 : p.L - 1;
+    const Matrix J = p.B[static_cast<std::size_t>(l)] - Matrix::Identity(p.d, p.d) + rho * p.psi->jacobian(l, side == 0 ? e.minus : e.plus);
+    out |= (J.partialPivLu().determinant() > 0 ? 1 : 0) << side;
+  }
+  return out;
+}
+
+/// Whether e continues `ref` (the branch of the end equilibria) to first order: the guard of the
+/// continuation's corrector.
+bool continues(const EndPoints& ref, double rho_ref, const EndPoints& e, double rho) {
+  const double dr = rho - rho_ref;
+  return (e.minus - ref.minus - dr * ref.dminus).norm() <= 0.5 * std::abs(dr) * ref.dminus.norm() + 1e-10 * (1.0 + ref.minus.norm()) &&
+         (e.plus - ref.plus - dr * ref.dplus).norm() <= 0.5 * std::abs(dr) * ref.dplus.norm() + 1e-10 * (1.0 + ref.plus.norm());
+}
+
+/// Bisection for the end of the branch of end equilibria beyond rho_good (in opt.direction): a
+/// point is good when its end equilibria continue the last good ones, keep the unstable dimension
+/// and stay off the unit circle. Returns (first bad rho, "fold" | "end spectrum" | "step").
+std::pair<double, std::string> refine_end_singularity(const Problem& p, double rho_good, EndPoints good_e,
+                                                      const ContinuationOptions& opt, double& bracket) {
+  // Good: the branch continues from the last good point to rho in 16 guarded sub-steps (the guard's
+  // first-order test needs sub-steps small against the distance to the singular point).
+  const int det0 = end_det_sign(p, rho_good, good_e);
+  auto good_at = [&](double rho, EndPoints& e) {
+    EndPoints ref = good_e;
+    double r_ref = rho_good;
+    for (int j = 1; j <= 16; ++j) {
+      const double r = rho_good + (rho - rho_good) * j / 16.0;
+      try {
+        e = end_equilibria(p, r, &ref);
+      } catch (const std::domain_error&) {
+        return false;
+      }
+      if (!continues(ref, r_ref, e, r) || end_det_sign(p, r, e) != det0) return false;
+      ref = e;
+      r_ref = r;
+    }
+    const Diagnostics g = diagnose_ends(p, rho, e);
+    return g.end_gap >= opt.gap_tol && g.k_minus == p.ends.k && g.k_plus == p.ends.k;
+  };
+  double bad = rho_good + opt.direction * opt.ds_max;
+  EndPoints e;
+  for (int i = 0; i < 40 && good_at(bad, e); ++i) bad = rho_good + 2.0 * (bad - rho_good);
+  for (int i = 0; i < opt.refine_steps && std::abs(bad - rho_good) > 1e-14 * (1.0 + std::abs(bad)); ++i) {
+    const double mid = 0.5 * (rho_good + bad);
+    if (good_at(mid, e)) {
+      rho_good = mid;
+      good_e = e;
+    } else {
+      bad = mid;
+    }
+  }
+  bracket = std::abs(bad - rho_good);
+  // Singular end Jacobian at the end of the branch? Then classify by what lies just beyond.
+  double rel = std::numeric_limits<double>::infinity();
+  for (int side = 0; side < 2; ++side) {
+    const long l = side == 0 ? 0 : p.L - 1;
+    const Matrix A = p.B[static_cast<std::size_t>(l)] - Matrix::Identity(p.d, p.d);
+    const Matrix J = A + rho_good * p.psi->jacobian(l, side == 0 ? good_e.minus : good_e.plus);
+    rel = std::min(rel, Eigen::JacobiSVD<Matrix>(J).singularValues().minCoeff() / Eigen::JacobiSVD<Matrix>(A).singularValues().minCoeff());
+  }
+  if (!(rel < 0.05)) return {bad, "step"};
+  // Beyond a pole the branch continues with the other sign of det(A_± + rho Dpsi); beyond a turning
+  // point only other branches exist (the sign of the far branch is the near branch's).
+  for (double f = 1e-8; f <= 1e-2; f *= 10) {
+    try {
+      const double r = bad + opt.direction * f * (1.0 + std::abs(bad));
+      const EndPoints beyond = end_equilibria(p, r, &good_e);
+      if (end_det_sign(p, r, beyond) != det0) return {bad, "end spectrum"};
+    } catch (const std::domain_error&) {
+    }
+  }
+  return {bad, "fold"};
+}
+
+struct Tangent {
+  Seq w;
+  double rho = 0;
+};
+Tangent tangent_from(const Seq& b, double orient_rho, const Tangent* prev) {
+  Tangent t{-b, 1.0};
+  const double n = std::sqrt(scaled_dot(b, b) + 1.0);
+  t.w /= n;
+  t.rho /= n;
+  const double s = prev ? scaled_dot(t.w, prev->w) + t.rho * prev->rho : t.rho * orient_rho;
+  if (s < 0) {
+    t.w = -t.w;
+    t.rho = -t.rho;
+  }
+  return t;
+}
+
+}  // namespace
+
+ContinuationResult continue_in_rho(const Problem& p, const ContinuationOptions& opt) {
+  if (!(opt.direction == 1.0 || opt.direction == -1.0)) throw std::invalid_argument("closed_loop: direction must be +1 or -1");
+  if (!(opt.ds0 > 0 && opt.ds_min > 0 && opt.ds_max >= opt.ds_min && std::isfinite(opt.ds_max) && std::isfinite(opt.rho_end)))
+    throw std::invalid_argument("closed_loop: continuation steps must be positive and finite (ds_min <= ds_max)");
+  ContinuationResult res;
+  const long k0 = p.ends.k;
+
+  auto event_of = [&](const ContinuationPoint& pt) -> std::string {
+    if (pt.t_rho * opt.direction < 0) return "fold";
+    const Diagnostics& g = pt.diag;
+    if (g.end_gap < opt.gap_tol) return "end spectrum";
+    if (g.k_minus != k0 || g.k_plus != k0) return "dimension";
+    if (opt.with_bundles && !g.bundles_ok) return "bundles";
+    if (opt.with_bundles && g.k_bundles != k0) return "dimension";
+    if (g.sigma_min < opt.sigma_min_tol) return "green";
+    return "";
+  };
+
+  // The start rho = 0: u*_0 = 0, ends 0 (exact).
+  ContinuationPoint cur;
+  cur.rho = 0.0;
+  cur.ends = end_equilibria(p, 0.0);
+  Seq w = Seq::Zero(p.d, p.L + 1);
+  cur.u = w;
+  Tangent t = tangent_from(linearise(p, 0.0, w, cur.ends, res.factorizations).b, opt.direction, nullptr);
+  cur.t_rho = t.rho;
+  if (opt.diagnose) cur.diag = diagnose(p, 0.0, cur.u, cur.ends, opt.open, opt.exclude, opt.with_bundles);
+  res.points.push_back(cur);
+  double ds = opt.ds0;
+  int steps = 0;
+  while (steps < opt.max_steps) {
+    const ContinuationPoint& last = res.points.back();
+    const Seq w_last = last.u - end_profile(p, last.ends.minus, last.ends.plus);
+    const Seq w_pred = w_last + ds * t.w;
+    const double rho_pred = last.rho + ds * t.rho;
+    Seq wc = w_pred;
+    double rho = rho_pred;
+    EndPoints e = last.ends;
+    Seq b_last;
+    bool ok = false;
+    int it = 0;
+    try {
+      for (it = 1; it <= opt.newton_max; ++it) {
+        e = end_equilibria(p, rho, &e);
+        // The end equilibria are parametrised by rho: past a turning point of the ends their Newton
+        // lands on another branch. A jump away from the first-order prediction is refused (step
+        // halving) unless det(A_± + rho Dpsi(ubar_±)) changed sign: then the step crossed a pole of
+        // the branch (1 entered the end spectrum), which the event check reports.
+        if (!continues(last.ends, last.rho, e, rho) && end_det_sign(p, rho, e) == end_det_sign(p, last.rho, last.ends))
+          throw std::domain_error("closed_loop: the end equilibria left their branch");
+        const Linearised lin = linearise(p, rho, wc, e, res.factorizations);
+        const double g = scaled_dot(t.w, wc - w_pred) + t.rho * (rho - rho_pred);
+        const double drho = (g + scaled_dot(t.w, lin.a)) / (scaled_dot(t.w, lin.b) - t.rho);
+        const Seq dw = lin.a - drho * lin.b;
+        wc += dw;
+        rho += drho;
+        b_last = lin.b;
+        if (!wc.allFinite() || !std::isfinite(rho)) break;
+        if (sup_norm(dw) + std::abs(drho) <= opt.tol * (1.0 + sup_norm(wc))) {
+          ok = true;
+          break;
+        }
+      }
+      if (ok) e = end_equilibria(p, rho, &e);
+    } catch (const std::domain_error&) {
+      ok = false;
+    }
+    if (!ok) {
+      ++res.steps_rejected;
+      ds *= 0.5;
+      if (ds < opt.ds_min) {
+        // No continuation at any step size: the end equilibria reach a point where
+        // A_± + rho Dpsi(ubar_±) is singular (1 enters the end spectrum): a turning point ("fold",
+        // no branch beyond) or a pole of the branch ("end spectrum", the branch continues on the
+        // other side with another unstable dimension), or a breakdown elsewhere ("step").
+        const std::pair<double, std::string> sing = refine_end_singularity(p, last.rho, last.ends, opt, res.rho_crit_bracket);
+        res.stop_reason = sing.second;
+        res.rho_crit = sing.first;
+        return res;
+      }
+      continue;
+    }
+    ++steps;
+    ContinuationPoint pt;
+    pt.rho = rho;
+    pt.ends = e;
+    pt.u = end_profile(p, e.minus, e.plus) + wc;
+    pt.ds = ds;
+    pt.newton_iterations = it;
+    const Tangent tn = tangent_from(b_last, opt.direction, &t);
+    pt.t_rho = tn.rho;
+    std::string ev;
+    if (opt.diagnose) {
+      pt.diag = diagnose(p, rho, pt.u, e, opt.open, opt.exclude, opt.with_bundles);
+      ev = event_of(pt);
+    }
+    const double rho_prev = last.rho;
+    const Seq u_prev = last.u;
+    res.points.push_back(std::move(pt));
+    if (!ev.empty()) {
+      res.stop_reason = ev;
+      double good = rho_prev, bad = rho;
+      if (ev != "fold" && opt.refine) {
+        // Bisection with direct Newton solves from the last good point: the first rho of the event.
+        Seq guess = u_prev;
+        for (int r = 0; r < opt.refine_steps && std::abs(bad - good) > 1e-14 * (1.0 + std::abs(bad)); ++r) {
+          const double mid = 0.5 * (good + bad);
+          bool is_bad = true;
+          try {
+            const Solution s = newton(p, mid, guess, {opt.newton_max * 2, opt.tol});
+            if (s.converged) {
+              ContinuationPoint q;
+              q.rho = mid;
+              q.t_rho = opt.direction;
+              q.ends = end_equilibria(p, mid);
+              q.u = s.u;
+              q.diag = diagnose(p, mid, s.u, q.ends, opt.open, opt.exclude, opt.with_bundles);
+              is_bad = !event_of(q).empty();
+              if (!is_bad) guess = s.u;
+            }
+          } catch (const std::domain_error&) {
+            is_bad = true;
+          }
+          (is_bad ? bad : good) = mid;
+        }
+      }
+      res.rho_crit = ev == "fold" ? rho_prev : bad;
+      res.rho_crit_bracket = std::abs(bad - good);
+      return res;
+    }
+    t = tn;
+    if ((rho - opt.rho_end) * opt.direction >= 0) {
+      res.stop_reason = "rho_end";
+      return res;
+    }
+    if (it <= 3) ds = std::min(opt.ds_max, ds * 1.5);
+  }
+  res.stop_reason = "max_steps";
+  return res;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+Bounds bounds(double K, double C, double r_minus, double r_plus, double L_psi) {
+  if (!(K > 0 && C >= 1.0 - 1e-12 && L_psi > 0 && r_minus < 1.0 && r_plus > 1.0))
+    throw std::invalid_argument(fmt::format("closed_loop::bounds: need K > 0, C >= 1, L_psi > 0, r_- < 1 < r_+ (got K = {}, "
+                                            "C = {}, L_psi = {}, r_- = {}, r_+ = {})", K, C, L_psi, r_minus, r_plus));
+  Bounds b;
+  b.K = K;
+  b.C = C;
+  b.L_psi = L_psi;
+  b.m_minus = 1.0 - r_minus;
+  b.m_plus = r_plus - 1.0;  // +inf for an all-contracting cocycle (A4°)
+  b.mu = std::min(b.m_minus, b.m_plus);
+  b.K_bound = C * (1.0 / b.m_minus + 1.0 / b.m_plus);
+  b.rho_0 = 1.0 / (2.0 * K * L_psi);
+  b.rho_17 = b.mu / (C * C * L_psi);
+  b.rho_C2 = b.mu * b.mu / (4.0 * C * (C + b.mu) * L_psi);
+  b.rho_C2_sharp = b.mu / (2.0 * K * (C + b.mu) * L_psi);
+  return b;
+}
+
+double remark5_threshold(double sigma, double c) {
+  if (!(sigma > -2.0 && sigma < 0.0) || !(c != 0.0) || !std::isfinite(c))
+    throw std::invalid_argument(fmt::format("closed_loop: Remark 5 needs sigma in (-2, 0) and c != 0 (got {}, {})", sigma, c));
+  return std::min(std::abs(sigma), 2.0 - std::abs(sigma)) / std::abs(c);
+}
+
+}  // namespace tokdyn::closed_loop
+
+namespace tokdyn::closed_loop {
+
+OpenLoop open_loop(const std::vector<Matrix>& B, long H, long stride) {
+  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(B);
+  OpenLoop o;
+  o.bundles = cocycle::two_sided_bundles(c);
+  o.k = o.bundles.k;
+  o.K = cocycle::green_norm(c, o.bundles);
+  const auto qr = cocycle::qr_iterate(c);
+  const long L = static_cast<long>(B.size());
+  const auto iv = cocycle::bohl_intervals(qr.log_diag, std::clamp(H, 1L, L));
+  o.r_minus = 0.0;
+  o.r_plus = std::numeric_limits<double>::infinity();
+  for (const auto& i : iv) {
+    if (i.upper < 1.0) o.r_minus = std::max(o.r_minus, i.upper);
+    else if (i.lower > 1.0) o.r_plus = std::min(o.r_plus, i.lower);
+    else
+      throw std::domain_error(fmt::format("closed_loop: the open loop is not hyperbolic (a Bohl interval [{}, {}] contains 1)",
+                                          i.lower, i.upper));
+  }
+  const auto env = cocycle::growth_envelope(c, o.bundles, std::max(1L, stride));
+  o.C = 1.0;
+  if (o.k < B[0].rows()) o.C = std::max(o.C, cocycle::constant_minus(env, o.r_minus));
+  if (o.k > 0) o.C = std::max(o.C, cocycle::constant_plus(env, o.r_plus));
+  return o;
+}
+
+InjectionPtr random_injection(const std::string& kind, long d, double scale, double offset, std::uint64_t seed,
+                              const cocycle::Bundles* b) {
+  if (d < 1) throw std::invalid_argument("closed_loop: psi needs d >= 1");
+  if (!std::isfinite(scale) || !std::isfinite(offset)) throw std::invalid_argument("closed_loop: psi's scale and offset must be finite");
+  Rng rng(seed, {0xc105ed, 0x1});
+  auto unit = [&](long r, long cdim) {
+    Mat M(r, cdim);
+    rng.fill_normal(M);
+    Matrix out = M;
+    const double n = norm2(out);
+    return n > 0 ? Matrix(out / n) : out;
+  };
+  Vec c(d);
+  rng.fill_normal(c);
+  c *= offset / std::max(c.norm(), 1e-300);
+  const Matrix W = unit(d, d);
+  if (kind == "identity") return identity(c);
+  if (kind == "linear") return linear(scale * W);
+  if (kind == "affine") return affine(c, scale * W);
+  if (kind == "tanh-mlp") {
+    const Matrix W1 = unit(d, d), W2 = unit(d, d);
+    Vec b1(d);
+    rng.fill_normal(b1, 0.5);
+    const Matrix V2 = (scale < 0 ? -1.0 : 1.0) * std::sqrt(std::abs(scale)) * W2;
+    const Vector c0 = c - V2 * b1.array().tanh().matrix();  // so that psi(0) = c
+    return tanh_mlp(c0, std::sqrt(std::abs(scale)) * W1, b1, V2);
+  }
+  if (kind == "same-index" || kind == "intertwining") {
+    if (!b) throw std::invalid_argument("closed_loop: an aligned psi needs the open loop's bundles");
+    return kind == "same-index" ? same_index_aligned(*b, scale * W, c) : intertwining_aligned(*b, scale * W, c);
+  }
+  throw std::invalid_argument(fmt::format(
+      "closed_loop: unknown psi kind '{}' (expected identity, linear, affine, tanh-mlp, same-index, intertwining)", kind));
+}
+
+}  // namespace tokdyn::closed_loop
