@@ -26,6 +26,7 @@ def plot_coupling_all(d, dispatch):
     ax[0].invert_yaxis()
     ax[0].set_xlabel("checks")
     ax[0].set_title("checks per preset: %d of %d pass" % (sum(ok), sum(ok) + sum(bad)))
+    ax[0].set_xlim(0, 1.05 * max([a + b for a, b in zip(ok, bad)] + [1]))
     ax[0].legend(loc="lower right")
 
     fam = {}
@@ -46,6 +47,7 @@ def plot_coupling_all(d, dispatch):
     ax[1].set_yticks(list(yk))
     ax[1].set_yticklabels(keys, fontsize=8)
     ax[1].invert_yaxis()
+    ax[1].set_xlim(0, 1.05 * max([sum(v) for v in fam.values()] + [1]))
     ax[1].set_xlabel("checks")
     ax[1].set_title("checks per statement (R-number of the paper's results, F-number of flags)")
     save(fig, ax, d, "coupling_all.png")
