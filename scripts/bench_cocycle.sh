@@ -22,16 +22,9 @@ d=${BENCH_D:-256}
 L=${BENCH_L:-1000}
 reps=${BENCH_REPS:-3}
 out_md=${BENCH_OUT:-$here/bench/results-cocycle.md}
-py=/usr/bin/python3
-bench_name=bench_cocycle
-export BENCH_IDLE_WAIT=${BENCH_IDLE_WAIT:-60}
-work=$(mktemp -d /tmp/tokdyn-bench-cocycle.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=scripts/bench_lib.sh
 source "$here/scripts/bench_lib.sh"
-"$py" -c "import numpy" 2>/dev/null || { echo "bench_cocycle: $py has no numpy: run scripts/setup.sh" >&2; exit 1; }
-[ -x "$build/tokdyn" ] || { echo "bench_cocycle: $build/tokdyn missing: build it first" >&2; exit 1; }
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+bench_start bench_cocycle "numpy"
 
 "$py" "$here/python/numpy_cocycle_qr.py" --write "$work/gen.npy" "$d" "$L" 0
 best_tok="" best_np="" mu_tok="" mu_np="" agree=""

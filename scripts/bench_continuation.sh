@@ -26,16 +26,9 @@ steps=${BENCH_STEPS:-200}
 ds=${BENCH_DS:-0.002}
 reps=${BENCH_REPS:-1}
 out_md=${BENCH_OUT:-$here/bench/results-continuation.md}
-py=/usr/bin/python3
-bench_name=bench_continuation
-export BENCH_IDLE_WAIT=${BENCH_IDLE_WAIT:-60}
-work=$(mktemp -d /tmp/tokdyn-bench-continuation.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=scripts/bench_lib.sh
 source "$here/scripts/bench_lib.sh"
-"$py" -c "import numpy, scipy" 2>/dev/null || { echo "bench_continuation: $py has no numpy/scipy: run scripts/setup.sh" >&2; exit 1; }
-[ -x "$build/tokdyn" ] || { echo "bench_continuation: $build/tokdyn missing: build it first" >&2; exit 1; }
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+bench_start bench_continuation "numpy scipy"
 
 "$py" "$here/bench/continuation_peer.py" --write "$work/gen.npy" "$work/psi.npy" "$d" "$L" 0
 best_tok="" best_np="" facts="" gflop_each=""

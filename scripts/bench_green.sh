@@ -25,17 +25,10 @@ d=${BENCH_D:-64}
 L=${BENCH_L:-1000}
 reps=${BENCH_REPS:-3}
 out_md=${BENCH_OUT:-$here/bench/results-green.md}
-py=/usr/bin/python3
-bench_name=bench_green
-export BENCH_IDLE_WAIT=${BENCH_IDLE_WAIT:-60}
-work=$(mktemp -d /tmp/tokdyn-bench-green.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=scripts/bench_lib.sh
 source "$here/scripts/bench_lib.sh"
-"$py" -c "import numpy, scipy" 2>/dev/null || { echo "bench_green: $py has no numpy/scipy: run scripts/setup.sh" >&2; exit 1; }
-[ -x "$build/tokdyn" ] || { echo "bench_green: $build/tokdyn missing: build it first" >&2; exit 1; }
+bench_start bench_green "numpy scipy"
 ensure_gnu_time
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 "$py" "$here/bench/green_peer.py" --write "$work" "$d" "$L" 0
 best_tok="" best_tok_f="" best_tok_s="" best_np="" best_np_s="" rss_tok="" rss_np=""

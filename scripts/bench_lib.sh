@@ -51,3 +51,19 @@ ensure_gnu_time() {
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends time >/dev/null
   fi
 }
+
+# The common start of a one-thread benchmark against a Python peer (bench_cocycle, bench_green,
+# bench_continuation): sets bench_name, py (Debian's /usr/bin/python3) and work (a temporary folder,
+# removed on exit), checks that py has the modules and that $build/tokdyn exists, and pins OpenBLAS
+# and OpenMP to one thread. The caller sets `build` first.
+# Usage: bench_start NAME "numpy scipy"
+bench_start() {
+  bench_name=$1
+  py=/usr/bin/python3
+  export BENCH_IDLE_WAIT=${BENCH_IDLE_WAIT:-60}
+  work=$(mktemp -d "/tmp/tokdyn-$1.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  "$py" -c "import ${2// /, }" 2>/dev/null || { echo "$1: $py has no $2: run scripts/setup.sh" >&2; exit 1; }
+  [ -x "$build/tokdyn" ] || { echo "$1: $build/tokdyn missing: build it first" >&2; exit 1; }
+  export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+}

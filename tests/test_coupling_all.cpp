@@ -8,21 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "cli_checks.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::CliResult;
+using tokdyn::testing::lines_of;
 using tokdyn::testing::run_cli;
 using tokdyn::testing::TempDir;
 
 namespace {
-
-std::vector<std::string> lines_of(const fs::path& f) {
-  std::ifstream in(f);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
 
 TEST(CouplingAll, PartOnePresetsJoinedAndPassing) {
   TempDir d;

@@ -14,10 +14,12 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/rng.hpp"
 
+#include "cli_checks.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::CliResult;
+using tokdyn::testing::expect_bad_runs;
 using tokdyn::testing::run_cli;
 using tokdyn::testing::TempDir;
 using namespace tokdyn;
@@ -343,20 +345,9 @@ TEST(CouplingClosedLoop, BadInput) {
       {"coupling-margin", "sigma=0.2,-2.0"},
       {"coupling-margin", "r21_sigma=0.5"},
       {"coupling-margin", "r21_c=0"},
-      {"coupling-margin", "rho_end=inf"}};
-  int i = 0;
-  for (const auto& b : bad) {
-    const std::string out = "out" + std::to_string(i++);
-    std::vector<std::string> a = {"run", b[0], "--out", out, "--no-figures", "--quiet"};
-    for (std::size_t k = 1; k < b.size(); ++k) {
-      a.push_back("--set");
-      a.push_back(b[k]);
-    }
-    const CliResult r = run_cli(d.path(), a);
-    EXPECT_EQ(r.code, 2) << b[1] << ": " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_FALSE(fs::exists(d.path() / out));
-  }
+      {"coupling-margin", "rho_end=inf"},
+      {"coupling-margin", "bench_generators=missing.npy", "bench_psi=missing.npy"}};
+  expect_bad_runs(d.path(), bad);
 }
 
 TEST(CouplingClosedLoop, PresetsRunSmall) {

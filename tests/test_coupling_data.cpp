@@ -33,6 +33,7 @@ namespace fs = std::filesystem;
 using namespace tokdyn;
 using namespace tokdyn::hmm;
 using tokdyn::testing::run_cli;
+using tokdyn::testing::slurp;
 using tokdyn::testing::TempDir;
 
 namespace {
@@ -354,11 +355,6 @@ TEST(CouplingDataPreset, EveryCheckPassesAtSmallSize) {
   EXPECT_EQ(lines(out / "sufficiency.csv").size(), 1u + 3u * 6u + 7u);
 }
 
-std::string slurp_file(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 TEST(CouplingDataPreset, SameBitsAtOneAndTwoThreadsForAnotherEmission) {
   TempDir tmp;
   const Experiment* e = find_experiment("coupling-data");
@@ -368,7 +364,7 @@ TEST(CouplingDataPreset, SameBitsAtOneAndTwoThreadsForAnotherEmission) {
   run_experiment(*e, resolve_params(*e, sets), tmp.path() / "t1", 1, false, false);
   run_experiment(*e, resolve_params(*e, sets), tmp.path() / "t2", 2, false, false);
   for (const char* f : {"checks.csv", "risks.csv", "sufficiency.csv", "profile.csv"})
-    EXPECT_EQ(slurp_file(tmp.path() / "t1" / f), slurp_file(tmp.path() / "t2" / f)) << f;
+    EXPECT_EQ(slurp(tmp.path() / "t1" / f), slurp(tmp.path() / "t2" / f)) << f;
   // The control's sweep includes the mean of x (8 rows of the 2 q values x 7 predictors are MC).
   EXPECT_EQ(lines(tmp.path() / "t1" / "risks.csv").size(), 1u + 2u * 6u + 2u * 7u);
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_checks.hpp"
 #include "test_util.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
@@ -16,6 +17,8 @@
 namespace fs = std::filesystem;
 using namespace tokdyn;
 using tokdyn::testing::run_cli;
+using tokdyn::testing::slurp;
+using tokdyn::testing::lines_of;
 using tokdyn::testing::TempDir;
 
 namespace {
@@ -35,24 +38,12 @@ fs::path run_small(const TempDir& tmp, const std::string& name, int threads, Set
   return out;
 }
 
-std::vector<std::string> lines(const fs::path& f) {
-  std::ifstream in(f);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-std::string slurp_file(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 }  // namespace
 
 TEST(CouplingDichotomy, EveryCheckPassesAtSmallSize) {
   TempDir tmp;
   const fs::path out = run_small(tmp, "a", 2);
-  const auto rows = lines(out / "checks.csv");
+  const auto rows = lines_of(out / "checks.csv");
   ASSERT_GE(rows.size(), 14u);
   EXPECT_EQ(rows[0], "check,statement,quantity,value,expected,pass");
   int r10[5] = {0, 0, 0, 0, 0};
@@ -61,18 +52,18 @@ TEST(CouplingDichotomy, EveryCheckPassesAtSmallSize) {
     if (rows[i].rfind("R10", 0) == 0) ++r10[rows[i][3] - 'a'];
   }
   for (int k = 0; k < 5; ++k) EXPECT_GT(r10[k], 0) << "no R10(" << static_cast<char>('a' + k) << ") check";
-  const auto win = lines(out / "windows.csv");
+  const auto win = lines_of(out / "windows.csv");
   ASSERT_EQ(win.size(), 3u);  // two windows of 60 layers
   EXPECT_EQ(win[0].rfind("first,last,H,r_minus,r_plus_min,r_plus_max,k_plus,k_neutral,hyperbolic,C,", 0), 0u);
-  EXPECT_EQ(lines(out / "reference.csv").size(), 121u);
-  EXPECT_EQ(lines(out / "lyapunov.csv").size(), 9u);  // d = 8 exponents
+  EXPECT_EQ(lines_of(out / "reference.csv").size(), 121u);
+  EXPECT_EQ(lines_of(out / "lyapunov.csv").size(), 9u);  // d = 8 exponents
 }
 
 TEST(CouplingDichotomy, SameBitsAtOneAndTwoThreads) {
   TempDir tmp;
   const fs::path a = run_small(tmp, "t1", 1), b = run_small(tmp, "t2", 2);
   for (const char* f : {"checks.csv", "windows.csv", "intervals.csv", "green.csv", "lyapunov.csv", "reference.csv"})
-    EXPECT_EQ(slurp_file(a / f), slurp_file(b / f)) << f;
+    EXPECT_EQ(slurp(a / f), slurp(b / f)) << f;
 }
 
 TEST(CouplingDichotomy, BadInputExitsTwoWithOneLine) {

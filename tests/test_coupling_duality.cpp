@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_checks.hpp"
 #include "test_util.hpp"
 #include "tokdyn/analysis/duality.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
@@ -21,23 +22,13 @@
 namespace fs = std::filesystem;
 using namespace tokdyn;
 using tokdyn::testing::run_cli;
+using tokdyn::testing::slurp;
+using tokdyn::testing::lines_of;
 using tokdyn::testing::TempDir;
 
 namespace {
 
 const std::vector<double> kM = {-0.8, -0.8, -0.5, -0.5}, kV = {1.0, 1.0, 0.2, 0.2};
-
-std::vector<std::string> lines(const fs::path& f) {
-  std::ifstream in(f);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-std::string slurp_file(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 using Sets = std::vector<std::pair<std::string, std::string>>;
 
@@ -99,7 +90,7 @@ TEST(CouplingDuality, SharpConstantIsTheDenseRestriction) {
 TEST(CouplingDuality, PresetEveryCheckPasses) {
   TempDir tmp;
   const fs::path out = run_small(tmp, "coupling-duality", "a", 2, kDual);
-  const auto rows = lines(out / "checks.csv");
+  const auto rows = lines_of(out / "checks.csv");
   ASSERT_GE(rows.size(), 18u);
   int r12 = 0, r13 = 0;
   for (std::size_t i = 1; i < rows.size(); ++i) {
@@ -109,24 +100,24 @@ TEST(CouplingDuality, PresetEveryCheckPasses) {
   }
   EXPECT_GE(r12, 12);
   EXPECT_GE(r13, 5);
-  EXPECT_EQ(lines(out / "duality.csv").size(), 1u + 41u + 17u);   // l = 0..40 (g4), 0..16 (transformer)
-  EXPECT_EQ(lines(out / "summary.csv").size(), 3u);
+  EXPECT_EQ(lines_of(out / "duality.csv").size(), 1u + 41u + 17u);   // l = 0..40 (g4), 0..16 (transformer)
+  EXPECT_EQ(lines_of(out / "summary.csv").size(), 3u);
 }
 
 TEST(CouplingDuality, Thm9PresetEveryCheckPasses) {
   TempDir tmp;
   const fs::path out = run_small(tmp, "coupling-thm9", "a", 2, kThm9);
-  const auto rows = lines(out / "checks.csv");
+  const auto rows = lines_of(out / "checks.csv");
   ASSERT_GE(rows.size(), 6u);
   for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(rows[i].substr(rows[i].rfind(',') + 1), "true") << rows[i];
-  EXPECT_EQ(lines(out / "thm9.csv").size(), 1u + 2u * 2u * 41u);  // probes x blocks x (L + 1)
+  EXPECT_EQ(lines_of(out / "thm9.csv").size(), 1u + 2u * 2u * 41u);  // probes x blocks x (L + 1)
 }
 
 TEST(CouplingDuality, SameBitsAtOneAndTwoThreads) {
   TempDir tmp;
   const fs::path a = run_small(tmp, "coupling-duality", "t1", 1, kDual), b = run_small(tmp, "coupling-duality", "t2", 2, kDual);
   for (const char* f : {"checks.csv", "duality.csv", "remark6.csv", "slow_tick.csv", "summary.csv"})
-    EXPECT_EQ(slurp_file(a / f), slurp_file(b / f)) << f;
+    EXPECT_EQ(slurp(a / f), slurp(b / f)) << f;
 }
 
 TEST(CouplingDuality, BadInputExitsTwoWithOneLine) {

@@ -19,6 +19,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
 
+#include "cli_checks.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -26,6 +27,7 @@ using namespace tokdyn;
 using green::Matrix;
 using green::Seq;
 using tokdyn::testing::CliResult;
+using tokdyn::testing::expect_bad_runs;
 using tokdyn::testing::run_cli;
 using tokdyn::testing::TempDir;
 
@@ -148,19 +150,7 @@ TEST(CouplingFastSlow, BadInputExitsTwo) {
       {"coupling-fast-slow", "etas=0.1,abc"},
       {"coupling-fast-slow", "etas=0.01,2"},
       {"coupling-fast-slow", "d=1"}};
-  int i = 0;
-  for (const auto& b : bad) {
-    const std::string out = "out" + std::to_string(i++);
-    std::vector<std::string> a = {"run", b[0], "--out", out, "--no-figures", "--quiet"};
-    for (std::size_t k = 1; k < b.size(); ++k) {
-      a.push_back("--set");
-      a.push_back(b[k]);
-    }
-    const CliResult r = run_cli(d.path(), a);
-    EXPECT_EQ(r.code, 2) << b[0] << " " << b[1] << ": " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_FALSE(fs::exists(d.path() / out));
-  }
+  expect_bad_runs(d.path(), bad);
 }
 
 TEST(CouplingFastSlow, SameBitsAtOneAndTwoThreads) {

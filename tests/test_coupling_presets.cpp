@@ -11,10 +11,12 @@
 #include "tokdyn/io/safetensors.hpp"
 #include "tokdyn/models/transformer.hpp"
 
+#include "cli_checks.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::CliResult;
+using tokdyn::testing::expect_bad_runs;
 using tokdyn::testing::run_cli;
 using tokdyn::testing::TempDir;
 
@@ -54,20 +56,7 @@ TEST(CouplingPresets, BadInputExitsTwo) {
       {"coupling-qk-specificity", "perturb_from=100", "L=10"},
       {"coupling-qk-specificity", "tying=tied"},
       {"coupling-qk-specificity", "sigma_w=-1"}};
-  int i = 0;
-  for (const auto& b : bad) {
-    std::string out = "out";
-    out += std::to_string(i++);
-    std::vector<std::string> a = {"run", b[0], "--out", out, "--no-figures", "--quiet"};
-    for (std::size_t k = 1; k < b.size(); ++k) {
-      a.push_back("--set");
-      a.push_back(b[k]);
-    }
-    const CliResult r = run_cli(d.path(), a);
-    EXPECT_EQ(r.code, 2) << b[0] << " " << b[1] << ": " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_FALSE(fs::exists(d.path() / out));
-  }
+  expect_bad_runs(d.path(), bad);
 }
 
 // Weights written to a safetensors file (F32) are read back; a wrong shape is an InputError (exit 2).

@@ -18,6 +18,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/rng.hpp"
@@ -35,27 +36,6 @@ std::vector<double> number_list(const Params& P, const std::string& key) {
   }
 }
 
-// The layer maps I + A(l) from a float64 .npy [L, d, d] (C order: generators[l, i, j] = B(l)_ij).
-std::vector<Matrix> load_generators(const std::string& file) {
-  std::vector<std::size_t> shape;
-  const std::vector<double> v = read_npy_double(file, shape, std::uint64_t(1) << 28);
-  if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[1] != shape[2]) {
-    std::string s = "(";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    throw InputError(fmt::format("{}: generators have shape {}); expected [L, d, d] with L >= 1, d >= 1 (layer maps I + A(l))", file, s));
-  }
-  const long L = static_cast<long>(shape[0]), d = static_cast<long>(shape[1]);
-  std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix(d, d));
-  for (long l = 0; l < L; ++l)
-    for (long i = 0; i < d; ++i)
-      for (long j = 0; j < d; ++j) {
-        const double x = v[static_cast<std::size_t>((l * d + i) * d + j)];
-        if (!std::isfinite(x))
-          throw InputError(fmt::format("{}: generators[{}, {}, {}] = {}; expected finite values", file, l, i, j, x));
-        B[static_cast<std::size_t>(l)](i, j) = x;
-      }
-  return B;
-}
 
 std::vector<Matrix> family_generators(const Params& P) {
   const std::string fam = P.get_string("family");
@@ -83,7 +63,7 @@ std::vector<Matrix> family_generators(const Params& P) {
 
 void run_spectra(const Params& P, RunContext& ctx) {
   const std::string file = P.get_string("generators");
-  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(file.empty() ? family_generators(P) : load_generators(file));
+  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(file.empty() ? family_generators(P) : read_generators_npy(file, "generators"));
   const long L = c.length(), d = c.dim();
   // The default burn-in (40 layers) shrinks to a tenth of a shorter cocycle; an explicit one is kept.
   const long burn = P.is_explicit("burn_in") ? P.get_int("burn_in") : std::min(P.get_int("burn_in"), L / 10);

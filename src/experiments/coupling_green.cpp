@@ -21,6 +21,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
@@ -40,23 +41,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Layer maps from a float64 .npy [L, d, d] (C order: generators[l, i, j] = B(l)_ij).
-std::vector<Matrix> read_generators(const std::string& file) {
-  std::vector<std::size_t> shape;
-  const std::vector<double> v = read_npy_double(file, shape, std::uint64_t(1) << 28);
-  if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[1] != shape[2])
-    throw InputError(fmt::format("parameter 'generators' ({}): shape of rank {}; expected [L, d, d] with L, d >= 1", file, shape.size()));
-  const long L = static_cast<long>(shape[0]), d = static_cast<long>(shape[1]);
-  std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix(d, d));
-  for (long l = 0; l < L; ++l)
-    for (long i = 0; i < d; ++i)
-      for (long j = 0; j < d; ++j) {
-        const double x = v[static_cast<std::size_t>((l * d + i) * d + j)];
-        if (!std::isfinite(x)) throw InputError(fmt::format("parameter 'generators' ({}): entry [{}, {}, {}] is not finite", file, l, i, j));
-        B[static_cast<std::size_t>(l)](i, j) = x;
-      }
-  return B;
-}
 
 // Forcing from a float64 .npy [L, d] (row l = h(l)).
 Seq read_forcing(const std::string& file, long L, long d) {
@@ -146,7 +130,7 @@ void run_green(const Params& p, RunContext& ctx) {
   const long explicit_max_L = p.get_int("explicit_max_L");
   std::vector<Matrix> B;
   if (!gen_file.empty()) {
-    B = read_generators(gen_file);
+    B = read_generators_npy(gen_file, "generators");
   } else {
     double knob = p.get_double("knob");
     const std::string fam = p.get_string("family");

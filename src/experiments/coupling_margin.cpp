@@ -25,6 +25,7 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
@@ -79,20 +80,15 @@ double weight_tied_crit(const Matrix& Bw, const Matrix& Bpsi, double sign, doubl
 /// generators: [L, d, d] float64, B(l) = I + A(l); psi: [d, 2d + 2] float64 with columns
 /// c | W1 (d x d) | b1 | W2 (d x d), psi(u) = c + W2 tanh(W1 u + b1).
 void run_bench(const Params& p, RunContext& ctx) {
-  std::vector<std::size_t> shape;
   const std::string gfile = p.get_string("bench_generators"), pfile = p.get_string("bench_psi");
-  const std::vector<double> g = read_npy_double(gfile, shape, std::uint64_t(1) << 30);
-  if (shape.size() != 3 || shape[0] < 2 || shape[1] < 1 || shape[1] != shape[2])
-    throw InputError(fmt::format("{}: expected generators of shape [L, d, d] (L >= 2)", gfile));
-  const long L = static_cast<long>(shape[0]), d = static_cast<long>(shape[1]);
-  std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix(d, d));
-  for (long l = 0; l < L; ++l)
-    for (long i = 0; i < d; ++i)
-      for (long j = 0; j < d; ++j) B[static_cast<std::size_t>(l)](i, j) = g[static_cast<std::size_t>((l * d + i) * d + j)];
+  std::vector<Matrix> B = read_generators_npy(gfile, "bench_generators", 2);
+  const long d = B[0].rows();
   std::vector<std::size_t> ps;
   const std::vector<double> q = read_npy_double(pfile, ps, std::uint64_t(1) << 30);
   if (ps.size() != 2 || static_cast<long>(ps[0]) != d || static_cast<long>(ps[1]) != 2 * d + 2)
     throw InputError(fmt::format("{}: expected psi of shape [d, 2d + 2] = [{}, {}] (c | W1 | b1 | W2)", pfile, d, 2 * d + 2));
+  for (std::size_t i = 0; i < q.size(); ++i)
+    if (!std::isfinite(q[i])) throw InputError(fmt::format("parameter 'bench_psi' ({}): entry {} = {}; expected finite values", pfile, i, q[i]));
   auto at = [&](long i, long j) { return q[static_cast<std::size_t>(i * (2 * d + 2) + j)]; };
   Vector c(d), b1(d);
   Matrix W1(d, d), W2(d, d);

@@ -1,0 +1,34 @@
+#include "tokdyn/experiments/generators_file.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <fmt/format.h>
+
+#include "tokdyn/error.hpp"
+#include "tokdyn/io/npy.hpp"
+
+namespace tokdyn {
+
+std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const std::string& param, long min_layers) {
+  std::vector<std::size_t> shape;
+  const std::vector<double> v = read_npy_double(file, shape, std::uint64_t(1) << 28);
+  if (shape.size() != 3 || static_cast<long>(shape[0]) < min_layers || shape[1] < 1 || shape[1] != shape[2]) {
+    std::string s = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    throw InputError(fmt::format("parameter '{}' ({}): generators have shape {}); expected [L, d, d] with L >= {}, d >= 1 (layer maps I + A(l))",
+                                 param, file, s, min_layers));
+  }
+  const long L = static_cast<long>(shape[0]), d = static_cast<long>(shape[1]);
+  std::vector<Eigen::MatrixXd> B(static_cast<std::size_t>(L), Eigen::MatrixXd(d, d));
+  for (long l = 0; l < L; ++l)
+    for (long i = 0; i < d; ++i)
+      for (long j = 0; j < d; ++j) {
+        const double x = v[static_cast<std::size_t>((l * d + i) * d + j)];
+        if (!std::isfinite(x))
+          throw InputError(fmt::format("parameter '{}' ({}): generators[{}, {}, {}] = {}; expected finite values", param, file, l, i, j, x));
+        B[static_cast<std::size_t>(l)](i, j) = x;
+      }
+  return B;
+}
+
+}  // namespace tokdyn
