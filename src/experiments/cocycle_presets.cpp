@@ -28,30 +28,22 @@ namespace {
 
 using cocycle::Matrix;
 
-std::vector<double> number_list(const Params& P, const std::string& key) {
-  try {
-    return cocycle::parse_number_list(P.get_string(key), "parameter '" + key + "'");
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
-}
-
 
 std::vector<Matrix> family_generators(const Params& P) {
   const std::string fam = P.get_string("family");
   const long L = P.get_int("depth"), d = P.get_int("d");
   const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
-  if (fam == "G1") return cocycle::family_g1(L, number_list(P, "sigma"), P.get_double("kappa"), seed);
+  if (fam == "G1") return cocycle::family_g1(L, number_list_param(P, "sigma"), P.get_double("kappa"), seed);
   if (fam == "G2") {
     if (P.get_double("a_lo") > P.get_double("a_hi"))
       throw InputError(fmt::format("parameters 'a_lo' = {} and 'a_hi' = {}: expected a_lo <= a_hi", P.get_double("a_lo"), P.get_double("a_hi")));
     return cocycle::family_g2(L, d, P.get_double("a_lo"), P.get_double("a_hi"), seed);
   }
   if (fam == "G3")
-    return cocycle::family_g3(L, number_list(P, "base"), P.get_string("mode"), P.get_double("amp"), P.get_int("period"),
+    return cocycle::family_g3(L, number_list_param(P, "base"), P.get_string("mode"), P.get_double("amp"), P.get_int("period"),
                               P.get_int("run0"), P.get_double("b"), seed);
   if (fam == "G4") {
-    const auto m = number_list(P, "m"), v = number_list(P, "v");
+    const auto m = number_list_param(P, "m"), v = number_list_param(P, "v");
     if (m.size() != v.size())
       throw InputError(fmt::format("parameters 'm' and 'v': {} and {} values; expected the same number", m.size(), v.size()));
     return cocycle::family_g4(L, m, v, P.get_double("lambda"), P.get_double("omega"), seed);

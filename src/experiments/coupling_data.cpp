@@ -21,6 +21,7 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
@@ -80,12 +81,6 @@ BlockHmm symmetric_hmm(const Emission& e, int S, int P, double q) {
   return m;
 }
 
-std::vector<double> parse_grid(const Params& p, const std::string& key) {
-  std::vector<double> g;
-  as_input_error([&] { g = cocycle::parse_number_list(p.get_string(key), fmt::format("parameter '{}'", key)); });
-  return g;
-}
-
 /// Largest |difference| between two log-posteriors, as probabilities.
 double prob_diff(const Vector& la, const Vector& lb) { return (la.array().exp() - lb.array().exp()).abs().maxCoeff(); }
 
@@ -100,7 +95,7 @@ void run_data(const Params& p, RunContext& ctx) {
   const double pq = p.get_double("profile_q"), sq = p.get_double("suff_q"), cnorm = p.get_double("readin_norm");
 
   // ---- Inputs the schema cannot express ------------------------------------------------------------
-  const std::vector<double> qs = parse_grid(p, "q_grid"), rhos = parse_grid(p, "rho_grid");
+  const std::vector<double> qs = number_list_param(p, "q_grid"), rhos = number_list_param(p, "rho_grid");
   for (double q : qs)
     if (!(q >= 0.0 && q <= 1.0)) throw InputError(fmt::format("parameter 'q_grid': entry {} is outside [0, 1]; expected persistences q in [0, 1]", q));
   for (std::size_t i = 0; i < qs.size(); ++i)

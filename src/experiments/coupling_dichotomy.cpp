@@ -22,6 +22,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
@@ -102,8 +103,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     if (H > window)
       throw InputError(fmt::format("parameter 'H': Steklov window {} is longer than the depth window R11_window = {}", H, window));
   if (window > L) throw InputError(fmt::format("parameter 'R11_window' = {}: longer than the depth L = {}", window, L));
-  std::vector<double> sigma;
-  as_input_error([&] { sigma = cocycle::parse_number_list(p.get_string("sigma"), "parameter 'sigma'"); });
+  const std::vector<double> sigma = number_list_param(p, "sigma");
   for (double v : sigma)
     if (std::abs(std::abs(1.0 + v) - 1.0) < 1e-9)
       throw InputError(fmt::format("parameter 'sigma': entry {} gives the growth scale |1 + sigma| = 1 (not hyperbolic); expected sigma not 0 or -2", v));

@@ -27,6 +27,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
@@ -72,13 +73,7 @@ std::vector<Family> families(const Params& p, RunContext& ctx, const std::string
   if (P > T) throw InputError(fmt::format("parameter 'P' = {}: longer than the sequence T = {}", P, T));
   if (P < 2) throw InputError(fmt::format("parameter 'P' = {}: expected >= 2 (a block of one token has no fluctuation sector)", P));
   if (which == "g4" || which == "both") {
-    std::vector<double> m, v;
-    as_input_error([&] {
-      m = cocycle::parse_number_list(p.get_string("g4_m"), "parameter 'g4_m'");
-      v = cocycle::parse_number_list(p.get_string("g4_v"), "parameter 'g4_v'");
-    });
-    if (m.size() != v.size())
-      throw InputError(fmt::format("parameters 'g4_m' and 'g4_v': {} and {} values, expected as many", m.size(), v.size()));
+    const auto [m, v] = g4_sector_params(p);
     out.push_back({"g4", duality::from_g4(p.get_int("g4_L"), m, v, p.get_double("g4_omega"), seed), T, P});
   }
   if (which == "transformer" || which == "both") {

@@ -29,6 +29,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
@@ -140,8 +141,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const long d = p.get_int("d"), L = p.get_int("L");
   const double rho = p.get_double("rho"), omega = p.get_double("omega"), eta_id = p.get_double("eta_id");
-  std::vector<double> etas;
-  as_input_error([&] { etas = cocycle::parse_number_list(p.get_string("etas"), "parameter 'etas'"); });
+  std::vector<double> etas = number_list_param(p, "etas");
   if (etas.size() < 2) throw InputError("parameter 'etas': expected at least two values (for the slope in eta)");
   for (double e : etas)
     if (!(e > 0 && e <= 0.5)) throw InputError(fmt::format("parameter 'etas': {} is outside (0, 0.5]", e));

@@ -33,6 +33,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
@@ -44,8 +45,7 @@ namespace {
 using cocycle::Matrix;
 
 std::vector<double> rho_grid(const Params& p) {
-  std::vector<double> rho;
-  as_input_error([&] { rho = cocycle::parse_number_list(p.get_string("rho"), "parameter 'rho'"); });
+  std::vector<double> rho = number_list_param(p, "rho");
   if (rho.empty()) throw InputError("parameter 'rho': empty grid; expected comma-separated nonzero finite gates");
   for (double r : rho)
     if (!std::isfinite(r) || r == 0.0)
@@ -106,13 +106,7 @@ void run_gate(const Params& p, RunContext& ctx) {
 
   // ---- G-level: the distinguished trajectory of the self-loop (15) through the Green operator.
   if (which == "linearised" || which == "both") {
-    std::vector<double> m, v;
-    as_input_error([&] {
-      m = cocycle::parse_number_list(p.get_string("g4_m"), "parameter 'g4_m'");
-      v = cocycle::parse_number_list(p.get_string("g4_v"), "parameter 'g4_v'");
-    });
-    if (m.size() != v.size())
-      throw InputError(fmt::format("parameters 'g4_m' and 'g4_v': {} and {} values, expected as many", m.size(), v.size()));
+    const auto [m, v] = g4_sector_params(p);
     const long Lg = p.get_int("g4_L"), d = static_cast<long>(m.size());
     const duality::SectorFlow f = duality::from_g4(Lg, m, v, p.get_double("g4_omega"), seed);
     const std::vector<Matrix> B = f.sector_sequence(1.0);

@@ -40,12 +40,6 @@ using cl::Vector;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::vector<double> numbers(const Params& p, const std::string& key) {
-  std::vector<double> v;
-  as_input_error([&] { v = cocycle::parse_number_list(p.get_string(key), fmt::format("parameter '{}'", key)); });
-  return v;
-}
-
 /// Moduli of the eigenvalues of M.
 Eigen::VectorXd moduli(const Matrix& M) { return Eigen::EigenSolver<Matrix>(M, false).eigenvalues().cwiseAbs(); }
 
@@ -134,14 +128,14 @@ void run_margin(const Params& p, RunContext& ctx) {
   const long L = p.get_int("L"), ex = p.get_int("exclude");
   if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
   const double rho_end = p.get_double("rho_end"), ds_max = p.get_double("ds_max");
-  const std::vector<double> s21 = numbers(p, "r21_sigma"), c21 = numbers(p, "r21_c");
+  const std::vector<double> s21 = number_list_param(p, "r21_sigma"), c21 = number_list_param(p, "r21_c");
   for (double s : s21)
     for (double c : c21) as_input_error([&] { cl::remark5_threshold(s, c); });
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter thr(ctx.dir / "thresholds.csv", {"name", "value"});
 
   // ---- R20: weight-tied G1 sweep ------------------------------------------------------------------
-  const std::vector<double> sigma = numbers(p, "sigma");
+  const std::vector<double> sigma = number_list_param(p, "sigma");
   const long d = static_cast<long>(sigma.size());
   const auto B = cocycle::family_g1(L, sigma, p.get_double("kappa"), seed);
   const cl::OpenLoop ol = cl::open_loop(B, std::max(1L, L / 4), std::max(1L, L / 50));
@@ -229,9 +223,7 @@ void run_margin(const Params& p, RunContext& ctx) {
 
   // ---- R20 (A7): aligned psi on a rotating G4 cocycle -------------------------------------------------
   {
-    const auto m4 = numbers(p, "g4_m"), v4 = numbers(p, "g4_v");
-    if (m4.size() != v4.size())
-      throw InputError(fmt::format("parameters 'g4_m' and 'g4_v': {} and {} entries (expected equal lengths)", m4.size(), v4.size()));
+    const auto [m4, v4] = g4_sector_params(p);
     const auto B4 = cocycle::family_g4(L, m4, v4, 1.0, p.get_double("g4_omega"), seed);
     const long d4 = static_cast<long>(m4.size());
     const cl::OpenLoop o4 = cl::open_loop(B4, std::max(1L, L / 4), std::max(1L, L / 50));

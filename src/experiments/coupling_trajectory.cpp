@@ -20,6 +20,7 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
@@ -58,18 +59,10 @@ double d_plus(const Seq& u, const cocycle::Bundles& b, long ex) {
   return m;
 }
 
-std::vector<double> numbers(const Params& p, const std::string& key) {
-  std::vector<double> v;
-  as_input_error([&] { v = cocycle::parse_number_list(p.get_string(key), fmt::format("parameter '{}'", key)); });
-  return v;
-}
-
 /// The general open loop of the preset: G1 (weight-tied) or G4 (rotating sectors).
 std::vector<Matrix> open_loop_maps(const Params& p, long L, std::uint64_t seed) {
-  if (p.get_string("family") == "g1") return cocycle::family_g1(L, numbers(p, "sigma"), p.get_double("kappa"), seed);
-  const auto m = numbers(p, "g4_m"), v = numbers(p, "g4_v");
-  if (m.size() != v.size())
-    throw InputError(fmt::format("parameters 'g4_m' and 'g4_v': {} and {} entries (expected equal lengths)", m.size(), v.size()));
+  if (p.get_string("family") == "g1") return cocycle::family_g1(L, number_list_param(p, "sigma"), p.get_double("kappa"), seed);
+  const auto [m, v] = g4_sector_params(p);
   return cocycle::family_g4(L, m, v, p.get_double("g4_lambda"), p.get_double("g4_omega"), seed);
 }
 
@@ -77,7 +70,7 @@ void run_trajectory(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const long L = p.get_int("L"), ex = p.get_int("exclude");
   if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
-  std::vector<double> grid = numbers(p, "rho_grid");
+  std::vector<double> grid = number_list_param(p, "rho_grid");
   for (double g : grid)
     if (!(g > 0.0 && g < 1.0))
       throw InputError(fmt::format("parameter 'rho_grid': entry {} is not a fraction of rho_0 in (0, 1)", g));
@@ -219,7 +212,7 @@ void run_trajectory(const Params& p, RunContext& ctx) {
 
   // ---- weight-tied exact checks (G1) -------------------------------------------------------------
   {
-    const std::vector<double> sigma = numbers(p, "sigma");
+    const std::vector<double> sigma = number_list_param(p, "sigma");
     const long dw = static_cast<long>(sigma.size());
     const auto B1 = cocycle::family_g1(L, sigma, p.get_double("kappa"), seed);
     const Matrix A = B1[0] - Matrix::Identity(dw, dw);

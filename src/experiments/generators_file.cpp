@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <fmt/format.h>
 
+#include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/npy.hpp"
 
@@ -29,6 +30,19 @@ std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const 
         B[static_cast<std::size_t>(l)](i, j) = x;
       }
   return B;
+}
+
+std::vector<double> number_list_param(const Params& p, const std::string& key) {
+  std::vector<double> v;
+  as_input_error([&] { v = cocycle::parse_number_list(p.get_string(key), fmt::format("parameter '{}'", key)); });
+  return v;
+}
+
+std::pair<std::vector<double>, std::vector<double>> g4_sector_params(const Params& p) {
+  auto m = number_list_param(p, "g4_m"), v = number_list_param(p, "g4_v");
+  if (m.size() != v.size())
+    throw InputError(fmt::format("parameters 'g4_m' and 'g4_v': {} and {} values; expected as many", m.size(), v.size()));
+  return {std::move(m), std::move(v)};
 }
 
 }  // namespace tokdyn

@@ -1,10 +1,14 @@
 #pragma once
-// Layer maps read from a user's file, shared by the cocycle presets (cocycle-spectra,
-// coupling-green, coupling-margin's benchmark mode).
+// Inputs shared by the cocycle and coupling presets: layer maps read from a user's file
+// (cocycle-spectra, coupling-green, coupling-margin's benchmark mode) and number-list parameters
+// (sigma lists, eta and rho grids, G4's sector eigenvalues).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
+
+#include "tokdyn/experiment.hpp"
 
 namespace tokdyn {
 
@@ -13,5 +17,12 @@ namespace tokdyn {
 /// dtype, a shape other than [L, d, d] with L >= min_layers and d >= 1, or a non-finite entry
 /// (named by its index).
 std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const std::string& param, long min_layers = 1);
+
+/// The comma-separated numbers of string parameter `key` (InputError naming it: empty list, an
+/// entry that is not a finite number).
+std::vector<double> number_list_param(const Params& p, const std::string& key);
+
+/// G4's sector eigenvalues: parameters g4_m and g4_v, lists of equal length (InputError otherwise).
+std::pair<std::vector<double>, std::vector<double>> g4_sector_params(const Params& p);
 
 }  // namespace tokdyn
