@@ -204,8 +204,10 @@ void run_margin(const Params& p, RunContext& ctx) {
     thr.cell(n).cell(v).end_row();
   ctx.notes["R20"] = {{"events", {events[0], events[1]}}, {"points", points}, {"factorizations", factorizations}};
   checks.add("R20 rho_crit", "Thm 12: the continuation finds the loss of the closed-loop dichotomy (weight-tied: exact)",
-             "|rho_crit - exact| / exact", std::abs(rho_crit - exact) / exact, "<= 1e-6 (events: " + events[0] + ", " + events[1] + ")",
-             std::isfinite(rho_crit) && std::abs(rho_crit - exact) <= 1e-6 * exact);
+             "|rho_crit - exact| / exact", std::abs(rho_crit - exact) / exact, "<= 1e-5 (events: " + events[0] + ", " + events[1] + ")",
+             // Near rho_crit u* grows like 1/distance and Newton's attainable residual with it: the
+             // bisection's last steps depend on the arithmetic (FMA or SSE2) at the 1e-6 level.
+             std::isfinite(rho_crit) && std::abs(rho_crit - exact) <= 1e-5 * exact);
   checks.add("R20 ordering", "F5: rho_max^{C.2} = mu^2/(4C(C+mu)L_psi) <= rho_crit", "rho_max^{C.2} / rho_crit", bd.rho_C2 / rho_crit,
              "<= 1", bd.rho_C2 <= rho_crit);
   checks.add("R20 ordering", "F5: the sharper C.2 form mu/(2K(C+mu)L_psi) <= rho_crit", "rho_max^{C.2 sharp} / rho_crit",
