@@ -3,11 +3,15 @@
 #   safetensors_header  the safetensors header parser (fuzz/fuzz_safetensors_header.cpp)
 #   npy_header          the .npy header parser and integer decoder (fuzz/fuzz_npy_header.cpp)
 #   mamba2_config       the Mamba-2 config.json reader (fuzz/fuzz_mamba2_config.cpp)
-# Usage: scripts/fuzz.sh [--target T] [--seconds S] [--build-dir DIR] [--cxx CLANGXX]
+#   params              the parameter layer: TOML text + `--set` strings against every preset's schema
+#                       (fuzz/fuzz_params.cpp; the schemas come from `tokdyn show P --json`, so this
+#                       target needs --tokdyn)
+# Usage: scripts/fuzz.sh [--target T] [--seconds S] [--build-dir DIR] [--cxx CLANGXX] [--tokdyn BIN]
 #   --target T      one of the targets above, or all (default: all, one after the other)
 #   --seconds S     fuzzing time per target (default 10)
 #   --build-dir D   where the binaries, seed corpora and crash artifacts go (default <repo>/build-fuzz)
 #   --cxx C         clang++ to use (default: $TOKDYN_FUZZ_CXX, else clang++ / clang++-14 on PATH)
+#   --tokdyn BIN    the tokdyn binary whose schemas the params target fuzzes (default: <repo>/build/tokdyn)
 # Exits non-zero if a build fails or a fuzzer finds a crash, a sanitizer error or a leak.
 set -euo pipefail
 
@@ -16,21 +20,23 @@ seconds=10
 build_dir=$repo/build-fuzz
 cxx=${TOKDYN_FUZZ_CXX:-}
 target=all
+tokdyn_bin=$repo/build/tokdyn
 while [[ $# -gt 0 ]]; do
   case $1 in
     --target) target=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --cxx) cxx=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "fuzz.sh: unknown argument '$1'; expected --target T, --seconds S, --build-dir DIR or --cxx CLANGXX" >&2; exit 2 ;;
+    --tokdyn) tokdyn_bin=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "fuzz.sh: unknown argument '$1'; expected --target T, --seconds S, --build-dir DIR, --cxx CLANGXX or --tokdyn BIN" >&2; exit 2 ;;
   esac
 done
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --seconds '$seconds' is not a whole number" >&2; exit 2; }
 case $target in
-  safetensors_header|npy_header|mamba2_config) targets=("$target") ;;
-  all) targets=(safetensors_header npy_header mamba2_config) ;;
-  *) echo "fuzz.sh: --target '$target'; expected safetensors_header, npy_header, mamba2_config or all" >&2; exit 2 ;;
+  safetensors_header|npy_header|mamba2_config|params) targets=("$target") ;;
+  all) targets=(safetensors_header npy_header mamba2_config params) ;;
+  *) echo "fuzz.sh: --target '$target'; expected safetensors_header, npy_header, mamba2_config, params or all" >&2; exit 2 ;;
 esac
 mkdir -p "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)   # relative to the caller's cwd, before we cd to the repo
@@ -45,6 +51,7 @@ sources_of() {  # the translation units of one target
     safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
     npy_header) echo src/io/npy.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
     mamba2_config) echo src/models/mamba2_config.cpp src/io/mamba2_config_json.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
+    params) echo src/params.cpp src/registry.cpp src/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
   esac
 }
 
@@ -53,13 +60,17 @@ build() {  # build TARGET: rebuilds when a source, a header or this script is ne
   local -a sources
   read -r -a sources <<< "$(sources_of "$t")"
   [[ -x $bin ]] || rebuild=1
-  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp include/tokdyn/models/mamba2.hpp scripts/fuzz.sh; do
+  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/experiment.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp include/tokdyn/models/mamba2.hpp scripts/fuzz.sh; do
     if [[ $f -nt $bin ]]; then rebuild=1; fi
   done
   if [[ $rebuild == 1 ]]; then
     echo "fuzz.sh: building $bin with $cxx"
+    # params: -DNDEBUG as in tokdyn's own builds (toml++ 3.3.0 asserts on some malformed keys, e.g.
+    # "[ \v", where its release build reports a parse error; ASan/UBSan still watch that path).
+    local -a defs=(-DFMT_HEADER_ONLY)
+    [[ $t == params ]] && defs+=(-DNDEBUG)
     "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-      -fno-sanitize-recover=all -I include "${sources[@]}" -o "$bin.new.$$"
+      -fno-sanitize-recover=all "${defs[@]}" -I include -I /usr/include/eigen3 "${sources[@]}" -o "$bin.new.$$"
     mv "$bin.new.$$" "$bin"
   fi
 }
@@ -202,6 +213,65 @@ corpus_mamba2_config() {
 "false"
 "null"
 DICT
+}
+
+# --- parameter seeds: byte 0 picks the preset, then TOML text, then `--set` strings after "\n\001\n"
+seed_params() {  # NAME PRESET_BYTE TOML [SET...]
+  local name=$1 pick=$2 toml=$3 s
+  shift 3
+  { u8 "$pick"; printf '%s' "$toml"; for s in "$@"; do printf '\n\001\n%s' "$s"; done; } > "$corpus/$name"
+}
+corpus_params() {
+  local i
+  for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42; do
+    seed_params "defaults-$i" "$i" ""
+  done
+  seed_params toml-list 5 'sigma = [0.2, 0.1, -0.3]' 'H=10,25'
+  seed_params toml-string-list 7 'g4_m = "-0.8,-0.8,-0.5,-0.5"' 'rho=1e-3,2e-3'
+  seed_params set-twice 3 '' 'runs=2' 'runs=3'
+  seed_params not-applicable 11 '' 'psi=identity' 'psi_scale=0.5'
+  seed_params bad-float 2 'tau = nan' 'beta=inf'
+  seed_params empty-list 4 'H = []' 'levels='
+  seed_params trailing 6 '' 'etas=0.1,0.2,' 'q_grid=0.5,0.1'
+  seed_params denormal 1 'kappa = 5e-324' 'sigma=4.9e-324'
+  cat > "$dict" <<'DICT'
+"="
+","
+"["
+"]"
+"\""
+"nan"
+"inf"
+"-inf"
+"1e308"
+"1e-320"
+"9007199254740993"
+"true"
+"false"
+"\x0a\x01\x0a"
+"sigma"
+"rho"
+"H"
+"L"
+"d"
+"psi"
+"family"
+"generators"
+"weights"
+"mask"
+"tying"
+"model"
+"integrator"
+DICT
+  "$tokdyn_bin" presets >/dev/null
+  { printf '['; local first=1 p
+    for p in $("$tokdyn_bin" presets | awk '{print $1}'); do
+      [[ $first == 1 ]] || printf ','
+      first=0
+      "$tokdyn_bin" show "$p" --json
+    done
+    printf ']'; } > "$build_dir/schemas.json"
+  export TOKDYN_FUZZ_SCHEMAS=$build_dir/schemas.json
 }
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:halt_on_error=1:detect_leaks=1:allocator_may_return_null=1}

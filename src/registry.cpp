@@ -27,8 +27,9 @@ std::size_t index_of(ParamType t) {
     case ParamType::Bool: return 2;
     case ParamType::String: return 3;
     case ParamType::IntList: return 4;
+    case ParamType::DoubleList: return 5;
   }
-  return 5;
+  return 6;
 }
 
 }  // namespace
@@ -50,6 +51,22 @@ ExperimentRegistration::ExperimentRegistration(Experiment e) {
     for (std::size_t j = 0; j < i; ++j)
       if (e.params[j].key == s.key)
         throw std::logic_error(fmt::format("experiment '{}': parameter '{}' declared twice", e.name, s.key));
+  }
+  for (const ParamSpec& s : e.params) {
+    for (const ParamCondition& c : s.only_when) {
+      bool known = false;
+      for (const ParamSpec& t : e.params) known = known || (t.key == c.key && t.key != s.key);
+      if (!known || c.values.empty())
+        throw std::logic_error(fmt::format("experiment '{}': parameter '{}' depends on unknown parameter '{}'", e.name,
+                                           s.key, c.key));
+    }
+    if (s.path != PathKind::None && s.type != ParamType::String)
+      throw std::logic_error(fmt::format("experiment '{}': path parameter '{}' is not a string", e.name, s.key));
+  }
+  for (const auto& [k, v] : e.smoke) {
+    bool known = false;
+    for (const ParamSpec& t : e.params) known = known || t.key == k;
+    if (!known) throw std::logic_error(fmt::format("experiment '{}': smoke parameter '{}' is not in the schema", e.name, k));
   }
   registry().push_back(std::make_unique<Experiment>(std::move(e)));
 }

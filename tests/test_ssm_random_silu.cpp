@@ -25,7 +25,13 @@ fs::path run_small(const std::string& tag, int threads, std::vector<std::pair<st
   EXPECT_NE(e, nullptr);
   std::vector<std::pair<std::string, std::string>> sets{{"runs", "4"}, {"depth", "60"}, {"tokens", "12"},
                                                         {"n", "48"},   {"m", "16"},     {"seed", "3"}};
-  for (auto& kv : extra) sets.push_back(kv);
+  for (auto& kv : extra) {  // an extra value replaces the small default (a key is set once)
+    auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& s) { return s.first == kv.first; });
+    if (it != sets.end())
+      it->second = kv.second;
+    else
+      sets.push_back(kv);
+  }
   const Params p = resolve_params(*e, sets);
   const fs::path out = fs::temp_directory_path() / ("tokdyn_test_rs_" + tag + "_" + std::to_string(::getpid()));
   run_experiment(*e, p, out, threads, /*figures=*/false, /*show_progress=*/false);

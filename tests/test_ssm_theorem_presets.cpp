@@ -234,7 +234,7 @@ TEST(SsmTheoremPresets, PdUnstableRk4StepIsRefusedNotSilentlyWrong) {
   EXPECT_NE(msg.find("--set integrator=dopri5"), std::string::npos) << msg;
   s = d400;
   s.push_back({"h", "0.02"});
-  EXPECT_NE(input_error("ssm-theorem-pd", s).find("used only with integrator=rk4"), std::string::npos);
+  EXPECT_NE(input_error("ssm-theorem-pd", s).find("'h' does not apply when integrator = dopri5"), std::string::npos);
   s = d400;
   s.insert(s.end(), {{"integrator", "rk4"}, {"rtol", "1e-6"}});
   EXPECT_NE(input_error("ssm-theorem-pd", s).find("parameter 'rtol'"), std::string::npos);

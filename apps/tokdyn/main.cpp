@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
@@ -43,15 +44,27 @@ void list_presets() {
   for (const Experiment* e : all) fmt::print("{:<{}}  {}\n", e->name, w, e->description);
 }
 
-void show_preset(const std::string& name) {
+void show_preset(const std::string& name, bool json) {
   const Experiment& e = preset_or_throw(name);
+  if (json) {
+    fmt::print("{}\n", schema_json(e).dump(2));
+    return;
+  }
   fmt::print("{}: {}\n\n", e.name, e.description);
   struct Row {
     std::string key, type, def, range, help;
   };
   std::vector<Row> rows;
   rows.push_back({"key", "type", "default", "range", "help"});
-  for (const ParamSpec& s : e.params) rows.push_back({s.key, type_name(s.type), value_text(s.def), range_text(s), s.help});
+  for (const ParamSpec& s : e.params) {
+    std::string help = s.help;
+    for (const ParamCondition& c : s.only_when) {
+      std::vector<std::string> vs;
+      for (const std::string& v : c.values) vs.push_back(v.empty() ? "empty" : v);
+      help += fmt::format(" [only when {} is {}{}]", c.key, c.negate ? "not " : "", fmt::join(vs, c.negate ? " nor " : " or "));
+    }
+    rows.push_back({s.key, type_name(s.type), value_text(s.def), range_text(s), help});
+  }
   std::size_t wk = 0, wt = 0, wd = 0, wr = 0;
   for (const Row& r : rows) {
     wk = std::max(wk, r.key.size());
@@ -81,6 +94,7 @@ int max_threads() {
 struct RunArgs {
   std::string target;
   std::string out;
+  bool out_given = false;  ///< --out was on the command line (an empty value is refused)
   std::vector<std::string> sets;
   int threads = 1;
   bool overwrite = false;
@@ -115,6 +129,8 @@ int run_command(const RunArgs& a) {
     e = &preset_or_throw(a.target);
   }
   const Params p = resolve_params(*e, sets, config);
+  if (a.out_given && a.out.empty())
+    throw InputError("--out: an empty path; expected a results folder (or no --out for results/<preset>)");
   const fs::path out = a.out.empty() ? fs::path("results") / e->name : fs::path(a.out);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -158,6 +174,8 @@ int main(int argc, char** argv) {
   std::string show_name;
   CLI::App* show = app.add_subcommand("show", "List a preset's parameters: key, type, default, range, help");
   show->add_option("preset", show_name, "Preset name")->required();
+  bool show_json = false;
+  show->add_flag("--json", show_json, "The schema as JSON (types, bounds, list rules, conditions, smoke parameters)");
 
   RunArgs ra;
   const unsigned hw = std::thread::hardware_concurrency();
@@ -211,12 +229,13 @@ int main(int argc, char** argv) {
       throw InputError(fmt::format("{}: {} unexpected argument{}: {}; it takes {} (see `tokdyn {} --help`)", sub->get_name(),
                                    extra.size(), extra.size() == 1 ? "" : "s", list, takes, sub->get_name()));
     }
+    if (run->parsed()) ra.out_given = run->count("--out") > 0;
     if (run->parsed()) ra.threads = static_cast<int>(parse_count("--threads", threads_text, 1, max_threads()));
     if (mk->parsed()) mc_seed = parse_count("--seed", seed_text, 0, 9007199254740991L);
     if (app.got_subcommand("presets")) {
       list_presets();
     } else if (app.got_subcommand("show")) {
-      show_preset(show_name);
+      show_preset(show_name, show_json);
     } else if (app.got_subcommand("run")) {
       return run_command(ra);
     } else if (app.got_subcommand("make-checkpoint")) {

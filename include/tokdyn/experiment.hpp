@@ -19,19 +19,58 @@
 
 namespace tokdyn {
 
-enum class ParamType { Int, Double, Bool, String, IntList };
+enum class ParamType { Int, Double, Bool, String, IntList, DoubleList };
 
-using ParamValue = std::variant<long, double, bool, std::string, std::vector<long>>;
+using ParamValue = std::variant<long, double, bool, std::string, std::vector<long>, std::vector<double>>;
+
+/// What a string parameter names on disk: nothing, a file, or a directory. A path parameter given
+/// explicitly (non-empty) is checked when the parameters are resolved: it must exist and be of that
+/// kind, whatever the other options are (a path that does not apply is refused, see `only_when`).
+enum class PathKind { None, File, Directory };
+
+/// A parameter applies only when another parameter's value (as `value_text` writes it) is one of
+/// `values` (or, with `negate`, is none of them). Setting it explicitly otherwise is bad input.
+struct ParamCondition {
+  std::string key;
+  std::vector<std::string> values;
+  bool negate = false;
+};
 
 struct ParamSpec {
   std::string key;
   ParamType type;
   ParamValue def;
   std::string help;
-  std::optional<double> min;            ///< numeric lower bound (Int/Double; each entry of IntList)
+  std::optional<double> min;            ///< numeric lower bound (Int/Double; each entry of a list)
   std::optional<double> max;            ///< numeric upper bound
   bool min_exclusive = false;           ///< true: value must be > min (e.g. tau > 0)
   std::vector<std::string> choices;     ///< allowed values for String (empty: any)
+  // Lists (IntList, DoubleList): how many entries, and whether repeats / any order make sense.
+  std::size_t min_items = 1;            ///< fewest entries (0: an empty list is meaningful, see help)
+  std::size_t max_items = 100000;       ///< most entries
+  bool distinct = false;                ///< true: a repeated entry is refused
+  bool ascending = false;               ///< true: entries must be strictly increasing (implies distinct)
+  bool max_exclusive = false;           ///< true: value must be < max
+  PathKind path = PathKind::None;       ///< String: names a file or directory
+  std::vector<ParamCondition> only_when;  ///< the parameter applies only when all of these hold
+
+  // Fluent refinements, e.g. p_double_list(...).distinct_entries().when("psi", {"affine"}).
+  ParamSpec&& items(std::size_t lo, std::size_t hi = 100000) && { min_items = lo; max_items = hi; return std::move(*this); }
+  ParamSpec&& distinct_entries() && { distinct = true; return std::move(*this); }
+  ParamSpec&& increasing() && { ascending = true; distinct = true; return std::move(*this); }
+  ParamSpec&& below_max() && { max_exclusive = true; return std::move(*this); }
+  ParamSpec&& file() && { path = PathKind::File; return std::move(*this); }
+  ParamSpec&& directory() && { path = PathKind::Directory; return std::move(*this); }
+  /// Applies only when `key` is one of `values`.
+  ParamSpec&& when(std::string k, std::vector<std::string> values) && {
+    only_when.push_back({std::move(k), std::move(values), false});
+    return std::move(*this);
+  }
+  /// Applies only when `key` is none of `values` (e.g. when_not("weights", {""}): only with a file).
+  ParamSpec&& when_not(std::string k, std::vector<std::string> values) && {
+    only_when.push_back({std::move(k), std::move(values), true});
+    return std::move(*this);
+  }
 };
 
 /// Upper bound of seed parameters (2^53 - 1: every seed is exact in the schema's double bounds).
@@ -48,8 +87,13 @@ ParamSpec p_double(std::string key, double def, std::string help, std::optional<
 ParamSpec p_bool(std::string key, bool def, std::string help);
 ParamSpec p_string(std::string key, std::string def, std::string help,
                    std::vector<std::string> choices = {});
+/// An int list; an empty default means the empty list is meaningful (min_items 0), else >= 1 entry.
 ParamSpec p_int_list(std::string key, std::vector<long> def, std::string help,
                      std::optional<double> min = {}, std::optional<double> max = {});
+/// A list of finite doubles (`--set k=0.2,0.1,-0.3`, a TOML array of numbers, or a TOML string
+/// with the same comma-separated text); same rules as p_int_list.
+ParamSpec p_double_list(std::string key, std::vector<double> def, std::string help,
+                        std::optional<double> min = {}, std::optional<double> max = {}, bool min_exclusive = false);
 
 /// Validated parameter values of one run (every key of the schema is present).
 class Params {
@@ -59,6 +103,7 @@ class Params {
   bool get_bool(const std::string& key) const;
   const std::string& get_string(const std::string& key) const;
   const std::vector<long>& get_int_list(const std::string& key) const;
+  const std::vector<double>& get_double_list(const std::string& key) const;
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   /// True when the value came from a config file or `--set`, not from the schema's default.
   bool is_explicit(const std::string& key) const { return explicit_.count(key) != 0; }
@@ -99,7 +144,23 @@ struct Experiment {
   /// Peak memory and work of a run with these parameters (checked against the machine before the
   /// run starts). Empty: the experiment's size is bounded by its schema alone.
   std::function<ResourceEstimate(const Params&)> estimate = {};
+  /// The parameters of a smoke run: the smallest run that still goes through the preset's code
+  /// (seconds at most). Used by the schema-driven edge test (tests/scripts/param_edges.py) as the
+  /// base of every probe, and listed by `tokdyn show PRESET --json`.
+  std::vector<std::pair<std::string, std::string>> smoke = {};
+  /// Result columns that may hold a non-finite number, and why ({"file.csv:column", "meaning"}),
+  /// e.g. an exponent of -inf for an exactly singular layer. Every other CSV cell is finite or
+  /// empty (empty: not applicable, documented with the column); the edge test holds presets to it.
+  std::vector<std::pair<std::string, std::string>> nonfinite_ok = {};
 };
+
+/// `e` with its smoke parameters (see Experiment::smoke): `ExperimentRegistration reg{with_smoke(Experiment{...}, {{"L", "8"}})}`.
+inline Experiment with_smoke(Experiment e, std::vector<std::pair<std::string, std::string>> smoke,
+                             std::vector<std::pair<std::string, std::string>> nonfinite_ok = {}) {
+  e.smoke = std::move(smoke);
+  e.nonfinite_ok = std::move(nonfinite_ok);
+  return e;
+}
 
 /// All registered experiments (registered by the experiment translation units).
 std::vector<const Experiment*> experiments();
@@ -121,6 +182,9 @@ std::pair<std::string, std::string> parse_set(const std::string& arg);
 /// a value as it would be written after `--set key=`, and a spec's range ("> 0", ">= 1 and <= 8",
 /// "io | recurrence"; empty when unconstrained).
 std::string type_name(ParamType t);
+/// The schema of one preset as JSON (key, type, default, bounds, choices, list rules, path kind,
+/// conditions, help; plus its smoke parameters): `tokdyn show PRESET --json`.
+nlohmann::json schema_json(const Experiment& e);
 std::string value_text(const ParamValue& v);
 std::string range_text(const ParamSpec& s);
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fmt/format.h>
+
+#include "tokdyn/error.hpp"
 #include <limits>
 #include <stdexcept>
 
@@ -132,8 +134,19 @@ DepthSpectrum depth_spectrum(const LayerMap& F, const Batch& Z0, const DepthSpec
     if (Znext.runs != 1 || Znext.len != len || Znext.Z.rows() != len || Znext.Z.cols() != d || W.rows() != V.rows() ||
         W.cols() != d)
       throw std::logic_error("depth spectrum: the tangent step returned the wrong shapes");
-    if (!all_finite(Znext.Z)) throw std::domain_error(fmt::format("depth spectrum: the state is not finite after layer {}", l));
-    if (!all_finite(W)) throw std::domain_error(fmt::format("depth spectrum: a tangent is not finite after layer {}", l));
+    // Non-finite dynamics are not bad input: exit 4 (NonFiniteError), naming layer, run and token.
+    if (!all_finite(Znext.Z)) {
+      Eigen::Index row = 0;
+      while (row + 1 < Znext.Z.rows() && Znext.Z.row(row).allFinite()) ++row;
+      throw NonFiniteError(fmt::format("the state became non-finite (NaN or Inf) at layer {} (run 0, token {}): the dynamics "
+                                       "overflowed; check the weights and the step size. No result was written", l, row + 1));
+    }
+    if (!all_finite(W)) {
+      Eigen::Index col = 0;
+      while (col + 1 < W.cols() && W.col(col).allFinite()) ++col;
+      throw NonFiniteError(fmt::format("tangent vector {} became non-finite (NaN or Inf) at layer {} (run 0): the linearisation "
+                                       "overflowed; check the weights and the step size. No result was written", col + 1, l));
+    }
     qr_log_step(Eigen::Map<Eigen::MatrixXd>(W.data(), n, k), S.log_r.row(l - 1));
     std::swap(V, W);
     std::swap(Z, Znext);

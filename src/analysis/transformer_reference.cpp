@@ -2,6 +2,8 @@
 // eqs. (7)-(9), Thm 3; flag F1 for the exact Jacobian).
 #include "tokdyn/analysis/transformer_reference.hpp"
 
+#include "tokdyn/error.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -44,7 +46,12 @@ LayerGenerators layer_generators(const Transformer& tf, long r, const Vec& x) {
 std::vector<Vec> reference_states(const Transformer& tf, const Vec& x0, int L) {
   if (L < 0) throw std::invalid_argument(fmt::format("reference: depth L = {}, expected >= 0", L));
   std::vector<Vec> xs{x0};
-  for (int r = 0; r < L; ++r) xs.push_back(tf.reduced_map(r + 1, xs.back()));
+  for (int r = 0; r < L; ++r) {
+    xs.push_back(tf.reduced_map(r + 1, xs.back()));
+    if (!xs.back().allFinite())
+      throw NonFiniteError(fmt::format("the reference state became non-finite (NaN or Inf) at layer {}: the dynamics "
+                                       "overflowed; check the weights, the temperature and the norm. No result was written", r + 1));
+  }
   return xs;
 }
 

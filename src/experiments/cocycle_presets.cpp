@@ -168,6 +168,8 @@ void run_spectra(const Params& P, RunContext& ctx) {
   {
     CsvWriter w(ctx.dir / "constants.csv", {"r_minus", "r_plus", "C", "m_minus", "m_plus", "C_minus", "C_plus", "r_plus_min",
                                              "r_plus_max", "transient_depth", "k_plus", "H", "stride"});
+    // empty: no finite constant at these rates (a rate at or beyond the spectrum's edge)
+    w.blank_nonfinite({"C", "C_minus", "C_plus", "transient_depth"});
     w.cell(r_minus).cell(r_plus).cell(C).cell(1 - r_minus).cell(r_plus - 1).cell(Cm).cell(Cp);
     if (std::isfinite(g_hi)) w.cell(g_hi); else w.empty();
     w.cell(sup).cell(r_minus < 1 ? std::log(C) / std::log(1 / r_minus) : 0.0).cell(b.k).cell(Hs.front()).cell(stride).end_row();
@@ -358,34 +360,34 @@ void run_looped(const Params& P, RunContext& ctx) {
   checks.report(ctx, "coupling-looped");
 }
 
-const ExperimentRegistration reg_spectra{Experiment{
+const ExperimentRegistration reg_spectra{with_smoke(Experiment{
     "cocycle-spectra",
     "Coupling paper Thm 5 / (A4): Lyapunov, dichotomy (Sacker-Sell) spectra, bundles and constant C of a cocycle (.npy or G1-G5)",
-    {p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: use the family)"),
-     p_string("family", "G1", "synthetic family when no file is given", {"G1", "G2", "G3", "G4", "G5"}),
-     p_int("depth", 400, "layers L of the family", 1, 100000), p_int("d", 4, "dimension for G2 and G5", 1, 512),
+    {p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: use the family)").file(),
+     p_string("family", "G1", "synthetic family when no file is given", {"G1", "G2", "G3", "G4", "G5"}).when("generators", {""}),
+     p_int("depth", 400, "layers L of the family", 1, 100000).when("generators", {""}), p_int("d", 4, "dimension for G2 and G5", 1, 512).when("family", {"G2", "G5"}).when("generators", {""}),
      p_int("seed", 0, "random seed", 0, kMaxSeed),
-     p_string("sigma", "0.2,0.1,-0.3,-0.5", "G1: eigenvalues of A (comma-separated)"),
-     p_double("kappa", 10.0, "G1: condition number of the eigenbasis S", 1.0, 1e12),
-     p_double("a_lo", -2.0, "G2: a_i uniform in [a_lo, a_hi], Abar = exp(-exp(a_i))", -20.0, 20.0),
-     p_double("a_hi", 1.0, "G2: upper end of a_i", -20.0, 20.0),
-     p_string("base", "1.3,1.1,0.8,0.6", "G3: diagonal base levels"),
-     p_string("mode", "switching", "G3: diagonal sequences", {"constant", "periodic", "switching"}),
-     p_double("amp", 0.1, "G3: levels base (1 -+ amp)", 0.0, 0.999), p_int("period", 8, "G3: period (periodic mode)", 2, 100000),
-     p_int("run0", 4, "G3: first run length (switching mode)", 1, 100000), p_double("b", 2.0, "G3: off-diagonal entries in [-b, b]", 0.0, 1e6),
-     p_string("m", "-0.6,-0.6,-0.5,-0.5", "G4: eigenvalues of M"), p_string("v", "0.8,0.8,0.2,0.2", "G4: eigenvalues of V"),
-     p_double("lambda", 1.0, "G4: kernel eigenvalue lambda in I + M + lambda V", -1e6, 1e6),
-     p_double("omega", 0.01, "G4: rotation angle per layer", -10.0, 10.0),
-     p_double("scale", 0.5, "G5: A_0 = scale G / sqrt(d)", 0.0, 1e6), p_double("delta", 0.1, "G5: size of the layer variation E(l)", 0.0, 1e6),
-     p_int("smooth", 0, "G5: 0 = i.i.d. E(l), else linear between i.i.d. knots every `smooth` layers", 0, 100000),
+     p_double_list("sigma", {0.2, 0.1, -0.3, -0.5}, "G1: eigenvalues of A (repeats allowed: multiplicities)", -1e6, 1e6).when("family", {"G1"}).when("generators", {""}),
+     p_double("kappa", 10.0, "G1: condition number of the eigenbasis S", 1.0, 1e12).when("family", {"G1"}).when("generators", {""}),
+     p_double("a_lo", -2.0, "G2: a_i uniform in [a_lo, a_hi], Abar = exp(-exp(a_i))", -20.0, 20.0).when("family", {"G2"}).when("generators", {""}),
+     p_double("a_hi", 1.0, "G2: upper end of a_i", -20.0, 20.0).when("family", {"G2"}).when("generators", {""}),
+     p_double_list("base", {1.3, 1.1, 0.8, 0.6}, "G3: diagonal base levels (repeats allowed)", -1e6, 1e6).when("family", {"G3"}).when("generators", {""}),
+     p_string("mode", "switching", "G3: diagonal sequences", {"constant", "periodic", "switching"}).when("family", {"G3"}).when("generators", {""}),
+     p_double("amp", 0.1, "G3: levels base (1 -+ amp) (modes periodic, switching)", 0.0, 0.999).when("family", {"G3"}).when("mode", {"periodic", "switching"}).when("generators", {""}), p_int("period", 8, "G3: period (periodic mode)", 2, 100000).when("family", {"G3"}).when("mode", {"periodic"}).when("generators", {""}),
+     p_int("run0", 4, "G3: first run length (switching mode)", 1, 100000).when("family", {"G3"}).when("mode", {"switching"}).when("generators", {""}), p_double("b", 2.0, "G3: off-diagonal entries in [-b, b]", 0.0, 1e6).when("family", {"G3"}).when("generators", {""}),
+     p_double_list("m", {-0.6, -0.6, -0.5, -0.5}, "G4: eigenvalues of M (repeats allowed)", -1e6, 1e6).when("family", {"G4"}).when("generators", {""}), p_double_list("v", {0.8, 0.8, 0.2, 0.2}, "G4: eigenvalues of V (repeats allowed)", -1e6, 1e6).when("family", {"G4"}).when("generators", {""}),
+     p_double("lambda", 1.0, "G4: kernel eigenvalue lambda in I + M + lambda V", -1e6, 1e6).when("family", {"G4"}).when("generators", {""}),
+     p_double("omega", 0.01, "G4: rotation angle per layer", -10.0, 10.0).when("family", {"G4"}).when("generators", {""}),
+     p_double("scale", 0.5, "G5: A_0 = scale G / sqrt(d)", 0.0, 1e6).when("family", {"G5"}).when("generators", {""}), p_double("delta", 0.1, "G5: size of the layer variation E(l)", 0.0, 1e6).when("family", {"G5"}).when("generators", {""}),
+     p_int("smooth", 0, "G5: 0 = i.i.d. E(l), else linear between i.i.d. knots every `smooth` layers", 0, 100000).when("family", {"G5"}).when("generators", {""}),
      p_int("k", 0, "QR directions (0: all d)", 0, 100000), p_int("burn_in", 40, "layers dropped from every statistic (default: 40, or L/10 when L < 400)", 0, 100000),
      p_int_list("H", {}, "Steklov windows (empty: N/8, N/4, N/2 of the window N = L - burn_in)", 1, 1000000),
      p_int("reorth_every", 1, "QR re-orthonormalisation every q steps", 1, 1000),
      p_string("bundles", "two-sided", "projectors: two-sided constant extension, CLVs or none", {"two-sided", "clv", "none"}),
-     p_double("r_minus", 0.0, "r_- for C (0: just above the decaying spectrum, see slack)", 0.0, 1.0),
-     p_double("r_plus", 0.0, "r_+ for C (0: just below the growing spectrum)", 0.0, 1e6),
-     p_double("slack", 0.1, "automatic rates: r = (spectral edge)^(1 - slack)", 0.0, 1.0, true),
-     p_int("stride", 0, "C: start layers sampled every `stride` layers (0: L/100)", 0, 100000),
+     p_double("r_minus", 0.0, "r_- for C (0: just above the decaying spectrum, see slack)", 0.0, 1.0).when_not("bundles", {"none"}),
+     p_double("r_plus", 0.0, "r_+ for C (0: just below the growing spectrum)", 0.0, 1e6).when_not("bundles", {"none"}),
+     p_double("slack", 0.1, "automatic rates: r = (spectral edge)^(1 - slack)", 0.0, 1.0, true).when_not("bundles", {"none"}),
+     p_int("stride", 0, "C: start layers sampled every `stride` layers (0: L/100)", 0, 100000).when_not("bundles", {"none"}),
      p_bool("rank", true, "rank function k(gamma) from finite-time singular values (k = d only)")},
     run_spectra, "cocycle-spectra",
     [](const Params& P) {
@@ -393,18 +395,18 @@ const ExperimentRegistration reg_spectra{Experiment{
       const double L = static_cast<double>(P.get_int("depth")), d = static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d"));
       const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
       return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
-    }}};
+    }}, {{"depth", "40"}})};
 
-const ExperimentRegistration reg_euler{Experiment{
+const ExperimentRegistration reg_euler{with_smoke(Experiment{
     "coupling-euler",
     "Coupling paper Thm 4 (Euler step vs time-ordered exponential, bound and slope 1) and §2.4 non-normal transient growth (R8, R9)",
     {p_int("d", 3, "dimension", 1, 64), p_int("depth", 9, "layer matrices A(0..L-1) (family G5)", 2, 200),
      p_int("seed", 0, "random seed", 0, kMaxSeed), p_double("scale", 0.3, "A_0 = scale G / sqrt(d)", 0.0, 100.0),
      p_double("delta", 0.2, "layer variation", 0.0, 100.0), p_int("smooth", 2, "knot spacing of E(l) (0: i.i.d.)", 0, 1000),
      p_int("halvings", 6, "Delta = 1, 1/2, ..., 2^-halvings", 1, 10), p_int("nn_depth", 60, "layers of the non-normal pair", 2, 100000)},
-    run_euler, "coupling-euler"}};
+    run_euler, "coupling-euler"}, {{"depth", "3"}, {"halvings", "2"}, {"nn_depth", "10"}})};
 
-const ExperimentRegistration reg_looped{Experiment{
+const ExperimentRegistration reg_looped{with_smoke(Experiment{
     "coupling-looped",
     "Coupling paper §2.4 / C.1: looped LTI Abar = diag(exp(-exp(a))): ||h_t - h*|| <= rho^t ||h_0 - h*||, ||G|| = 1/(1 - rho) (R25)",
     {p_int("d", 6, "state dimension", 1, 256), p_int("loops", 200, "loop count t", 1, 1000000),
@@ -416,7 +418,7 @@ const ExperimentRegistration reg_looped{Experiment{
       const double d = static_cast<double>(P.get_int("d")), L = static_cast<double>(P.get_int("green_window"));
       // 10 radii, each max_l sum_s ||G(l, s+1)||: L^2 / 2 products and 2-norms of d x d matrices.
       return ResourceEstimate{8.0 * L * d * d * 3 + 64e6, 10.0 * L * L * 20.0 * d * d * d, "10 Green-norm sums over L^2 / 2 layer pairs"};
-    }}};
+    }}, {{"d", "2"}, {"loops", "20"}, {"green_window", "20"}})};
 
 }  // namespace
 }  // namespace tokdyn

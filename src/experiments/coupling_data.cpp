@@ -327,6 +327,7 @@ void run_data(const Params& p, RunContext& ctx) {
   {
     CsvWriter suff(ctx.dir / "sufficiency.csv", {"family", "statistic", "posterior_max_diff", "filter_max_diff", "risk", "stderr", "gap",
                                                  "gap_stderr", "max_seq_diff"});
+    suff.blank_nonfinite({"posterior_max_diff", "filter_max_diff"});  // empty: not computed for this statistic
     for (Family f : {Family::Categorical, Family::Gaussian, Family::Poisson, Family::GaussianVariance}) {
       const Emission ef = make_emission(f, S, V, f == Family::GaussianVariance ? 1 : D, contrast, rate, seed);
       const BlockHmm m = symmetric_hmm(ef, S, P, sq);
@@ -425,7 +426,7 @@ std::vector<ParamSpec> data_params() {
       p_int("blocks", 6, "blocks per sequence (K)", 2, 1000),
       p_int("sequences", 100000, "Monte Carlo sequences per q of the sweep", 2, 100000000),
       p_int("suff_sequences", 20000, "Monte Carlo sequences per family of R23", 2, 100000000),
-      p_string("q_grid", "0.01,0.02,0.05,0.1,0.2,0.3,0.4,0.5", "persistence grid q in [0, 1] (symmetric chain; i.i.d. at q = (S-1)/S)"),
+      p_double_list("q_grid", {0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5}, "persistence grid q in [0, 1] (symmetric chain; i.i.d. at q = (S-1)/S); increasing", 0.0, 1.0).increasing(),
       p_double("contrast", 1.5, "scale of the latent's effect on the emissions", 0.0, 100.0, true),
       p_double("rate", 3.0, "Poisson base rate", 0.0, 100.0, true),
       p_int("exact_V", 2, "exact enumeration (R22, profile): symbols", 2, 16),
@@ -433,13 +434,13 @@ std::vector<ParamSpec> data_params() {
       p_int("exact_blocks", 3, "exact enumeration: blocks", 2, 18),
       p_double("profile_q", 0.1, "persistence of the profile-risk and MC-vs-exact model", 0.0, 1.0),
       p_double("suff_q", 0.1, "persistence of the R23 sufficiency runs", 0.0, 1.0),
-      p_string("rho_grid", "-2,-1,-0.5,-0.25,-0.1,0,0.1,0.25,0.5,1,2", "gate amplitudes rho of the profile risk"),
+      p_double_list("rho_grid", {-2, -1, -0.5, -0.25, -0.1, 0, 0.1, 0.25, 0.5, 1, 2}, "gate amplitudes rho of the profile risk; increasing", -1e6, 1e6).increasing(),
       p_double("readin_norm", 1.0, "bound on |W_r|_F of the bounded read-in (F14)", 0.0, 1e6, true),
       p_int("seed", 0, "base seed", 0, kMaxSeed),
   };
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "coupling-data",
     "Coupling paper §5.3 data side: block HMM risks vs persistence (Prop 13, R22, F13, F14) and block-mean sufficiency (Prop 14, R23)",
     data_params(), run_data, "coupling-data",
@@ -447,7 +448,7 @@ const ExperimentRegistration reg{Experiment{
       const double T = static_cast<double>(p.get_int("P")) * static_cast<double>(p.get_int("blocks"));
       const double n = static_cast<double>(p.get_int("sequences")), ns = static_cast<double>(p.get_int("suff_sequences"));
       return ResourceEstimate{64e6, 200.0 * T * (10.0 * n + 4.0 * ns), "sequences x tokens x predictors (streamed in chunks)"};
-    }}};
+    }}, {{"sequences", "10"}, {"suff_sequences", "10"}, {"blocks", "2"}, {"exact_P", "2"}, {"exact_blocks", "2"}})};
 
 }  // namespace
 }  // namespace tokdyn

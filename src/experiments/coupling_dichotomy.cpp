@@ -168,6 +168,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
 
     // (d) hyperbolicity: the Green operator of gamma^-1 B on windows L and 2L.
     CsvWriter green(ctx.dir / "green.csv", {"gamma", "window", "green_norm", "hyperbolic"});
+    green.blank_nonfinite({"green_norm"});  // empty: gamma on the spectrum (hyperbolic = false), no Green operator
     const long Lw = std::max<long>(8, p.get_int("green_L"));
     std::vector<double> gammas;
     const double lo = want.back() * 0.8, hi = want.front() * 1.2;
@@ -336,6 +337,8 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   // R11 per window.
   CsvWriter win(ctx.dir / "windows.csv", {"first", "last", "H", "r_minus", "r_plus_min", "r_plus_max", "k_plus", "k_neutral", "hyperbolic",
                                           "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
+  // empty: not defined for this window (no dichotomy, or no growing / decaying part)
+  win.blank_nonfinite({"r_minus", "r_plus_min", "r_plus_max", "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
   std::vector<double> m_first, m_last;
   for (long first = 0; first + window <= L; first += window) {
     const long last = first + window;
@@ -426,7 +429,7 @@ std::vector<ParamSpec> dichotomy_params() {
   ps.push_back(p_int("R11_window", 100, "depth window of the (A4)/(A5) diagnostics", 2, 5000));
   ps.push_back(p_int("sectors", 4, "fluctuation sectors lambda_j = 1/j, j = 2..sectors, for r_f (A5)", 2, 64));
   ps.push_back(p_string("form", "exact", "generator convention: exact (I+M~)(I+V) or paper I+M+V (F1)", {"exact", "paper"}));
-  ps.push_back(p_string("sigma", "0.2,0.1,-0.3,-0.5", "G1 (R10a): eigenvalues sigma_i of the tied generator A"));
+  ps.push_back(p_double_list("sigma", {0.2, 0.1, -0.3, -0.5}, "G1 (R10a): eigenvalues sigma_i of the tied generator A (repeats allowed)", -1e6, 1e6));
   ps.push_back(p_double("kappa", 10.0, "G1: condition number of the eigenbasis S", 1.0, 1e8));
   ps.push_back(p_int("g1_L", 400, "G1: depth (the second half is the measuring window)", 4, 100000));
   ps.push_back(p_int("green_L", 200, "R10d: window of the Green operator (and twice it)", 8, 2000));
@@ -437,10 +440,10 @@ std::vector<ParamSpec> dichotomy_params() {
   return ps;
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "coupling-dichotomy",
     "Coupling paper Thm 5 / (A4)-(A5): dichotomy spectra R10 (a)-(e), window diagnostics R11 on random Pre-LN stacks (F17, F19)",
-    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}};
+    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}, {{"L", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -160,6 +160,9 @@ void run_duality(const Params& p, RunContext& ctx) {
   CsvWriter tcsv(ctx.dir / "slow_tick.csv", {"family", "l", "residual_plus", "residual_minus"});
   CsvWriter scsv(ctx.dir / "summary.csv", {"family", "kappa_alpha", "r_f", "C_f", "r_minus", "r_plus_min", "r_plus_max", "C", "theta",
                                            "C_prime_emp", "tau_sat_formula", "tau_sat_empirical"});
+  // empty: not defined for this family (no dichotomy of the tangent cocycle, no decay to saturate)
+  scsv.blank_nonfinite({"r_f", "C_f", "r_minus", "r_plus_min", "r_plus_max", "C", "theta", "C_prime_emp", "tau_sat_formula",
+                        "tau_sat_empirical"});
   const std::vector<hier::PiKind> kinds = {hier::PiKind::Mean, hier::PiKind::Stride, hier::PiKind::Head, hier::PiKind::Multi};
   for (const Family& F : fams) {
     const SectorFlow& f = F.flow;
@@ -336,8 +339,8 @@ std::vector<ParamSpec> common_params(bool transformer) {
   } else {
     ps = {p_int("T", 8, "tokens per sequence", 2, 512), p_int("P", 4, "block length", 2, 512), p_int("seed", 0, "base seed", 0, kMaxSeed)};
   }
-  ps.push_back(p_string("g4_m", "-0.8,-0.8,-0.5,-0.5", "G4: eigenvalues m of M(l)"));
-  ps.push_back(p_string("g4_v", "1.0,1.0,0.2,0.2", "G4: eigenvalues v of V(l)"));
+  ps.push_back(p_double_list("g4_m", {-0.8, -0.8, -0.5, -0.5}, "G4: eigenvalues m of M(l) (repeats allowed)", -1e6, 1e6));
+  ps.push_back(p_double_list("g4_v", {1.0, 1.0, 0.2, 0.2}, "G4: eigenvalues v of V(l) (repeats allowed)", -1e6, 1e6));
   ps.push_back(p_double("g4_omega", 0.01, "G4: rotation angle per layer", 0.0, 10.0));
   ps.push_back(p_int("g4_L", 80, "G4: depth", 2, 5000));
   ps.push_back(p_int("H", 10, "Steklov window of the Bohl growth-rate estimates", 1, 5000));
@@ -352,6 +355,15 @@ std::vector<ParamSpec> duality_params() {
   ps.push_back(p_int("L_r", 4, "refresh period of the slow tick Phi(l + L_r, l)", 1, 5000));
   ps.push_back(p_int("remark6_L", 60, "largest depth of the Remark 6 sweep", 2, 5000));
   ps.push_back(p_int_list("levels", {2, 2}, "multi-level compression: group sizes per level (product P; head, then means)", 1, 512));
+  // P is the block length of both families here (not only of mask = block).
+  for (ParamSpec& s : ps)
+    if (s.key == "P") s.only_when.clear();
+  std::vector<std::string> tl;
+  for (const std::string& k : tf::transformer_keys())
+    if (k != "T" && k != "P" && k != "seed") tl.push_back(k);
+  tl.push_back("form");
+  tf::applies_only_when(ps, tl, "family", {"transformer", "both"});
+  tf::applies_only_when(ps, {"g4_m", "g4_v", "g4_omega", "g4_L"}, "family", {"g4", "both"});
   return ps;
 }
 
@@ -447,13 +459,13 @@ std::vector<ParamSpec> thm9_params() {
   return ps;
 }
 
-const ExperimentRegistration reg_duality{Experiment{
+const ExperimentRegistration reg_duality{with_smoke(Experiment{
     "coupling-duality",
     "Coupling paper Thm 6 / Remark 6: depth-coarse-grain duality, tau_sat, C_sharp, slow tick, block mean after mixing (R12, R13; F15, F16)",
-    duality_params(), run_duality, "coupling-duality"}};
-const ExperimentRegistration reg_thm9{Experiment{
+    duality_params(), run_duality, "coupling-duality"}, {{"g4_L", "20"}, {"L", "12"}, {"remark6_L", "10"}, {"probes", "1"}})};
+const ExperimentRegistration reg_thm9{with_smoke(Experiment{
     "coupling-thm9", "Coupling paper Thm 9: decaying content does not reach the injection, printed and corrected bounds (R16, F12)",
-    thm9_params(), run_thm9, "coupling-thm9"}};
+    thm9_params(), run_thm9, "coupling-thm9"}, {{"g4_L", "20"}, {"probes", "1"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -46,9 +46,8 @@ using cocycle::Matrix;
 
 std::vector<double> rho_grid(const Params& p) {
   std::vector<double> rho = number_list_param(p, "rho");
-  if (rho.empty()) throw InputError("parameter 'rho': empty grid; expected comma-separated nonzero finite gates");
   for (double r : rho)
-    if (!std::isfinite(r) || r == 0.0)
+    if (r == 0.0)
       throw InputError(fmt::format("parameter 'rho': entry {} is not a nonzero finite number (rho = 0 is the reference run)", r));
   std::sort(rho.begin(), rho.end(), [](double a, double b) { return std::abs(a) < std::abs(b); });
   return rho;
@@ -219,9 +218,9 @@ void run_gate(const Params& p, RunContext& ctx) {
     s.pooled = hier::parse_pooled(p.get_string("pooled"));
     s.loop = hier::parse_loop(p.get_string("slow_loop"));
     s.site = hier::parse_site(p.get_string("site"));
-    if (!p.get_string("y0").empty()) {
+    if (!p.get_double_list("y0").empty()) {
       std::vector<double> y0;
-      as_input_error([&] { y0 = cocycle::parse_number_list(p.get_string("y0"), "parameter 'y0'"); });
+      y0 = p.get_double_list("y0");
       if (static_cast<int>(y0.size()) != cfg.d)
         throw InputError(fmt::format("parameter 'y0': {} entries, expected d = {} (the dimension of psi's argument)", y0.size(), cfg.d));
       s.y0 = Eigen::Map<const Vec>(y0.data(), cfg.d);
@@ -308,14 +307,15 @@ std::vector<ParamSpec> gate_params() {
     if (s.key == "mask") s.def = std::string("block");
   ps.push_back(p_string("level", "both", "linearised (G4, Green operator), transformer (nonlinear T-level) or both",
                         {"linearised", "transformer", "both"}));
-  ps.push_back(p_string("rho", "1e-4,3e-4,1e-3,3e-3,1e-2,3e-2", "gate amplitudes rho (nonzero, finite; rho = 0 is the reference run)"));
-  ps.push_back(p_string("g4_m", "-0.8,-0.8,-0.5,-0.5", "linearised: G4 eigenvalues m of M(l)"));
-  ps.push_back(p_string("g4_v", "1.0,1.0,0.2,0.2", "linearised: G4 eigenvalues v of V(l)"));
+  ps.push_back(p_double_list("rho", {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2}, "gate amplitudes rho (nonzero, distinct; rho = 0 is the reference run; run in order of |rho|)", -1e6, 1e6).distinct_entries());
+  ps.push_back(p_double_list("g4_m", {-0.8, -0.8, -0.5, -0.5}, "linearised: G4 eigenvalues m of M(l) (repeats allowed)", -1e6, 1e6));
+  ps.push_back(p_double_list("g4_v", {1.0, 1.0, 0.2, 0.2}, "linearised: G4 eigenvalues v of V(l) (repeats allowed)", -1e6, 1e6));
   ps.push_back(p_double("g4_omega", 0.01, "linearised: G4 rotation per layer", 0.0, 10.0));
   ps.push_back(p_int("g4_L", 80, "linearised: depth window", 2, 5000));
   ps.push_back(p_string("compression", "mean", "transformer: Pi", {"mean", "stride", "head", "topk", "multi"}));
-  ps.push_back(p_int("topk", 1, "transformer: tokens of the top-k selector", 1, 512));
-  ps.push_back(p_int_list("levels", {2, 2}, "transformer: multi-level group sizes (product P; means)", 1, 512));
+  ps.push_back(p_int("topk", 1, "transformer: tokens of the top-k selector (compression = topk)", 1, 512).when("compression", {"topk"}));
+  ps.push_back(p_int_list("levels", {2, 2}, "transformer: multi-level group sizes (product P; means; compression = multi)", 1, 512)
+                   .when("compression", {"multi"}));
   ps.push_back(p_string("injection", "tanh-mlp", "psi", {"identity", "linear", "affine", "tanh-mlp"}));
   ps.push_back(p_int("psi_hidden", 8, "tanh-MLP psi: hidden width", 1, 1024));
   ps.push_back(p_double("psi_scale", 1.0, "psi weight scale", 0.0, 100.0, true));
@@ -324,14 +324,20 @@ std::vector<ParamSpec> gate_params() {
   ps.push_back(p_string("pooled", "normalised", "transformer: pooled quantity S(x) or raw x (F9)", {"normalised", "raw"}));
   ps.push_back(p_string("slow_loop", "chain", "transformer: cross-block chain (C2) or literal self-loop (15) (F8)", {"chain", "self"}));
   ps.push_back(p_string("site", "additive", "transformer: injection site, additive (eq. (11)) or inside the norms' argument", {"additive", "inside"}));
-  ps.push_back(p_string("y0", "", "transformer: ŷ_0 of block 1 (d comma-separated numbers; empty = 0)"));
+  ps.push_back(p_double_list("y0", {}, "transformer: ŷ_0 of block 1 (d numbers; empty = 0)", -1e6, 1e6));
+  // Knobs of one level only are refused at the other.
+  std::vector<std::string> tl = tf::transformer_keys();
+  tl.erase(std::find(tl.begin(), tl.end(), "seed"));  // both levels draw from the seed
+  for (const char* k : {"compression", "topk", "levels", "injection", "L_r", "refresh", "pooled", "slow_loop", "site", "y0"}) tl.push_back(k);
+  tf::applies_only_when(ps, tl, "level", {"transformer", "both"});
+  tf::applies_only_when(ps, {"g4_m", "g4_v", "g4_omega", "g4_L"}, "level", {"linearised", "both"});
   return ps;
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "coupling-gate-intervention",
     "Coupling paper E3 / Prop 11: gate rho -> 0 at inference, shift of the late-depth state along V_par against d_+ = |rho| sup |P_+ G psi(0)|",
-    gate_params(), run_gate, "coupling-gate-intervention"}};
+    gate_params(), run_gate, "coupling-gate-intervention"}, {{"g4_L", "20"}, {"L", "8"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -130,6 +130,10 @@ void run_green(const Params& p, RunContext& ctx) {
   const long explicit_max_L = p.get_int("explicit_max_L");
   std::vector<Matrix> B;
   if (!gen_file.empty()) {
+    for (const char* k : {"d", "L"})
+      if (p.is_explicit(k) && !p.get_bool("tlevel"))
+        throw InputError(fmt::format("parameter '{}' does not apply with a generators file (its shape gives d and L) unless "
+                                     "tlevel = true (leave '{}' unset)", k, k));
     B = read_generators_npy(gen_file, "generators");
   } else {
     double knob = p.get_double("knob");
@@ -184,6 +188,7 @@ void run_green(const Params& p, RunContext& ctx) {
   if (ctx.progress) ctx.progress(0.2);
   if (validate) {
     CsvWriter gcsv(ctx.dir / "green.csv", {"level", "l", "norm_u", "norm_Pplus_u", "norm_Pminus_u", "explicit_diff", "residual", "interior"});
+    gcsv.blank_nonfinite({"explicit_diff", "residual"});  // empty: no explicit sum (window too long) / no residual at l = L
     CsvWriter ncsv(ctx.dir / "norms.csv", {"level", "window", "upper", "lower", "bound", "C", "r_minus", "r_plus"});
     validate_window("G-level", B, h, u, explicit_max_L, p.get_double("exclusion_tol"), gcsv, ncsv, checks, ctx);
     if (ctx.progress) ctx.progress(0.6);
@@ -225,6 +230,9 @@ void run_green(const Params& p, RunContext& ctx) {
         double closest = std::numeric_limits<double>::infinity();
         for (long i = 0; i < ev.size(); ++i) closest = std::min(closest, std::abs(std::abs(ev(i)) - 1.0));
         ctx.notes["tlevel_hyperbolic"] = false;
+        checks.not_applicable("R17 residual", "Lemma 17(2) on the Transformer tangent cocycle", "T-level: max_l residual / (1 + |u|_inf)",
+                              fmt::format("the window's end maps are not hyperbolic (flag F17, distance of an eigenvalue modulus to 1: "
+                                          "{:.3g}): the Green operator does not exist", closest));
         ctx.notes["tlevel_end_distance_to_unit_circle"] = closest;
         ctx.warnings.push_back(fmt::format("T-level: the Transformer tangent cocycle's window ends are not hyperbolic (flag F17; {}); "
                                            "R17 checked at the G-level only",
@@ -237,23 +245,34 @@ void run_green(const Params& p, RunContext& ctx) {
 
 std::vector<ParamSpec> green_params() {
   auto ps = tf::transformer_params(4, 16, 8, 200, 0.0);
+  // T is not a knob here (the T-level reference is one token); the architecture applies with tlevel.
+  ps.erase(std::remove_if(ps.begin(), ps.end(), [](const ParamSpec& s) { return s.key == "T"; }), ps.end());
+  std::vector<std::string> arch = tf::transformer_keys();
+  arch.erase(std::remove_if(arch.begin(), arch.end(), [](const std::string& k) { return k == "d" || k == "L" || k == "seed"; }),
+             arch.end());
+  tf::applies_only_when(ps, arch, "tlevel", {"true"});
   ps.push_back(p_string("family", "g4", "G-level saddle: g1 weight-tied, g3 triangular non-normal, g4 sector-structured rotating",
                         {"g1", "g3", "g4"}));
-  ps.push_back(p_double("knob", -1.0, "family knob: g1 kappa(S) (>= 1), g3 coupling |b|, g4 rotation omega (< 0: 5, 1.5, 0.05)", -1.0, 1e6));
-  ps.push_back(p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: the family; overrides d, L)"));
-  ps.push_back(p_string("forcing", "", "float64 .npy [L, d] forcing h(l) (empty: uniform in [-1, 1]); needs 'generators'"));
+  ps.back().only_when.push_back({"generators", {""}, false});
+  ps.push_back(p_double("knob", -1.0, "family knob: g1 kappa(S) (>= 1), g3 coupling |b|, g4 rotation omega (< 0: 5, 1.5, 0.05)", -1.0, 1e6)
+                   .when("generators", {""}));
+  ps.push_back(p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: the family; overrides d, L)").file());
+  ps.push_back(p_string("forcing", "", "float64 .npy [L, d] forcing h(l) (empty: uniform in [-1, 1]); needs 'generators'")
+                   .file()
+                   .when_not("generators", {""}));
   ps.push_back(p_bool("validate", true, "R17 validation (explicit sum, norms, projections, uniqueness); off for timing runs"));
-  ps.push_back(p_int("explicit_max_L", 2000, "longest window for the O(L^2 d^2) explicit Green sum", 1, 100000));
-  ps.push_back(p_double("exclusion_tol", 1e-4, "boundary-layer tolerance of the interior [l_b, L - l_b] (green.csv 'interior')", 0.0, 1.0, true));
-  ps.push_back(p_bool("tlevel", false, "also the random Pre-LN Transformer's tangent cocycle (usually not hyperbolic: F17)"));
+  ps.push_back(p_int("explicit_max_L", 2000, "longest window for the O(L^2 d^2) explicit Green sum", 1, 100000).when("validate", {"true"}));
+  ps.push_back(p_double("exclusion_tol", 1e-4, "boundary-layer tolerance of the interior [l_b, L - l_b] (green.csv 'interior')", 0.0, 1.0, true)
+                   .when("validate", {"true"}));
+  ps.push_back(p_bool("tlevel", false, "also the random Pre-LN Transformer's tangent cocycle (usually not hyperbolic: F17)").when("validate", {"true"}));
   ps.push_back(p_bool("write_u", false, "write u.csv (the solution, one row per layer)"));
   return ps;
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "coupling-green",
     "Coupling paper Lemma 17 (R17): the Green operator of a dichotomy by the block-banded BVP, explicit sum, norms, uniqueness",
-    green_params(), run_green, "coupling-green"}};
+    green_params(), run_green, "coupling-green"}, {{"L", "40"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -125,14 +125,16 @@ void run_margin(const Params& p, RunContext& ctx) {
     return;
   }
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const long L = p.get_int("L"), ex = p.get_int("exclude");
+  const long L = p.get_int("L"), ex = p.get_int("exclude") < 0 ? L / 5 : p.get_int("exclude");
   if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
+  ctx.notes["exclude"] = ex;
   const double rho_end = p.get_double("rho_end"), ds_max = p.get_double("ds_max");
   const std::vector<double> s21 = number_list_param(p, "r21_sigma"), c21 = number_list_param(p, "r21_c");
   for (double s : s21)
     for (double c : c21) as_input_error([&] { cl::remark5_threshold(s, c); });
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter thr(ctx.dir / "thresholds.csv", {"name", "value"});
+  thr.blank_nonfinite({"value"});  // empty: not reached (e.g. no loss of dichotomy up to rho_end) or not defined
 
   // ---- R20: weight-tied G1 sweep ------------------------------------------------------------------
   const std::vector<double> sigma = number_list_param(p, "sigma");
@@ -148,6 +150,8 @@ void run_margin(const Params& p, RunContext& ctx) {
   CsvWriter sw(ctx.dir / "rho_sweep.csv", {"direction", "rho", "sup_u", "k_minus", "k_plus", "end_gap", "green_inverse_sigma_min",
                                             "k_bundles", "projector_deviation", "r_minus_closed", "r_plus_closed", "t_rho",
                                             "newton_iterations"});
+  // empty: no projector deviation (no bundles at this rho) / no growing closed-loop multiplier
+  sw.blank_nonfinite({"projector_deviation", "r_plus_closed", "green_inverse_sigma_min"});
   double crit[2] = {kNaN, kNaN};
   std::string events[2];
   double dev_ratio = 0.0, shift_ratio = 0.0, dev_max = 0.0;
@@ -255,6 +259,8 @@ void run_margin(const Params& p, RunContext& ctx) {
   {
     const double step = p.get_double("r21_step");
     CsvWriter r21(ctx.dir / "r21.csv", {"sigma", "c", "expected", "found_sweep", "sweep_step", "found_continuation", "continuous_time"});
+    // empty: no flip found within the sweep / continuation range, or no continuous-time reading
+    r21.blank_nonfinite({"expected", "found_sweep", "found_continuation", "continuous_time"});
     double worst_sweep = 0.0, worst_cont = 0.0;
     bool flip_seen = false;
     for (double s : s21)
@@ -300,38 +306,42 @@ void run_margin(const Params& p, RunContext& ctx) {
 }
 
 std::vector<ParamSpec> margin_params() {
-  return {
+  std::vector<ParamSpec> ps{
       p_int("seed", 0, "base seed (cocycles, psi)", 0, kMaxSeed),
       p_int("L", 200, "window depth", 8, 20000),
-      p_int("exclude", 40, "boundary layers excluded from the projector deviation (each end)", 0, 10000),
-      p_string("sigma", "0.2,0.1,-0.3,-0.5", "R20 G1: eigenvalues of the tied generator A"),
+      p_int("exclude", -1, "boundary layers excluded from the projector deviation (each end; < L/2; -1: L/5)", -1, 10000),
+      p_double_list("sigma", {0.2, 0.1, -0.3, -0.5}, "R20 G1: eigenvalues of the tied generator A (repeats allowed)", -1e6, 1e6),
       p_double("kappa", 3.0, "R20 G1: condition number of the eigenbasis", 1.0, 1e8),
       p_string("psi", "affine", "R20 injection psi", {"identity", "linear", "affine", "tanh-mlp"}),
-      p_double("psi_scale", 1.0, "psi's Lipschitz scale", 0.0, 1e6, true),
-      p_double("psi_offset", 0.5, "|psi(0)|", 0.0, 1e6),
+      p_double("psi_scale", 1.0, "psi's Lipschitz scale (not for psi = identity)", 0.0, 1e6, true).when_not("psi", {"identity"}),
+      p_double("psi_offset", 0.5, "|psi(0)| (not for psi = linear)", 0.0, 1e6).when_not("psi", {"linear"}),
       p_double("rho_end", 3.0, "R20: largest |rho| of the sweep", 0.0, 1e6, true),
       p_double("ds_max", 0.02, "R20: largest continuation step (scaled arclength)", 1e-6, 1.0),
-      p_string("g4_m", "-0.6,-0.6,-0.5,-0.5", "A7 check, G4: eigenvalues m of M"),
-      p_string("g4_v", "0.8,0.8,0.2,0.2", "A7 check, G4: eigenvalues v of V"),
+      p_double_list("g4_m", {-0.6, -0.6, -0.5, -0.5}, "A7 check, G4: eigenvalues m of M (repeats allowed)", -1e6, 1e6),
+      p_double_list("g4_v", {0.8, 0.8, 0.2, 0.2}, "A7 check, G4: eigenvalues v of V (repeats allowed)", -1e6, 1e6),
       p_double("g4_omega", 0.05, "A7 check, G4: rotation angle per layer (> 0: depth-varying P_±)", 0.0, 3.2),
-      p_string("r21_sigma", "-0.3,-0.8,-1.2,-1.7", "R21: scalar generators sigma in (-2, 0)"),
-      p_string("r21_c", "1,-0.5", "R21: slopes c = Dpsi (nonzero)"),
+      p_double_list("r21_sigma", {-0.3, -0.8, -1.2, -1.7}, "R21: scalar generators sigma in (-2, 0), distinct", -2.0, 0.0, true).below_max().distinct_entries(),
+      p_double_list("r21_c", {1, -0.5}, "R21: slopes c = Dpsi (nonzero, distinct)", -1e6, 1e6).distinct_entries(),
       p_double("r21_step", 1e-3, "R21: sweep resolution of |rho|", 1e-7, 0.1, true),
-      p_string("bench_generators", "", "benchmark mode: .npy [L, d, d] layer maps (with bench_psi; skips the checks)"),
-      p_string("bench_psi", "", "benchmark mode: .npy [d, 2d + 2] tanh-MLP psi, columns c | W1 | b1 | W2"),
-      p_int("bench_steps", 200, "benchmark mode: continuation steps", 1, 100000),
-      p_double("bench_ds", 0.002, "benchmark mode: fixed arclength step", 1e-9, 1.0, true),
+      p_string("bench_generators", "", "benchmark mode: .npy [L, d, d] layer maps (with bench_psi; skips the checks)").file(),
+      p_string("bench_psi", "", "benchmark mode: .npy [d, 2d + 2] tanh-MLP psi, columns c | W1 | b1 | W2").file().when_not("bench_generators", {""}),
+      p_int("bench_steps", 200, "benchmark mode: continuation steps", 1, 100000).when_not("bench_generators", {""}),
+      p_double("bench_ds", 0.002, "benchmark mode: fixed arclength step", 1e-9, 1.0, true).when_not("bench_generators", {""}),
   };
+  // The checks' knobs do not apply in benchmark mode.
+  for (ParamSpec& s : ps)
+    if (s.key.rfind("bench_", 0) != 0) s.only_when.push_back({"bench_generators", {""}, false});
+  return ps;
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "coupling-margin",
     "Coupling paper Thm 12 / Remark 5: closed-loop stability margin by continuation in rho, rho_crit against the bounds (R20, R21; F4, F5, F18)",
     margin_params(), run_margin, "coupling-margin",
     [](const Params& p) {
       const double L = static_cast<double>(p.get_int("L"));
       return ResourceEstimate{L * L * 16 * 8.0 * 4 + 64e6, 200.0 * L * L * 64, "the explicit Green norm O(L^2 d^3) and the continuation"};
-    }}};
+    }}, {{"L", "40"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -68,7 +68,8 @@ std::vector<Matrix> open_loop_maps(const Params& p, long L, std::uint64_t seed) 
 
 void run_trajectory(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const long L = p.get_int("L"), ex = p.get_int("exclude");
+  const long L = p.get_int("L"), ex = p.get_int("exclude") < 0 ? L / 5 : p.get_int("exclude");
+  ctx.notes["exclude"] = ex;
   if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
   std::vector<double> grid = number_list_param(p, "rho_grid");
   for (double g : grid)
@@ -279,31 +280,31 @@ std::vector<ParamSpec> trajectory_params() {
   return {
       p_int("seed", 0, "base seed (cocycle, psi, perturbations)", 0, kMaxSeed),
       p_int("L", 200, "window depth (layers 0..L-1)", 8, 20000),
-      p_int("exclude", 40, "boundary layers excluded from the sup statistics (each end)", 0, 10000),
+      p_int("exclude", -1, "boundary layers excluded from the sup statistics (each end; < L/2; -1: L/5)", -1, 10000),
       p_string("family", "g4", "open loop of the general checks: g1 weight-tied, g4 rotating sectors", {"g1", "g4"}),
-      p_string("sigma", "0.2,0.1,-0.3,-0.5", "G1: eigenvalues of the tied generator A (also the weight-tied checks)"),
+      p_double_list("sigma", {0.2, 0.1, -0.3, -0.5}, "G1: eigenvalues of the tied generator A (also the weight-tied checks; repeats allowed)", -1e6, 1e6),
       p_double("kappa", 3.0, "G1: condition number of the eigenbasis", 1.0, 1e8),
-      p_string("g4_m", "-0.6,-0.6,-0.5,-0.5", "G4: eigenvalues m of M"),
-      p_string("g4_v", "0.8,0.8,0.2,0.2", "G4: eigenvalues v of V"),
-      p_double("g4_lambda", 1.0, "G4: sector eigenvalue lambda", 0.0, 1e6),
-      p_double("g4_omega", 0.02, "G4: rotation angle per layer", 0.0, 3.2),
+      p_double_list("g4_m", {-0.6, -0.6, -0.5, -0.5}, "G4: eigenvalues m of M (repeats allowed)", -1e6, 1e6).when("family", {"g4"}),
+      p_double_list("g4_v", {0.8, 0.8, 0.2, 0.2}, "G4: eigenvalues v of V (repeats allowed)", -1e6, 1e6).when("family", {"g4"}),
+      p_double("g4_lambda", 1.0, "G4: sector eigenvalue lambda", 0.0, 1e6).when("family", {"g4"}),
+      p_double("g4_omega", 0.02, "G4: rotation angle per layer", 0.0, 3.2).when("family", {"g4"}),
       p_string("psi", "tanh-mlp", "injection psi", {"identity", "linear", "affine", "tanh-mlp", "same-index", "intertwining"}),
       p_double("psi_scale", 0.5, "psi's Lipschitz scale (|W| or |W2||W1|)", 0.0, 1e6, true),
       p_double("psi_offset", 1.0, "|psi(0)| (= |psi(x*)| in deviation coordinates)", 0.0, 1e6),
       p_double("rho_frac", 0.5, "rho of the Picard/Newton/chain checks, as a fraction of rho_0 = 1/(2 K L_psi)", 0.0, 1.0, true),
-      p_string("rho_grid", "0.001,0.002,0.005,0.01,0.02,0.05,0.1", "rho values of R18 (b)-(d), R19, as fractions of rho_0 (>= 1.5 decades)"),
+      p_double_list("rho_grid", {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1}, "rho values of R18 (b)-(d), R19, as fractions of rho_0 in (0, 1): at least 3, increasing, spanning >= 1.5 decades", 0.0, 1.0, true).below_max().items(3).increasing(),
       p_int("chain_blocks", 40, "blocks of the cross-block chain (F8)", 2, 10000),
   };
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "coupling-trajectory",
     "Coupling paper Thm 10 / Prop 11: the distinguished bounded trajectory u*_rho (Picard, Newton, first order, d_+, block chain; R18, R19)",
     trajectory_params(), run_trajectory, "coupling-trajectory",
     [](const Params& p) {
       const double L = static_cast<double>(p.get_int("L"));
       return ResourceEstimate{L * L * 16 * 8.0 * 4 + 64e6, 40.0 * L * L * 64, "the explicit Green norm O(L^2 d^3) and Newton solves"};
-    }}};
+    }}, {{"L", "40"}, {"chain_blocks", "4"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -39,26 +39,6 @@ struct ModelSetup {
 
 using ModelBuilder = ModelSetup (*)(const Params&, RunContext&);
 
-/// "1, 0.01" -> doubles ("" -> empty); InputError naming the parameter otherwise.
-std::vector<double> number_list(const std::string& key, const std::string& s) {
-  std::vector<double> out;
-  if (s.find_first_not_of(" \t") == std::string::npos) return out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    double v = 0.0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos || !std::isfinite(v))
-      throw InputError(fmt::format("parameter '{}': expected comma-separated finite numbers, got '{}'", key, s));
-    out.push_back(v);
-  }
-  return out;
-}
 
 // ---- SSM (The Attention Within (1)-(2)): random zero-mean weights, as the ssm-random-silu preset ----
 ModelSetup build_ssm(const Params& P, RunContext&) {
@@ -97,8 +77,8 @@ ModelSetup build_rope(const Params& P, RunContext&) {
   AP.rope = P.get_bool("rope");
   AP.causal = P.get_bool("causal");
   AP.heads = static_cast<int>(P.get_int("heads"));
-  AP.freqs = number_list("freqs", P.get_string("freqs"));
-  AP.positions = number_list("positions", P.get_string("positions"));
+  AP.freqs = P.get_double_list("freqs");
+  AP.positions = P.get_double_list("positions");
   AP.validate(len, "depth-spectra");
   const double h = P.get_double("h");
   ModelSetup S;
@@ -218,6 +198,8 @@ std::vector<ParamSpec> transformer_knobs() {
   for (ParamSpec q : tf::transformer_params(4, 16, 16, 200, 0.0)) {
     if (q.key == "d" || q.key == "heads" || q.key == "seed" || q.key == "T" || q.key == "L") continue;
     if (q.key == "weights") q.key = "tf_weights";
+    for (ParamCondition& c : q.only_when)
+      if (c.key == "weights") c.key = "tf_weights";
     q.help = "transformer: " + q.help;
     out.push_back(std::move(q));
   }
@@ -242,9 +224,6 @@ const std::map<std::string, std::vector<std::string>>& knob_models() {
 
 void run_depth_spectra(const Params& P, RunContext& ctx) {
   const std::string model = P.get_string("model");
-  for (const auto& [key, models] : knob_models())
-    if (P.is_explicit(key) && std::find(models.begin(), models.end(), model) == models.end())
-      throw InputError(fmt::format("parameter '{}': applies to model={} only, not model={}", key, fmt::join(models, "|"), model));
   DepthSpectrumOptions o;
   o.k = static_cast<int>(P.get_int("k"));
   o.depth = P.get_int("depth");
@@ -317,7 +296,7 @@ std::vector<ParamSpec> depth_spectra_params() {
      p_int("m", 16, "ssm: hidden-state size per channel", 1, 65536),
      p_double("tau", 1.0, "ssm: step of the normalised update (2); mamba2: tau of update=sphere", 0.0, {}, true),
      p_string("weights", "mamba2", "ssm: random weight distribution", {"mamba2", "gaussian"}),
-     p_double("sigma", 1.0, "ssm: standard deviation for weights=gaussian", 0.0, {}, true),
+     p_double("sigma", 1.0, "ssm: standard deviation for weights=gaussian", 0.0, {}, true).when("weights", {"gaussian"}),
      p_bool("silu", true, "ssm: SiLU on the B and C branches"),
      p_int("redraw", 1, "ssm: weights redrawn every this many layers (>= depth: one weight-tied layer)", 1, 10000000),
      // rope
@@ -327,20 +306,23 @@ std::vector<ParamSpec> depth_spectra_params() {
      p_bool("rope", true, "rope: rotate queries and keys"),
      p_bool("causal", false, "rope: causal mask"),
      p_int("heads", 1, "rope, transformer: attention heads (transformer: must divide d)", 1, 4096),
-     p_string("freqs", "", "rope: frequencies per plane, comma-separated (empty: standard)"),
-     p_string("positions", "", "rope: token positions, comma-separated (empty: 0..T-1)"),
+     p_double_list("freqs", {}, "rope: frequencies per plane (empty: standard)", -1e12, 1e12).when("rope", {"true"}),
+     p_double_list("positions", {}, "rope: token positions (empty: 0..T-1)", -1e12, 1e12),
      p_string("init", "sphere", "rope: initial tokens uniform on the sphere or in the hemisphere x_1 >= 0", {"sphere", "hemisphere"}),
      // mamba2
-     p_string("checkpoint", "", "mamba2: checkpoint directory (required for model=mamba2)"),
+     p_string("checkpoint", "", "mamba2: checkpoint directory (required for model=mamba2)").directory(),
      p_string("layers", "cycle", "mamba2: the model's blocks cycled, or one block repeated", {"cycle", "single"}),
-     p_int("layer", 0, "mamba2: the block of layers=single", 0, 1000000),
+     p_int("layer", 0, "mamba2: the block of layers=single", 0, 1000000).when("layers", {"single"}),
      p_string("update", "residual", "mamba2: residual stream or the sphere update", {"residual", "sphere"}),
      p_int("vocab", 0, "mamba2: token ids drawn from [0, vocab) (0: the model's vocabulary)", 0, 1 << 30)};
   for (ParamSpec& q : transformer_knobs()) ps.push_back(std::move(q));
+  // Knobs of one model only: the parameter layer refuses them for another model.
+  for (ParamSpec& q : ps)
+    if (auto it = knob_models().find(q.key); it != knob_models().end()) q.only_when.push_back({"model", it->second, false});
   return ps;
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "depth-spectra",
     "Coupling paper eq. (10): top-k Lyapunov exponents and dichotomy intervals of the depth map of a model (ssm | rope | mamba2 | transformer) via its JVP",
     depth_spectra_params(),
@@ -350,10 +332,15 @@ const ExperimentRegistration reg{Experiment{
       const double k = static_cast<double>(P.get_int("k")), T = static_cast<double>(P.get_int("tokens"));
       const double depth = static_cast<double>(P.get_int("depth"));
       const std::string model = P.get_string("model");
-      double d = 0.0, per_row = 0.0;
+      double d = 0.0, per_row = 0.0, weights = 0.0;
+      // Every model mixes tokens through T x T matrices (the SSM's io form, attention): a few per run
+      // of the k + 1 (value and tangents).
+      const double mixing = 8.0 * 3.0 * T * T * (k + 1.0);
       if (model == "ssm") {
         d = static_cast<double>(P.get_int("n"));
-        per_row = 4.0 * d * (d + static_cast<double>(P.get_int("m"))) + 8.0 * T * d;
+        const double m = static_cast<double>(P.get_int("m"));
+        per_row = 4.0 * d * (d + m) + 8.0 * T * d;
+        weights = 8.0 * 2.0 * (3.0 * d * d + 2.0 * m * d + 2.0 * d);  // a layer's weights (and the next one drawn)
       } else if (model == "rope") {
         d = static_cast<double>(P.get_int("d"));
         per_row = 16.0 * T * d;
@@ -364,10 +351,10 @@ const ExperimentRegistration reg{Experiment{
         d = 768.0;  // unknown until the checkpoint is read: sized as mamba2-130m
         per_row = 4.0 * (d * 3352.0 + 1536.0 * d) + 8.0 * T * 1536.0;
       }
-      const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + 64e6;
+      const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + weights + mixing + 64e6;
       const double flops = depth * (k * T * per_row + 4.0 * T * d * k * k);
       return ResourceEstimate{bytes, flops, "k replicas of the T x d state and their tangents, one jvp per layer"};
-    }}};
+    }}, {{"depth", "12"}, {"burn_in", "2"}, {"k", "2"}, {"tokens", "4"}, {"n", "4"}, {"m", "4"}})};
 
 }  // namespace
 }  // namespace tokdyn

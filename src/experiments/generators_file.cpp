@@ -32,11 +32,7 @@ std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const 
   return B;
 }
 
-std::vector<double> number_list_param(const Params& p, const std::string& key) {
-  std::vector<double> v;
-  as_input_error([&] { v = cocycle::parse_number_list(p.get_string(key), fmt::format("parameter '{}'", key)); });
-  return v;
-}
+std::vector<double> number_list_param(const Params& p, const std::string& key) { return p.get_double_list(key); }
 
 std::pair<std::vector<double>, std::vector<double>> g4_sector_params(const Params& p) {
   auto m = number_list_param(p, "g4_m"), v = number_list_param(p, "g4_v");

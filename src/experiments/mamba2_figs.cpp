@@ -223,23 +223,23 @@ nlohmann::json switches_json(const Switches& s) {
 std::vector<ParamSpec> common_params(const std::string& sched, long layer, const std::string& variants_def,
                                      const std::vector<std::string>& variant_choices) {
   return {
-      p_string("checkpoint", "", "Mamba-2 checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model"),
+      p_string("checkpoint", "", "Mamba-2 checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model").directory(),
       p_string("size", "130m", "size of the freshly initialised model when no checkpoint is given",
-               {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}),
-      p_int("model_seed", 0, "seed of the freshly initialised model (= tokdyn make-checkpoint --seed)", 0, kMaxSeed),
+               {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}).when("checkpoint", {""}),
+      p_int("model_seed", 0, "seed of the freshly initialised model (= tokdyn make-checkpoint --seed)", 0, kMaxSeed).when("checkpoint", {""}),
       p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),
       p_int("tokens", 50, "tokens per sequence (ell)", 1, 100000),
       p_int("depth", 200, "number of layer steps", 1, 10000000),
       p_int("seed", 0, "seed of the token-id draws", 0, kMaxSeed),
       p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the model's real vocabulary (50277 for the released models, in either config layout)", 0, 16777216),
-      p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids"),
+      p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file(),
       p_string("update", "residual", "residual: the true residual stream; sphere: the paper's z <- pi(z + tau mixer(RMSNorm z))",
                {"residual", "sphere"}),
-      p_double("tau", 1.0, "step size of the sphere update", 0.0, {}, true),
+      p_double("tau", 1.0, "step size of the sphere update", 0.0, {}, true).when("update", {"sphere"}),
       p_string("schedule", sched, "which block acts at each depth step", {"cycle", "single", "list", "random"}),
-      p_int("layer", layer, "the block repeated by schedule=single", 0, 4095),
-      p_int_list("layers", {}, "the blocks cycled by schedule=list", 0, 4095),
-      p_int("random_seed", 1, "seed of the random blocks (schedule=random)", 0, kMaxSeed),
+      p_int("layer", layer, "the block repeated by schedule=single", 0, 4095).when("schedule", {"single"}),
+      p_int_list("layers", {}, "the blocks cycled by schedule=list", 0, 4095).when("schedule", {"list"}),
+      p_int("random_seed", 1, "seed of the random blocks (schedule=random)", 0, kMaxSeed).when("schedule", {"random"}),
       p_string("variants", variants_def, "which variants to run", variant_choices),
       p_bool("conv", true, "causal depthwise conv (false: identity conv)"),
       p_bool("silu_x", true, "SiLU on the x channels after the conv"),
@@ -247,7 +247,7 @@ std::vector<ParamSpec> common_params(const std::string& sched, long layer, const
       p_bool("mixer_norm", true, "the gated RMSNorm"),
       p_int_list("taps", {}, "write the state after these layer steps to taps/layer_K.npy [runs, tokens, d_model]", 0, 10000000),
       p_int_list("mixing", {}, "write the mixing matrices at these layer steps to mixing/<variant>/layer_K.npy [runs, heads, tokens, tokens]", 1, 10000000),
-      p_int_list("mixing_heads", {0}, "heads whose mixing matrices are written", 0, 4095),
+      p_int_list("mixing_heads", {0}, "heads whose mixing matrices are written (with mixing)", 0, 4095).distinct_entries().when_not("mixing", {""}),
   };
 }
 
@@ -353,7 +353,7 @@ double variant_count(const Params& P) {
   return v == "both" || v == "all" ? 2.0 : 1.0;
 }
 
-const ExperimentRegistration reg1{Experiment{
+const ExperimentRegistration reg1{with_smoke(Experiment{
     "mamba2-fig1",
     "Attention Within Fig. 1: Mamba-2 blocks cycled to depth 200, SiLU on, output gate on vs off",
     common_params("cycle", 0, "both", {"both", "gate", "no_gate"}),
@@ -361,9 +361,9 @@ const ExperimentRegistration reg1{Experiment{
       run_single_schedule(P, ctx, {{"gate", sw_gate(true, true)}, {"no_gate", sw_gate(false, true)}}, false);
     },
     "mamba2-fig1",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
 
-const ExperimentRegistration reg2{Experiment{
+const ExperimentRegistration reg2{with_smoke(Experiment{
     "mamba2-fig2",
     "Attention Within Fig. 2: one Mamba-2 block repeated (layer=0 by default), gate off",
     common_params("single", 0, "no_gate", {"no_gate", "gate", "both"}),
@@ -371,9 +371,9 @@ const ExperimentRegistration reg2{Experiment{
       run_single_schedule(P, ctx, {{"no_gate", sw_gate(false, true)}, {"gate", sw_gate(true, true)}}, false);
     },
     "mamba2-fig2",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
 
-const ExperimentRegistration reg3{Experiment{
+const ExperimentRegistration reg3{with_smoke(Experiment{
     "mamba2-fig3",
     "Attention Within Fig. 3: freshly initialised Mamba-2 blocks redrawn at every layer, gate off, SiLU on B/C vs off",
     common_params("random", 0, "both", {"both", "silu", "no_silu"}),
@@ -381,9 +381,9 @@ const ExperimentRegistration reg3{Experiment{
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, false);
     },
     "mamba2-fig3",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
 
-const ExperimentRegistration reg4{Experiment{
+const ExperimentRegistration reg4{with_smoke(Experiment{
     "mamba2-fig4",
     "Attention Within Fig. 4: q_1(t) along one trajectory through the cycled blocks, gate off, its windows and T*",
     with(common_params("cycle", 0, "silu", {"silu", "no_silu", "both"}), pe_params(8)),
@@ -391,9 +391,9 @@ const ExperimentRegistration reg4{Experiment{
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
     },
     "mamba2-fig45",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}})};
 
-const ExperimentRegistration reg5{Experiment{
+const ExperimentRegistration reg5{with_smoke(Experiment{
     "mamba2-fig5",
     "Attention Within Fig. 5: q_1(t) along one trajectory through random blocks redrawn per layer, gate off",
     with(common_params("random", 0, "silu", {"silu", "no_silu", "both"}), pe_params(34)),
@@ -401,7 +401,7 @@ const ExperimentRegistration reg5{Experiment{
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
     },
     "mamba2-fig45",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}})};
 
 // Fig. 6: four configurations (trained / random blocks) x (SiLU on B/C on / off), gate off.
 void run_fig6(const Params& P, RunContext& ctx) {
@@ -442,7 +442,7 @@ std::vector<ParamSpec> fig6_params() {
   return v;
 }
 
-const ExperimentRegistration reg6{Experiment{
+const ExperimentRegistration reg6{with_smoke(Experiment{
     "mamba2-fig6",
     "Attention Within Fig. 6: worst-case window averages and T* for trained/random blocks x SiLU on/off",
     fig6_params(),
@@ -452,7 +452,7 @@ const ExperimentRegistration reg6{Experiment{
       run_fig6(P, ctx);
     },
     "mamba2-fig6",
-    [](const Params& P) { return mamba2_estimate(P, 2.0 * variant_count(P)); }}};
+    [](const Params& P) { return mamba2_estimate(P, 2.0 * variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
 
 }  // namespace
 }  // namespace tokdyn

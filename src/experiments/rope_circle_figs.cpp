@@ -43,6 +43,7 @@ void run_fig2c(const Params& P, RunContext& ctx) {
   std::vector<double> times(static_cast<std::size_t>(pts));
   for (long i = 0; i < pts; ++i) times[static_cast<std::size_t>(i)] = tau_max / (2.0 * a) * static_cast<double>(i) / static_cast<double>(pts - 1);
   CsvWriter w(ctx.dir / "trajectories.csv", {"case", "t", "tau", "D_over_pi", "bound_over_pi"});
+  w.blank_nonfinite({"bound_over_pi"});  // empty: the bipodal case D0 = pi has no bound
   for (const auto& [name, D0] : {std::pair<std::string, double>{"D0 = pi (bipodal)", kPi}, {"D0 = pi - 0.05", kPi - 0.05}}) {
     for (const auto& x : fig2c_curve(D0, times))
       w.cell(name).cell(x.t).cell(x.tau).cell(x.D_over_pi).cell(D0 == kPi ? NAN : x.bound_over_pi).end_row();
@@ -121,17 +122,17 @@ void run_fig3c(const Params& P, RunContext& ctx) {
   ctx.notes["n_values"] = "the paper lists no n: 10 log-spaced values 10..200, round(10 * 20^(k/9))";
 }
 
-const ExperimentRegistration r2a{Experiment{
+const ExperimentRegistration r2a{with_smoke(Experiment{
     "rope-fig2a", "RoPE paper Fig. 2a / Thm 6.3: open-semicircle contraction q(t)/q0 against the envelope e^{-tau}",
-    {p_int("samples", 501, "output times on tau in [0, 5]", 2, 1000000)}, run_fig2a, "rope-fig2a"}};
-const ExperimentRegistration r2c{Experiment{
+    {p_int("samples", 501, "output times on tau in [0, 5]", 2, 1000000)}, run_fig2a, "rope-fig2a"}, {{"samples", "11"}})};
+const ExperimentRegistration r2c{with_smoke(Experiment{
     "rope-fig2c", "RoPE paper Fig. 2c / Prop. 6.4: the bipodal boundary D0 = pi is stationary, D0 = pi - 0.05 contracts",
     {p_int("samples", 251, "output times", 2, 1000000), p_double("tau_max", 2.5, "largest floor-scaled time", 0.0, {}, true)},
-    run_fig2c, "rope-fig2c"}};
-const ExperimentRegistration r3a{Experiment{
+    run_fig2c, "rope-fig2c"}, {{"samples", "11"}})};
+const ExperimentRegistration r3a{with_smoke(Experiment{
     "rope-fig3a", "RoPE paper Fig. 3a / Prop. 3.2: the energy derivative changes sign (no-go), with the exact witnesses",
-    {p_int("points", 181, "grid points per axis on [-pi, pi]", 3, 5000)}, run_fig3a, "rope-fig3a"}};
-const ExperimentRegistration r3b{Experiment{
+    {p_int("points", 181, "grid points per axis on [-pi, pi]", 3, 5000)}, run_fig3a, "rope-fig3a"}, {{"points", "11"}})};
+const ExperimentRegistration r3b{with_smoke(Experiment{
     "rope-fig3b", "RoPE paper Fig. 3b / Props. 7.1-7.2: twisted-state Jacobian spectra, generic and odd antipodal",
     {p_int("n", 9, "tokens (odd, for the antipodal case)", 3, 4096), p_int("m", 2, "resonant mode of the generic case", 0, 65536),
      p_double("beta", 2.0, "inverse temperature (the spectra do not depend on it)", 0.0)},
@@ -139,10 +140,10 @@ const ExperimentRegistration r3b{Experiment{
     [](const Params& P) {
       const double n = static_cast<double>(P.get_int("n"));
       return ResourceEstimate{8.0 * 8.0 * n * n + 64e6, 20.0 * n * n * n, "n x n twisted-state Jacobians and their spectra"};
-    }}};
-const ExperimentRegistration r3c{Experiment{
+    }}, {{"n", "5"}})};
+const ExperimentRegistration r3c{with_smoke(Experiment{
     "rope-fig3c", "RoPE paper Fig. 3c / Prop. 4.2: nonresonant drift against its sharp and coarse bounds",
-    {p_int("fd_max_n", 40, "largest n whose finite-difference Jacobian is also checked", 0, 1 << 20)}, run_fig3c, "rope-fig3c"}};
+    {p_int("fd_max_n", 40, "largest n whose finite-difference Jacobian is also checked", 0, 1 << 20)}, run_fig3c, "rope-fig3c"}, {})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -4,7 +4,6 @@
 // RoPE model (the rope-fig* presets reproduce the paper's specific artifacts).
 #include <cmath>
 #include <fmt/format.h>
-#include <sstream>
 
 #include "tokdyn/analysis/rope_sphere.hpp"
 #include "tokdyn/drivers.hpp"
@@ -20,29 +19,6 @@ namespace {
 
 using namespace rope;
 
-/// "1, 0.01, 1e-4" -> doubles; "" -> empty. InputError naming the parameter otherwise.
-std::vector<double> parse_list(const std::string& key, const std::string& s) {
-  std::vector<double> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b == std::string::npos) throw InputError(fmt::format("parameter '{}': empty entry in '{}'; expected comma-separated numbers", key, s));
-    const std::string t = item.substr(b, e - b + 1);
-    std::size_t used = 0;
-    double v = 0.0;
-    try {
-      v = std::stod(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != t.size()) throw InputError(fmt::format("parameter '{}': '{}' is not a number; expected comma-separated numbers", key, t));
-    if (!std::isfinite(v)) throw InputError(fmt::format("parameter '{}': expected finite numbers, got '{}'", key, t));
-    out.push_back(v);
-  }
-  return out;
-}
-
 void run_rope_flow(const Params& P, RunContext& ctx) {
   const int n = static_cast<int>(P.get_int("n"));
   const int runs = static_cast<int>(P.get_int("runs"));
@@ -52,8 +28,8 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   AP.rope = P.get_bool("rope");
   AP.causal = P.get_bool("causal");
   AP.heads = static_cast<int>(P.get_int("heads"));
-  AP.freqs = parse_list("freqs", P.get_string("freqs"));
-  AP.positions = parse_list("positions", P.get_string("positions"));
+  AP.freqs = P.get_double_list("freqs");
+  AP.positions = P.get_double_list("positions");
   AP.validate(n, "rope-flow");
   const double t_end = P.get_double("t_end");
   const long outputs = P.get_int("outputs");
@@ -142,14 +118,14 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   ctx.notes["model"] = "dx_i/dt = P_perp(x_i) sum_j A_ij V x_j, A = softmax(beta <R_{p_i} Q x_i, R_{p_j} K x_j>) per head (Q = K = V = I)";
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "rope-flow",
     "RoPE self-attention dynamics on spheres for any n, d, beta, frequencies, heads, mask: consensus observables over time",
     {p_int("n", 16, "tokens", 1, 1 << 16),  // n < 2 is refused with the model's own message
      p_int("d", 4, "token dimension (even with RoPE)", 1, 1 << 14),
      p_double("beta", 1.0, "inverse temperature", 0.0),
-     p_string("freqs", "", "RoPE frequencies per plane, comma-separated (empty: standard 10000^(-2l/d))"),
-     p_string("positions", "", "token positions, comma-separated (empty: 0..n-1)"),
+     p_double_list("freqs", {}, "RoPE frequencies per plane (empty: standard 10000^(-2l/d))", -1e12, 1e12).when("rope", {"true"}),
+     p_double_list("positions", {}, "token positions (empty: 0..n-1)", -1e12, 1e12),
      p_bool("rope", true, "rotate queries and keys"),
      p_bool("causal", false, "causal mask"),
      p_int("heads", 1, "attention heads (consecutive coordinate blocks)", 1, 4096),
@@ -159,9 +135,10 @@ const ExperimentRegistration reg{Experiment{
      p_double("t_end", 20.0, "final time", 0.0, {}, true),
      p_string("integrator", "rk4", "retracted RK4, adaptive (Boost.Odeint) or the discrete step (3)",
               {"rk4", "dopri5", "cash_karp54", "fehlberg78", "discrete"}),
-     p_double("h", 1e-2, "RK4 step, or the residual step h of (3)", 0.0, {}, true),
-     p_double("rtol", 1e-8, "relative tolerance (adaptive; >= 1e-14, below which steps stall in double precision)", 1e-14),
-     p_double("atol", 1e-10, "absolute tolerance (adaptive)", 0.0, {}, true),
+     p_double("h", 1e-2, "RK4 step, or the residual step h of (3)", 0.0, {}, true).when("integrator", {"rk4", "discrete"}),
+     p_double("rtol", 1e-8, "relative tolerance (adaptive; >= 1e-14, below which steps stall in double precision)", 1e-14)
+         .when("integrator", {"dopri5", "cash_karp54", "fehlberg78"}),
+     p_double("atol", 1e-10, "absolute tolerance (adaptive)", 0.0, {}, true).when("integrator", {"dopri5", "cash_karp54", "fehlberg78"}),
      p_int("outputs", 200, "output times", 1, 1000000)},
     run_rope_flow,
     "rope-flow",
@@ -175,7 +152,7 @@ const ExperimentRegistration reg{Experiment{
       const double per_eval = R * (4.0 * n * n * d + 30.0 * n * n);
       const double bytes = 8.0 * R * (20.0 * n * d + 3.0 * n * n) + outs * R * 200.0 + 64e6;
       return ResourceEstimate{bytes, evals * per_eval, "runs x n x n attention weights per field evaluation"};
-    }}};
+    }}, {{"n", "4"}, {"runs", "1"}, {"t_end", "1"}, {"outputs", "5"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -162,7 +162,7 @@ void run_fig4c(const Params& P, RunContext& ctx) {
   ctx.notes["beta"] = "the paper does not give beta for Fig. 4c; 0.5 matches its y-axis range";
 }
 
-const ExperimentRegistration r1a{Experiment{
+const ExperimentRegistration r1a{with_smoke(Experiment{
     "rope-fig1a", "RoPE paper Fig. 1a: Bessel-aliasing spectrum of a resonant ring with its gcd mask",
     {p_int("n", 16, "tokens (ring size)", 2, 1 << 16), p_int("m", 4, "resonant mode: omega = 2 pi m / n", 0, 65536),
      p_double("beta", 2.0, "inverse temperature", 0.0)},
@@ -170,29 +170,29 @@ const ExperimentRegistration r1a{Experiment{
     [](const Params& P) {
       const double n = static_cast<double>(P.get_int("n"));
       return ResourceEstimate{8.0 * 6.0 * n * n + 64e6, 10.0 * n * n * n, "the n x n consensus Jacobian and its spectrum"};
-    }}};
-const ExperimentRegistration r1b{Experiment{
+    }}, {{"n", "8"}, {"m", "2"}})};
+const ExperimentRegistration r1b{with_smoke(Experiment{
     "rope-fig1b", "RoPE paper Fig. 1b: cancellation-free finite-ring gaps against beta, with the continuum reference",
     {p_int_list("Ls", {2, 4, 8, 16, 32}, "effective periods L", 1, 1 << 20),
      p_double("beta_max", 16.0, "largest beta", 0.0, {}, true), p_int("points", 161, "beta grid points", 2, 100000)},
-    run_fig1b, "rope-fig1b"}};
-const ExperimentRegistration r1c{Experiment{
+    run_fig1b, "rope-fig1b"}, {{"points", "5"}, {"Ls", "2,4"}})};
+const ExperimentRegistration r1c{with_smoke(Experiment{
     "rope-fig1c", "RoPE paper Fig. 1c: the large-beta asymptotics (27): gamma / [2 Delta_L e^{-x}] against x = beta Delta_L",
     {p_int_list("Ls", {3, 4, 8, 16, 32}, "effective periods L >= 3", 3, 1 << 20),
      p_double("x_min", 2.5, "smallest x", 0.0), p_double("x_max", 20.0, "largest x", 0.0, {}, true),
      p_int("points", 176, "x grid points", 2, 100000)},
-    run_fig1c, "rope-fig1c"}};
-const ExperimentRegistration r4a{Experiment{
+    run_fig1c, "rope-fig1c"}, {{"points", "5"}, {"Ls", "3,4"}})};
+const ExperimentRegistration r4a{with_smoke(Experiment{
     "rope-fig4a", "RoPE paper Fig. 4a / Prop. 7.4: the gap is not monotone in plane energy (gamma(2/3) = 3/4)",
-    {p_int("points", 301, "grid points of a in [0, 1]", 2, 1000000)}, run_fig4a, "rope-fig4a"}};
-const ExperimentRegistration r4b{Experiment{
+    {p_int("points", 301, "grid points of a in [0, 1]", 2, 1000000)}, run_fig4a, "rope-fig4a"}, {{"points", "5"}})};
+const ExperimentRegistration r4b{with_smoke(Experiment{
     "rope-fig4b", "RoPE paper Fig. 4b / (48): finite-context gaps against plane energy, frequencies (1, 0.01)",
     {p_int_list("ns", {128, 256, 384}, "context lengths", 2, 20000), p_double("beta", 4.0, "inverse temperature", 0.0),
      p_int("points", 41, "plane-energy allocations (equally spaced)", 2, 100000)},
-    run_fig4b, "rope-fig4b"}};
-const ExperimentRegistration r4c{Experiment{
+    run_fig4b, "rope-fig4b"}, {{"ns", "8,16"}, {"points", "3"}})};
+const ExperimentRegistration r4c{with_smoke(Experiment{
     "rope-fig4c", "RoPE paper Fig. 4c / Prop. 7.5: frequency-order reversal between position gaps 1 and 2",
-    {p_double("beta", 0.5, "inverse temperature (unspecified in the paper)", 0.0, {}, true)}, run_fig4c, "rope-fig4c"}};
+    {p_double("beta", 0.5, "inverse temperature (unspecified in the paper)", 0.0, {}, true)}, run_fig4c, "rope-fig4c"}, {})};
 
 }  // namespace
 }  // namespace tokdyn

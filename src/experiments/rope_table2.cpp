@@ -275,18 +275,18 @@ void run_table2(const Params& P, RunContext& ctx) {
   ctx.notes["thresholds"] = "Table 2: the discrepancies are round-off / FD / integration magnitudes; tokdyn asserts the same order of magnitude in its tests";
 }
 
-const ExperimentRegistration r2b{Experiment{
+const ExperimentRegistration r2b{with_smoke(Experiment{
     "rope-fig2b", "RoPE paper Fig. 2b / Thm 6.2: initially orthogonal tokens stay above tanh(tau), two orientations, step halved",
     {p_int("n", 5, "tokens (d = n + 1)", 2, 64), p_double("beta", 1.0, "inverse temperature", 0.0),
      p_double("tau_max", 1.2, "largest floor-scaled time", 0.0, {}, true), p_double("h", 2e-2, "RK4 step (also run at h/2)", 0.0, {}, true),
      p_int("outputs", 120, "output times", 1, 1000000)},
-    run_fig2b, "rope-fig2b"}};
-const ExperimentRegistration r4d{Experiment{
+    run_fig2b, "rope-fig2b"}, {{"n", "3"}, {"outputs", "10"}})};
+const ExperimentRegistration r4d{with_smoke(Experiment{
     "rope-fig4d", "RoPE paper Fig. 4d: fitted nonlinear slow-mode rates against the gap, n = 16, beta = 4, frequencies (1, 0.01)",
-    {p_double("h", 1e-2, "retracted RK4 step", 0.0, {}, true)}, run_fig4d, "rope-fig4d"}};
-const ExperimentRegistration rt2{Experiment{
+    {p_double("h", 1e-2, "retracted RK4 step", 0.0, {}, true)}, run_fig4d, "rope-fig4d"}, {})};
+const ExperimentRegistration rt2{with_smoke(Experiment{
     "rope-table2", "RoPE paper Table 2: all four rows of independent cross-checks, with the paper's configuration counts",
-    {p_int("fd_max_n", 1 << 20, "largest nonresonant n whose FD Jacobian is also checked", 0, 1 << 20)}, run_table2, "rope-table2"}};
+    {p_int("fd_max_n", 1 << 20, "largest nonresonant n whose FD Jacobian is also checked", 0, 1 << 20)}, run_table2, "rope-table2"}, {{"fd_max_n", "0"}})};
 
 }  // namespace
 }  // namespace tokdyn

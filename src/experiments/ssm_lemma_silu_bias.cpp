@@ -43,19 +43,19 @@ void run_lemma(const Params& P, RunContext& ctx) {
   ctx.notes["z"] = "two fixed unit vectors drawn from stream (seed, 0xfeed)";
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "ssm-lemma-silu-bias",
     "Attention Within Lemma IV.1: Monte Carlo of the bilinear (mean 0) and SiLU (mean > 0) interaction terms",
     {p_int("m", 64, "rows of S_B, S_C (state size)", 1, 65536), p_int("n", 16, "token dimension", 1, 65536),
      p_int("draws", 200000, "independent (S_B, S_C) draws", 2, 1000000000),
-     p_double("scale", 1.0, "standard deviation of the entries", 0.0, {}, true),
+     p_double("scale", 1.0, "standard deviation of the entries (1e-30 to 1e30: beyond, the z-score's moments under- or overflow)", 1e-30, 1e30),
      p_int("seed", 0, "base seed", 0, kMaxSeed)},
     run_lemma, "",
     [](const Params& P) {
       const double m = static_cast<double>(P.get_int("m")), n = static_cast<double>(P.get_int("n"));
       const double draws = static_cast<double>(P.get_int("draws"));
       return ResourceEstimate{8.0 * 4.0 * m * n + 64e6, 4.0 * draws * 8.0 * m * n, "4 x draws random m x n matrices S_B, S_C"};
-    }}};
+    }}, {{"draws", "100"}, {"m", "4"}, {"n", "4"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -136,7 +136,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   ctx.notes["fig_token"] = fig_token;
 }
 
-const ExperimentRegistration reg{Experiment{
+const ExperimentRegistration reg{with_smoke(Experiment{
     "ssm-random-silu",
     "Attention Within Fig. 3/5/6: paper SSM model, random weights redrawn per layer, SiLU on vs off",
     {p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),
@@ -149,7 +149,7 @@ const ExperimentRegistration reg{Experiment{
      p_string("form", "io", "which exact form computes the layer", {"io", "recurrence"}),
      p_string("variants", "both", "which variants to run", {"both", "silu", "no_silu"}),
      p_string("weights", "mamba2", "random weight distribution", {"mamba2", "gaussian"}),
-     p_double("sigma", 1.0, "standard deviation for weights=gaussian", 0.0, {}, true),
+     p_double("sigma", 1.0, "standard deviation for weights=gaussian", 0.0, {}, true).when("weights", {"gaussian"}),
      p_bool("diagnostics", true, "write assumptions.csv: Assumption III.1 diagnostics per layer"),
      p_int("fig_run", 0, "run shown in the Fig. 5 panel and q.csv", 0, 1000000),
      p_int("fig_token", 1, "token (1-based) shown in the Fig. 5 panel", 1, 100000)},
@@ -166,7 +166,8 @@ const ExperimentRegistration reg{Experiment{
                            (2.0 * R * L * n * (n + m) + (P.get_bool("diagnostics") ? 2.0 * n * n * n : 0.0) +
                             2.0 * R * L * L * n + (rec > 0 ? 4.0 * R * L * n * m : 0.0));
       return ResourceEstimate{bytes, flops, "runs x tokens x n states, n x n weights per layer"};
-    }}};
+    }}, {{"runs", "2"}, {"depth", "4"}, {"tokens", "4"}, {"n", "8"}, {"m", "4"}},
+    {{"assumptions.csv:gamma", "inf when n = 1: gamma is a minimum over the other channels, and there is none"}})};
 
 }  // namespace
 }  // namespace tokdyn

@@ -530,7 +530,7 @@ ResourceEstimate theorem_estimate(const Params& P, double runs, double tokens) {
 
 ParamSpec c_spec(double def, const char* help) { return p_double("c", def, help, 0.0, 1.0, true); }
 
-const ExperimentRegistration reg_pe{Experiment{
+const ExperimentRegistration reg_pe{with_smoke(Experiment{
     "ssm-theorem-pe",
     "Attention Within Thm IV.1 / Lemma IV.2 / Cor IV.1: constructed PE weights (G1 + S-PE/S-PEF/S-CAP), runs from the caps",
     {p_int("runs", 16, "runs (initial configurations near consensus)", 1, 1000000),
@@ -539,9 +539,9 @@ const ExperimentRegistration reg_pe{Experiment{
      p_double("t_end", 20.0, "integration horizon", 0.0, {}, true),
      p_string("integrator", "dopri5", "dopri5 / fehlberg78 / cash_karp54: error-controlled (rtol, atol); rk4: fixed step h, guarded",
               {"dopri5", "fehlberg78", "cash_karp54", "rk4"}),
-     p_double("h", 0.01, "RK4 step (integrator=rk4 only; refused when outside RK4's stability region)", 0.0, {}, true),
-     p_double("rtol", 1e-10, "relative tolerance (adaptive integrators)", 0.0, {}, true),
-     p_double("atol", 1e-14, "absolute tolerance (adaptive integrators)", 0.0, {}, true),
+     p_double("h", 0.01, "RK4 step (integrator=rk4 only; refused when outside RK4's stability region)", 0.0, {}, true).when("integrator", {"rk4"}),
+     p_double("rtol", 1e-10, "relative tolerance (adaptive integrators)", 0.0, {}, true).when_not("integrator", {"rk4"}),
+     p_double("atol", 1e-14, "absolute tolerance (adaptive integrators)", 0.0, {}, true).when_not("integrator", {"rk4"}),
      c_spec(0.5, "cap level c of Assumption IV.1 for pe/pef (0 < c < 1)"),
      p_double("c_cap", 0.7, "cap level for the cap variant (Cor IV.1 needs c > 1/sqrt 3)", 0.0, 1.0, true),
      p_double("T", 1.0, "PE window for pe/pef (the period of g)", 0.0, {}, true),
@@ -554,9 +554,9 @@ const ExperimentRegistration reg_pe{Experiment{
     "ssm-theorem-pe",
     [](const Params& P) {
       return theorem_estimate(P, 3.0 * static_cast<double>(P.get_int("runs")), static_cast<double>(P.get_int("tokens")));
-    }}};
+    }}, {{"runs", "1"}, {"t_end", "1"}})};
 
-const ExperimentRegistration reg_pd{Experiment{
+const ExperimentRegistration reg_pd{with_smoke(Experiment{
     "ssm-theorem-pd",
     "Attention Within Thm V.1 / Lemma V.1: isotropic (c_star = 0) vs anisotropic kernels, domain of attraction vs c_eff",
     {p_int("runs", 40, "random starts for s-iso (and rows of convergence.csv per variant)", 1, 1000000),
@@ -566,9 +566,9 @@ const ExperimentRegistration reg_pd{Experiment{
      p_double("t_end", 40.0, "integration horizon", 0.0, {}, true),
      p_string("integrator", "dopri5", "dopri5 / fehlberg78 / cash_karp54: error-controlled (rtol, atol); rk4: fixed step h, guarded",
               {"dopri5", "fehlberg78", "cash_karp54", "rk4"}),
-     p_double("h", 0.02, "RK4 step (integrator=rk4 only; refused when outside RK4's stability region)", 0.0, {}, true),
-     p_double("rtol", 1e-10, "relative tolerance (adaptive integrators)", 0.0, {}, true),
-     p_double("atol", 1e-14, "absolute tolerance (adaptive integrators)", 0.0, {}, true),
+     p_double("h", 0.02, "RK4 step (integrator=rk4 only; refused when outside RK4's stability region)", 0.0, {}, true).when("integrator", {"rk4"}),
+     p_double("rtol", 1e-10, "relative tolerance (adaptive integrators)", 0.0, {}, true).when_not("integrator", {"rk4"}),
+     p_double("atol", 1e-14, "absolute tolerance (adaptive integrators)", 0.0, {}, true).when_not("integrator", {"rk4"}),
      c_spec(0.5, "cap level c for Prop V.1's beta_i, kappa_i (0 < c < 1)"),
      p_double("every", 0.25, "observation interval", 0.0, {}, true),
      p_int("m", 4, "hidden size of the factorisation (>= n)", 2, 65536),
@@ -584,7 +584,7 @@ const ExperimentRegistration reg_pd{Experiment{
       const double tokens = static_cast<double>(P.get_int("tokens"));
       ResourceEstimate a = theorem_estimate(P, runs, tokens), b = theorem_estimate(P, doa * designs, 2.0);
       return ResourceEstimate{std::max(a.bytes, b.bytes), a.flops + b.flops, a.what};
-    }}};
+    }}, {{"runs", "2"}, {"doa_runs", "2"}, {"t_end", "1"}, {"ani2_d", "25"}, {"ani2_k", "11"}})};
 
 }  // namespace
 }  // namespace tokdyn

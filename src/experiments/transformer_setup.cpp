@@ -1,6 +1,8 @@
 // The Transformer presets' shared architecture parameters and model construction.
 #include "tokdyn/experiments/transformer_setup.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "tokdyn/error.hpp"
@@ -13,23 +15,35 @@ std::vector<ParamSpec> transformer_params(long d, long d_ff, long T, long L, dou
           p_int("d_ff", d_ff, "MLP width", 1, 4096),
           p_int("T", T, "tokens per sequence", 1, 512),
           p_int("L", L, "depth (number of layers)", 1, 5000),
-          p_double("sigma_w", 1.0, "weight std x sqrt(fan_in)", 0.0, 100.0),
-          p_double("sigma_b", sigma_b, "bias std (b_1, b_2)", 0.0, 100.0),
+          p_double("sigma_w", 1.0, "weight std x sqrt(fan_in) (random weights only)", 0.0, 100.0).when("weights", {""}),
+          p_double("sigma_b", sigma_b, "bias std (b_1, b_2) (random weights only)", 0.0, 100.0).when("weights", {""}),
           p_string("norm", "rms", "norm S", {"rms", "layer", "none"}),
-          p_double("eps", 1e-6, "eps_S of the norm", 0.0, 1.0),
+          p_double("eps", 1e-6, "eps_S of the norm", 0.0, 1.0).when_not("norm", {"none"}),
           p_string("placement", "pre", "norm placement", {"pre", "post"}),
           p_string("activation", "gelu", "MLP activation phi (relu is not C^1: warned)", {"gelu", "gelu-tanh", "silu", "tanh", "relu"}),
           p_string("mask", "causal", "attention mask", {"causal", "bidirectional", "block", "sliding", "leaky"}),
-          p_int("P", 4, "block length (mask = block)", 1, 512),
-          p_int("window", 4, "sliding window w (mask = sliding)", 1, 512),
-          p_double("eps_leak", 1e-3, "weight of future tokens (mask = leaky)", 0.0, 1.0, true),
+          p_int("P", 4, "block length (mask = block)", 1, 512).when("mask", {"block"}),
+          p_int("window", 4, "sliding window w (mask = sliding)", 1, 512).when("mask", {"sliding"}),
+          p_double("eps_leak", 1e-3, "weight of future tokens (mask = leaky)", 0.0, 1.0, true).when("mask", {"leaky"}),
           p_string("positional", "none", "positional scheme", {"none", "rope", "alibi"}),
           p_double("temperature", 0.0, "softmax temperature tau (0 = sqrt(d/heads))", 0.0, 1e6),
           p_int("heads", 1, "attention heads (the paper: 1; must divide d)", 1, 256),
           p_string("tying", "untied", "weights across depth", {"untied", "tied", "looped"}),
-          p_int("loop", 4, "period of a looped stack (tying = looped)", 1, 5000),
-          p_string("weights", "", "safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)"),
+          p_int("loop", 4, "period of a looped stack (tying = looped, random weights)", 1, 5000).when("tying", {"looped"}).when("weights", {""}),
+          p_string("weights", "", "safetensors file of layers.{l}.W_Q ... (empty: seeded random weights)").file(),
           p_int("seed", 0, "base seed", 0, kMaxSeed)};
+}
+
+void applies_only_when(std::vector<ParamSpec>& ps, const std::vector<std::string>& keys, const std::string& key,
+                       const std::vector<std::string>& values) {
+  for (ParamSpec& s : ps)
+    if (std::find(keys.begin(), keys.end(), s.key) != keys.end()) s.only_when.push_back({key, values, false});
+}
+
+std::vector<std::string> transformer_keys() {
+  std::vector<std::string> out;
+  for (const ParamSpec& s : transformer_params(1, 1, 1, 1, 0.0)) out.push_back(s.key);
+  return out;
 }
 
 Config config_from(const Params& p) {

@@ -2,6 +2,7 @@
 #include "tokdyn/io/csv.hpp"
 
 #include <bit>
+#include <cmath>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -37,7 +38,8 @@ void append_field(std::string& row, const std::string& s) {
 }  // namespace
 
 CsvWriter::CsvWriter(const std::filesystem::path& file, std::vector<std::string> columns)
-    : out_(file, std::ios::out | std::ios::trunc | std::ios::binary), ncol_(columns.size()), file_(file) {
+    : out_(file, std::ios::out | std::ios::trunc | std::ios::binary), ncol_(columns.size()), columns_(columns),
+      blank_(columns.size(), false), file_(file) {
   if (!out_) throw_write_error(file, errno, "create");
   if (columns.empty()) throw std::logic_error(fmt::format("CSV '{}': no columns", file.string()));
   std::string header;
@@ -61,7 +63,18 @@ CsvWriter& CsvWriter::cell(const std::string& s) {
   return *this;
 }
 
+CsvWriter& CsvWriter::blank_nonfinite(std::initializer_list<const char*> columns) {
+  for (const char* c : columns) {
+    std::size_t i = 0;
+    while (i < columns_.size() && columns_[i] != c) ++i;
+    if (i == columns_.size()) throw std::logic_error(fmt::format("CSV '{}': no column '{}'", file_.string(), c));
+    blank_[i] = true;
+  }
+  return *this;
+}
+
 CsvWriter& CsvWriter::cell(double v) {
+  if (cur_ < blank_.size() && blank_[cur_] && !std::isfinite(v)) return empty();
   begin_cell();
   char buf[64];
   int len = std::snprintf(buf, sizeof buf, "%.17g", v);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tokdyn/linalg.hpp"
+#include "tokdyn/parallel.hpp"
 #include "tokdyn/sphere.hpp"
 
 namespace tokdyn {
@@ -146,9 +147,14 @@ void SsmLayer::apply(long k, Batch& Z) const {
     sink_(k, q);
   }
   Tokens R(Z.Z.rows(), Z.Z.cols());
+  ParallelErrors errors;  // e.g. std::bad_alloc: it must not leave the parallel region
 #pragma omp parallel for schedule(static) if (Z.runs > 1 && Z.Z.size() * Z.len >= 65536)
-  for (int r = 0; r < Z.runs; ++r)
+  for (int r = 0; r < Z.runs; ++r) try {
     ssm_readout(form_, *p, br, Z.Z, static_cast<Eigen::Index>(r) * Z.len, Z.len, R);
+  } catch (...) {
+    errors.capture();
+  }
+  errors.rethrow();
   if (br.G.size() > 0) R = R.cwiseProduct(br.G);
   Z.Z += opt_.tau * R;
   project_rows(Z.Z);

@@ -13,6 +13,11 @@ namespace tokdyn::tf {
 /// The architecture keys (d, d_ff, T, L, sigma_w, sigma_b, norm, eps, placement, activation, mask,
 /// P, window, eps_leak, positional, temperature, tying, loop, weights, seed) with these defaults.
 std::vector<ParamSpec> transformer_params(long d, long d_ff, long T, long L, double sigma_b);
+/// Every key of transformer_params.
+std::vector<std::string> transformer_keys();
+/// Adds the condition "applies only when `key` is one of `values`" to the parameters named `keys`.
+void applies_only_when(std::vector<ParamSpec>& ps, const std::vector<std::string>& keys, const std::string& key,
+                       const std::vector<std::string>& values);
 /// The Config of validated Params (InputError for combinations the schema cannot express).
 Config config_from(const Params& p);
 /// Seeded random weights (one set per untied layer, one tied, `loop` looped) or the `weights` file.

@@ -23,6 +23,11 @@ class CsvWriter {
   CsvWriter& cell(int v) { return cell(static_cast<long>(v)); }
   CsvWriter& cell(std::size_t v) { return cell(static_cast<long>(v)); }
   CsvWriter& empty();            ///< an empty cell (e.g. "none")
+  /// Declares columns where a value that cannot be computed means "not applicable": a NaN or
+  /// infinite double written to them becomes an empty cell (document the meaning with the column).
+  /// Any other column prints non-finite values as they are ("nan", "inf"). Unknown names are a
+  /// std::logic_error.
+  CsvWriter& blank_nonfinite(std::initializer_list<const char*> columns);
   void end_row();                ///< checks the row has one cell per column (std::logic_error)
   ~CsvWriter();
 
@@ -30,6 +35,8 @@ class CsvWriter {
   std::ofstream out_;
   std::size_t ncol_;
   std::size_t cur_ = 0;
+  std::vector<std::string> columns_;
+  std::vector<bool> blank_;      ///< per column: non-finite -> empty cell
   std::filesystem::path file_;
   std::string row_;              ///< the row being built; written whole by end_row()
   void begin_cell();
