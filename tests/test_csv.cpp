@@ -248,3 +248,18 @@ TEST(Npy, NumpyLoadsTheSameValues) {
                           (d.path() / "a.npy").string();
   EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
+
+TEST(Csv, BlankNonfiniteColumnsWriteEmptyCellsOthersKeepNan) {
+  TempDir d;
+  {
+    CsvWriter w(d.path() / "t.csv", {"a", "b", "c"});
+    w.blank_nonfinite({"b"});
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    w.cell(nan).cell(nan).cell(1.5).end_row();
+    w.cell(inf).cell(-inf).cell(2.0).end_row();
+    w.cell(0.5).cell(0.25).cell(nan).end_row();
+  }
+  EXPECT_EQ(slurp(d.path() / "t.csv"), "a,b,c\nnan,,1.5\ninf,,2\n0.5,0.25,nan\n");
+  CsvWriter w(d.path() / "u.csv", {"a"});
+  EXPECT_THROW(w.blank_nonfinite({"nope"}), std::logic_error);
+}

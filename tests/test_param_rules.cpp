@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
 
 #include "test_util.hpp"
 
@@ -258,4 +260,29 @@ TEST(ParamRulesCli, NonFiniteDynamicsAreExitFourEverywhere) {
     EXPECT_NE(c.err.find("layer"), std::string::npos) << c.err;
   }
   EXPECT_EQ(tokdyn::testing::entries(d.path()).size(), 0u);
+}
+
+// ---- a check whose value cannot be computed is neither passed nor failed ------------------------
+
+TEST(CheckRows, NonFiniteValueIsNotApplicableNotPassOrFail) {
+  TempDir d;
+  RunContext ctx;
+  {
+    CheckTable t(d.path() / "checks.csv");
+    t.add("A", "statement", "q", 0.5, "<= 1", true);
+    t.add("B", "statement", "q", std::numeric_limits<double>::quiet_NaN(), "<= 1", true);
+    t.add("C", "statement", "q", std::numeric_limits<double>::infinity(), ">= 0", false);
+    t.not_applicable("D", "statement", "q", "no dichotomy at these parameters");
+    EXPECT_EQ(t.total(), 4);
+    EXPECT_EQ(t.failed(), 0);
+    EXPECT_EQ(t.not_applicable_count(), 3);
+    t.report(ctx, "test");
+  }
+  const std::string csv = tokdyn::testing::slurp(d.path() / "checks.csv");
+  EXPECT_NE(csv.find("A,statement,q,0.5,<= 1,true\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("B,statement,q,,not computable here: the value is nan (<= 1),n/a\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("C,statement,q,,not computable here: the value is inf (>= 0),n/a\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("D,statement,q,,no dichotomy at these parameters,n/a\n"), std::string::npos) << csv;
+  EXPECT_EQ(ctx.notes.at("checks_not_applicable"), 3);
+  EXPECT_EQ(ctx.notes.at("checks_failed"), 0);
 }

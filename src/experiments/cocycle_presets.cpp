@@ -176,6 +176,7 @@ void run_spectra(const Params& P, RunContext& ctx) {
   }
   {
     CsvWriter w(ctx.dir / "tradeoff.csv", {"side", "r", "C"});
+    w.blank_nonfinite({"C"});  // empty: no finite constant at this rate
     const double a = g_lo > 0 ? std::log(g_lo) : std::log(1e-3);
     for (int j = 1; j < 60; ++j) {
       const double r = std::exp(a * (1 - j / 60.0));
@@ -395,7 +396,9 @@ const ExperimentRegistration reg_spectra{with_smoke(Experiment{
       const double L = static_cast<double>(P.get_int("depth")), d = static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d"));
       const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
       return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
-    }}, {{"depth", "40"}})};
+    }}, {{"depth", "40"}},
+    {{"lyapunov.csv:mu", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}, {"running.csv:log_r", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
+     {"running.csv:mu_running", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}})};
 
 const ExperimentRegistration reg_euler{with_smoke(Experiment{
     "coupling-euler",

@@ -156,7 +156,10 @@ void run_duality(const Params& p, RunContext& ctx) {
   const std::vector<int> levels = parse_levels(p, static_cast<int>(p.get_int("P")), static_cast<int>(p.get_int("T")));
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter dcsv(ctx.dir / "duality.csv", {"family", "l", "error_rel", "bound", "C_sharp", "duality_error_rel"});
+  // empty: not finite in double precision over this depth (a vacuous bound; an error relative to 0)
+  dcsv.blank_nonfinite({"error_rel", "bound", "C_sharp", "duality_error_rel"});
   CsvWriter rcsv(ctx.dir / "remark6.csv", {"family", "compression", "l0_rule", "l", "l0", "error", "bound"});
+  rcsv.blank_nonfinite({"error", "bound"});  // empty: not finite in double precision over this depth (vacuous)
   CsvWriter tcsv(ctx.dir / "slow_tick.csv", {"family", "l", "residual_plus", "residual_minus"});
   CsvWriter scsv(ctx.dir / "summary.csv", {"family", "kappa_alpha", "r_f", "C_f", "r_minus", "r_plus_min", "r_plus_max", "C", "theta",
                                            "C_prime_emp", "tau_sat_formula", "tau_sat_empirical"});
@@ -389,6 +392,8 @@ void run_thm9(const Params& p, RunContext& ctx) {
   const std::vector<double> sharp = duality::sharp_constant(f, T, P);
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter csv(ctx.dir / "thm9.csv", {"probe", "block", "l", "lhs", "lpsi_pminus", "rhs_literal", "rhs_corrected"});
+  // empty: not finite in double precision over this depth (a bound that overflows is vacuous)
+  csv.blank_nonfinite({"lhs", "lpsi_pminus", "rhs_literal", "rhs_corrected"});
   std::vector<double> worst(static_cast<std::size_t>(L + 1), 0.0);
   long literal_viol = 0, corrected_viol = 0, rows = 0;
   double slack = 0.0, lip = 0.0;  // max lhs / rhs_corrected, max lhs / (L_psi |P_- zeta|)

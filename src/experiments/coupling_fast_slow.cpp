@@ -287,6 +287,8 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
   // ---- R24: the identification table, one scripted scenario -----------------------------------------
   CsvWriter id(ctx.dir / "identification.csv",
                {"row", "direction", "observable", "base", "perturbed", "first_order_change", "expected", "visible"});
+  // empty: the observable is not defined at these parameters (e.g. no growing sector: m_+ = inf)
+  id.blank_nonfinite({"base", "perturbed", "first_order_change"});
   auto id_row = [&](const std::string& row, const std::string& dir, const std::string& obs, double base, double pert, double step,
                     const std::string& expected, bool visible) {
     id.cell(row).cell(dir).cell(obs).cell(base).cell(pert).cell((pert - base) / step).cell(expected).cell(std::string(visible ? "true" : "false"));

@@ -101,6 +101,7 @@ void run_gate(const Params& p, RunContext& ctx) {
   const std::vector<double> rhos = rho_grid(p);
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter csv(ctx.dir / "gate.csv", {"level", "mode", "rho", "shift_par", "prediction", "ratio", "deviation"});
+  csv.blank_nonfinite({"ratio", "deviation"});  // empty: the prediction is 0 (no ratio to it)
   const std::string which = p.get_string("level");
 
   // ---- G-level: the distinguished trajectory of the self-loop (15) through the Green operator.

@@ -190,6 +190,8 @@ void run_green(const Params& p, RunContext& ctx) {
     CsvWriter gcsv(ctx.dir / "green.csv", {"level", "l", "norm_u", "norm_Pplus_u", "norm_Pminus_u", "explicit_diff", "residual", "interior"});
     gcsv.blank_nonfinite({"explicit_diff", "residual"});  // empty: no explicit sum (window too long) / no residual at l = L
     CsvWriter ncsv(ctx.dir / "norms.csv", {"level", "window", "upper", "lower", "bound", "C", "r_minus", "r_plus"});
+    // empty: no decaying / growing part (e.g. d = 1), so no rate or constant on that side
+    ncsv.blank_nonfinite({"upper", "lower", "bound", "C", "r_minus", "r_plus"});
     validate_window("G-level", B, h, u, explicit_max_L, p.get_double("exclusion_tol"), gcsv, ncsv, checks, ctx);
     if (ctx.progress) ctx.progress(0.6);
 

@@ -149,6 +149,7 @@ void run_trajectory(const Params& p, RunContext& ctx) {
                "largest ratio of successive distances", cratio, fmt::format("in (0, {:.6g}] (|rho| ||G|| L_psi)", ratio_bound),
                used > 0 && cratio > 0 && cratio <= ratio_bound * (1 + 1e-9) && dist.back() <= 1e-9);
     CsvWriter it(ctx.dir / "picard.csv", {"method", "iteration", "value"});
+    it.blank_nonfinite({"value"});  // empty: not defined at this iteration (e.g. 0/0 once the iteration is exact)
     for (std::size_t i = 0; i < pic.history.size(); ++i) it.cell(std::string("picard_step")).cell(i + 1).cell(pic.history[i]).end_row();
     for (std::size_t i = 0; i < nwt_far.history.size(); ++i) it.cell(std::string("newton_residual")).cell(i).cell(nwt_far.history[i]).end_row();
     for (std::size_t i = 0; i < dist.size(); ++i) it.cell(std::string("chain_distance")).cell(i + 1).cell(dist[i]).end_row();

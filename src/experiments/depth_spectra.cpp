@@ -294,7 +294,7 @@ std::vector<ParamSpec> depth_spectra_params() {
      // ssm
      p_int("n", 16, "ssm: token dimension n", 1, 65536),
      p_int("m", 16, "ssm: hidden-state size per channel", 1, 65536),
-     p_double("tau", 1.0, "ssm: step of the normalised update (2); mamba2: tau of update=sphere", 0.0, {}, true),
+     p_double("tau", 1.0, "ssm: step of the normalised update (2); mamba2: tau of update=sphere", 0.0, 1e6, true),
      p_string("weights", "mamba2", "ssm: random weight distribution", {"mamba2", "gaussian"}),
      p_double("sigma", 1.0, "ssm: standard deviation for weights=gaussian", 0.0, {}, true).when("weights", {"gaussian"}),
      p_bool("silu", true, "ssm: SiLU on the B and C branches"),
@@ -354,7 +354,9 @@ const ExperimentRegistration reg{with_smoke(Experiment{
       const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + weights + mixing + 64e6;
       const double flops = depth * (k * T * per_row + 4.0 * T * d * k * k);
       return ResourceEstimate{bytes, flops, "k replicas of the T x d state and their tangents, one jvp per layer"};
-    }}, {{"depth", "12"}, {"burn_in", "2"}, {"k", "2"}, {"tokens", "4"}, {"n", "4"}, {"m", "4"}})};
+    }}, {{"depth", "12"}, {"burn_in", "2"}, {"k", "2"}, {"tokens", "4"}, {"n", "4"}, {"m", "4"}},
+    {{"lyapunov.csv:mu", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}, {"growth.csv:log_r", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
+     {"growth.csv:mu_running", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}})};
 
 }  // namespace
 }  // namespace tokdyn

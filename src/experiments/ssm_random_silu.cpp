@@ -144,7 +144,7 @@ const ExperimentRegistration reg{with_smoke(Experiment{
      p_int("tokens", 50, "tokens per sequence (ell)", 1, 100000),
      p_int("n", 768, "token dimension (mamba2-130m d_model)", 1, 65536),
      p_int("m", 128, "hidden-state size per channel (mamba2-130m d_state)", 1, 65536),
-     p_double("tau", 1.0, "step size of the normalised residual update (2)", 0.0, {}, true),
+     p_double("tau", 1.0, "step size of the normalised residual update (2)", 0.0, 1e6, true),
      p_int("seed", 0, "base seed (weights and initial tokens)", 0, kMaxSeed),
      p_string("form", "io", "which exact form computes the layer", {"io", "recurrence"}),
      p_string("variants", "both", "which variants to run", {"both", "silu", "no_silu"}),

@@ -436,11 +436,16 @@ def main():
     # The longest presets first keeps both workers busy to the end.
     t0 = time.monotonic()
     done = []
-    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        futs = [pool.submit(run_probe, p, tokdyn, schemas[p.preset], runs, a.timeout) for p in probes]
-        for f in futs:
-            done.append(f.result())
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            futs = [pool.submit(run_probe, p, tokdyn, schemas[p.preset], runs, a.timeout) for p in probes]
+            for i, f in enumerate(futs):
+                done.append(f.result())
+                if (i + 1) % 500 == 0:
+                    print(f"param_edges: {i + 1} of {len(futs)} probes, {time.monotonic() - t0:.0f} s", file=sys.stderr,
+                          flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     ignored = ignored_knobs(done, schemas)
     bad = [p for p in done if p.problems]
     if a.report:
