@@ -561,48 +561,29 @@ std::string file_prefix(const fs::path& file, const toml::node* n = nullptr) {
   return fmt::format("config file '{}': ", file.string());
 }
 
-// The first byte outside ASCII that is not inside a string or a comment, as (line, column), or
-// (0, 0). tokdyn's keys and values are ASCII there; and toml++ 3.3.0 (Debian 12) reaches undefined
-// behaviour classifying some non-ASCII characters in those positions (its whitespace table's
-// "unreachable" branch, found by fuzz/fuzz_params.cpp), so they are refused before it sees them.
-std::pair<long, long> non_ascii_outside_strings(const std::string& t) {
+// The first byte outside ASCII that is not on a comment line, as (line, column), or (0, 0).
+// tokdyn's keys and values are ASCII; and toml++ 3.3.0 (Debian 12) reaches undefined behaviour
+// classifying some non-ASCII characters where it parses values (its whitespace table's
+// "unreachable" branch, found by fuzz/fuzz_params.cpp). Where toml++ parses a value is only
+// knowable by parsing, so a config file keeps non-ASCII text to lines whose first non-blank
+// character is '#': a comment, or the content of a multi-line string.
+std::pair<long, long> non_ascii_outside_comment_lines(const std::string& t) {
   long line = 1, col = 0;
-  enum class In { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral } in = In::Code;
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const char c = t[i];
+  bool comment_line = false, at_start = true;
+  for (const char c : t) {
     ++col;
     if (c == '\n') {
       ++line;
       col = 0;
-      if (in == In::Comment || in == In::Basic || in == In::Literal) in = In::Code;
+      comment_line = false;
+      at_start = true;
       continue;
     }
-    const auto at = [&](const char* s) { return t.compare(i, std::char_traits<char>::length(s), s) == 0; };
-    switch (in) {
-      case In::Code:
-        if (static_cast<unsigned char>(c) >= 0x80) return {line, col};
-        if (c == '#') in = In::Comment;
-        else if (at("\"\"\"")) { in = In::MultiBasic; i += 2; col += 2; }
-        else if (at("'''")) { in = In::MultiLiteral; i += 2; col += 2; }
-        else if (c == '"') in = In::Basic;
-        else if (c == '\'') in = In::Literal;
-        break;
-      case In::Comment: break;
-      case In::Basic:
-        if (c == '\\') { ++i; ++col; }
-        else if (c == '"') in = In::Code;
-        break;
-      case In::Literal:
-        if (c == '\'') in = In::Code;
-        break;
-      case In::MultiBasic:
-        if (c == '\\') { ++i; ++col; }
-        else if (at("\"\"\"")) { in = In::Code; i += 2; col += 2; }
-        break;
-      case In::MultiLiteral:
-        if (at("'''")) { in = In::Code; i += 2; col += 2; }
-        break;
+    if (at_start && c != ' ' && c != '\t') {
+      at_start = false;
+      comment_line = c == '#';
     }
+    if (static_cast<unsigned char>(c) >= 0x80 && !comment_line) return {line, col};
   }
   return {0, 0};
 }
@@ -610,9 +591,9 @@ std::pair<long, long> non_ascii_outside_strings(const std::string& t) {
 toml::table load_toml(const fs::path& file) {
   // Regular files only (a FIFO or /dev/zero is refused without blocking), at most 1 MiB.
   const std::string text = read_regular_file(file, 1u << 20, fmt::format("config file '{}'", file.string()));
-  if (const auto [line, col] = non_ascii_outside_strings(text); line > 0)
-    throw InputError(fmt::format("config file '{}' line {}, column {}: a non-ASCII character outside a string or comment; "
-                                 "expected ASCII keys and values (text belongs in \"quotes\")",
+  if (const auto [line, col] = non_ascii_outside_comment_lines(text); line > 0)
+    throw InputError(fmt::format("config file '{}' line {}, column {}: a non-ASCII character; expected ASCII keys and values "
+                                 "(non-ASCII text only on '#' comment lines; give such a path with --set)",
                                  file.string(), line, col));
   try {
     return toml::parse(text, file.string());

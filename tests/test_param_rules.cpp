@@ -286,3 +286,23 @@ TEST(CheckRows, NonFiniteValueIsNotApplicableNotPassOrFail) {
   EXPECT_EQ(ctx.notes.at("checks_not_applicable"), 3);
   EXPECT_EQ(ctx.notes.at("checks_failed"), 0);
 }
+
+TEST(ParamRules, ConfigFilesKeepNonAsciiToCommentLines) {
+  TempDir d;
+  const Experiment e = rules_schema();
+  const fs::path ok = d.path() / "ok.toml", bad = d.path() / "bad.toml", val = d.path() / "val.toml";
+  std::ofstream(ok) << "# caf\xc3\xa9: a comment may say anything\npreset = \"test-rules\"\n  # \xc7\x9e indented comment\n"
+                    << "psi = \"linear\"\n";
+  std::ofstream(bad) << "preset = \"test-rules\"\nrates = [0.5, 1\xc7\x9e]\n";
+  std::ofstream(val) << "preset = \"test-rules\"\npsi = \"affine\" # caf\xc3\xa9\n";
+  EXPECT_EQ(resolve_params(e, {}, ok).get_string("psi"), "linear");
+  for (const fs::path& f : {bad, val}) {
+    try {
+      resolve_params(e, {}, f);
+      ADD_FAILURE() << f << " accepted";
+    } catch (const InputError& err) {
+      EXPECT_NE(std::string(err.what()).find("line 2"), std::string::npos) << err.what();
+      EXPECT_NE(std::string(err.what()).find("non-ASCII"), std::string::npos) << err.what();
+    }
+  }
+}
