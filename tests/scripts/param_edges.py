@@ -122,6 +122,8 @@ def edges(spec, scratch):
                    (scratch, "a directory") if spec["path"] == "file" else (os.path.join(scratch, "empty.npy"), "a file"),
                    (os.path.join(scratch, "empty.npy"), "empty file"),
                    (os.path.join(scratch, "garbage.npy"), "garbage file")]
+            if spec["path"] == "directory" and os.path.isdir(os.path.join(scratch, "ck")):
+                out.append((os.path.join(scratch, "ck"), "a tiny checkpoint (tokdyn make-checkpoint --size tiny)"))
         elif spec["choices"]:
             out = [(c, "choice") for c in spec["choices"]]
             out += [("", "empty"), ("bogus-choice", "not a choice")]
@@ -338,6 +340,13 @@ def run_probe(probe, tokdyn, schema, workdir, timeout):
     return probe
 
 
+def prune(sets, by_key, keep):
+    """Drops the smoke settings that do not apply under the probe's values (never the probed key)."""
+    vals = {k: by_key[k]["default_text"] for k in by_key}
+    vals.update(sets)
+    return {k: v for k, v in sets.items() if k == keep or applies(by_key[k], vals)}
+
+
 def build_probes(name, schema, scratch, full):
     smoke = dict(schema["smoke"])
     specs = schema["params"]
@@ -358,7 +367,7 @@ def build_probes(name, schema, scratch, full):
         for text, why in edges(s, scratch):
             sets = dict(base)
             sets[key] = text
-            probes.append(Probe(name, key, text, why, sets))
+            probes.append(Probe(name, key, text, why, prune(sets, by_key, key)))
         if s["only_when"]:
             dis = disabling_sets(s, by_key, values)
             if dis is not None:
@@ -417,6 +426,9 @@ def main():
     open(os.path.join(scratch, "empty.npy"), "wb").close()
     with open(os.path.join(scratch, "garbage.npy"), "wb") as fh:
         fh.write(b"\x93NUMPY garbage \x00\xff" * 3)
+    # A real (tiny) checkpoint for the directory parameters, so that their presets run on a file.
+    subprocess.run([tokdyn, "make-checkpoint", "--size", "tiny", "--seed", "0", "--out", os.path.join(scratch, "ck")],
+                   capture_output=True, check=True)
     runs = os.path.join(work, "runs")
     os.makedirs(runs)
 
