@@ -387,14 +387,16 @@ def build_probes(name, schema, scratch, full):
     return probes
 
 
-def sample(probes, fraction, seed):
-    """A fixed subset: every smoke run and every disabled-knob probe, plus a seeded share of the rest."""
+def sample(probes, fraction, seed, scratch):
+    """A fixed subset: every smoke run and every disabled-knob probe, plus a seeded share of the rest
+    (chosen by a hash of preset, parameter and value, the scratch folder's random name left out)."""
     keep = []
     for p in probes:
         if p.param == "(smoke)" or p.expect:
             keep.append(p)
             continue
-        h = int(hashlib.sha1(f"{seed}|{p.preset}|{p.param}|{p.value}".encode()).hexdigest()[:8], 16)
+        value = p.value.replace(scratch, "<scratch>")
+        h = int(hashlib.sha1(f"{seed}|{p.preset}|{p.param}|{value}".encode()).hexdigest()[:8], 16)
         if h / 0xFFFFFFFF < fraction:
             keep.append(p)
     return keep
@@ -441,11 +443,12 @@ def main():
         probes += build_probes(n, schemas[n], scratch, a.mode == "full")
     total = len(probes)
     if a.mode == "sample":
-        probes = sample(probes, a.fraction, a.seed)
+        probes = sample(probes, a.fraction, a.seed, scratch)
     if a.list:
         for p in probes:
             print(p.ident(), " ".join(f"{k}={v}" for k, v in p.sets.items()))
         print(f"{len(probes)} probes of {total}")
+        shutil.rmtree(work, ignore_errors=True)
         return 0
     # The longest presets first keeps both workers busy to the end.
     t0 = time.monotonic()
