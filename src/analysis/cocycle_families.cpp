@@ -198,21 +198,5 @@ std::vector<Matrix> switching_scalar(long L, double lo, double hi, long run0) {
   return out;
 }
 
-std::vector<double> parse_number_list(const std::string& text, const std::string& what) {
-  std::vector<double> out;
-  std::size_t i = 0;
-  while (i <= text.size()) {
-    const std::size_t j = text.find(',', i);
-    const std::string tok = text.substr(i, j == std::string::npos ? std::string::npos : j - i);
-    char* end = nullptr;
-    const double v = std::strtod(tok.c_str(), &end);
-    if (tok.empty() || end == tok.c_str() || *end != '\0' || !std::isfinite(v))
-      throw std::invalid_argument(fmt::format("{}: '{}' is not a list of numbers; expected comma-separated finite numbers such as 0.2,0.1,-0.3", what, text));
-    out.push_back(v);
-    if (j == std::string::npos) break;
-    i = j + 1;
-  }
-  return out;
-}
 
 }  // namespace tokdyn::cocycle

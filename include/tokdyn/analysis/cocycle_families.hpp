@@ -49,7 +49,5 @@ std::vector<Matrix> nonnormal_pair(long L);
 /// (1 x 1 matrices). The Sacker–Sell spectrum of the infinite sequence is [lo, hi].
 std::vector<Matrix> switching_scalar(long L, double lo, double hi, long run0);
 
-/// Parses "0.2,0.1,-0.3" (comma-separated finite numbers) for presets; std::invalid_argument naming `what`.
-std::vector<double> parse_number_list(const std::string& text, const std::string& what);
 
 }  // namespace tokdyn::cocycle
