@@ -307,7 +307,7 @@ const ParamSpec* find_spec(const Experiment& e, const std::string& key) {
   return nullptr;
 }
 
-std::string trimmed(const std::string& s) {
+std::string param_trimmed(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return {};
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
@@ -334,7 +334,7 @@ void check_string(const Origin& o, const ParamSpec& s, const std::string& v) {
 }
 
 long parse_long(const Origin& o, const std::string& label, const std::string& raw) {
-  const std::string t = trimmed(raw);
+  const std::string t = param_trimmed(raw);
   const char* b = t.data();
   const char* end = t.data() + t.size();
   if (b != end && *b == '+') ++b;
@@ -403,15 +403,15 @@ ParamValue list_value(const Origin& o, const ParamSpec& s, const std::vector<dou
 // A list written as text: "1,2,3" or "[1, 2, 3]"; "" or "[]" is the empty list.
 ParamValue list_of_string(const Origin& o, const ParamSpec& s, const std::string& raw) {
   const bool ints = s.type == ParamType::IntList;
-  std::string t = trimmed(raw);
-  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = trimmed(t.substr(1, t.size() - 2));
+  std::string t = param_trimmed(raw);
+  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = param_trimmed(t.substr(1, t.size() - 2));
   std::vector<double> entries;
   if (t.empty()) return list_value(o, s, entries);
   std::size_t start = 0;
   for (std::size_t i = 1;; ++i) {
     const auto comma = t.find(',', start);
     const std::string item = t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const std::string it = trimmed(item);
+    const std::string it = param_trimmed(item);
     if (it.empty())
       throw InputError(one_line(fmt::format("{}parameter '{}' entry {}: empty (a stray comma in '{}'?); expected {}",
                                             o.prefix, s.key, i, raw, ints ? "an integer" : "a number")));
@@ -454,7 +454,7 @@ ParamValue value_of_string(const ParamSpec& s, const std::string& raw) {
       return ParamValue{std::in_place_type<long>, v};
     }
     case ParamType::Double: {
-      const std::string t = trimmed(raw);
+      const std::string t = param_trimmed(raw);
       const char* b = t.data();
       const char* end = t.data() + t.size();
       if (b != end && *b == '+') ++b;
@@ -466,7 +466,7 @@ ParamValue value_of_string(const ParamSpec& s, const std::string& raw) {
       return ParamValue{std::in_place_type<double>, v};
     }
     case ParamType::Bool: {
-      const std::string t = lower(trimmed(raw));
+      const std::string t = lower(param_trimmed(raw));
       if (t == "true" || t == "1" || t == "yes" || t == "on") return ParamValue{std::in_place_type<bool>, true};
       if (t == "false" || t == "0" || t == "no" || t == "off") return ParamValue{std::in_place_type<bool>, false};
       bad(o, s.key, fmt::format("expected true or false (or 1/0, yes/no, on/off), got '{}'", raw));

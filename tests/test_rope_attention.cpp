@@ -18,6 +18,7 @@
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/sphere.hpp"
+#include "tokdyn/constants.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::rope;
@@ -27,8 +28,7 @@ using tokdyn::testing::ThreadCountGuard;
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 AttentionParams random_params(Rng& rng, int n, int d, double beta) {
   AttentionParams P;
   P.d = d;

@@ -13,13 +13,13 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiments/rope_circle_configs.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace {
 
 using namespace tokdyn;
 using namespace tokdyn::rope;
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 double max_abs(const Mat& m) { return m.cwiseAbs().maxCoeff(); }
 
 template <class F>

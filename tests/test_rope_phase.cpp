@@ -12,13 +12,13 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/models/rope_phase.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace {
 
 using namespace tokdyn;
 using namespace tokdyn::rope;
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 /// Random parameters and lifted phases (some well outside [-pi, pi]).
 struct Case {
   PhaseParams p;

@@ -15,6 +15,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tr = tokdyn::rope;
 using tokdyn::Mat;
@@ -22,8 +23,7 @@ using tokdyn::Vec;
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 double rel_err(double x, double ref) { return std::abs(x - ref) / std::abs(ref); }
 
 // e^{-b} sum_j (b/2)^{2j+k} / (j! (j+k)!) in long double (positive terms only).

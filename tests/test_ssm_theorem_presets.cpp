@@ -19,6 +19,7 @@
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/models/ssm_designs.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -26,7 +27,7 @@ using namespace tokdyn;
 namespace {
 
 using Sets = std::vector<std::pair<std::string, std::string>>;
-constexpr double kPi = std::numbers::pi;
+using tokdyn::kPi;
 using Rows = std::vector<std::map<std::string, std::string>>;
 
 fs::path run_preset(const std::string& name, const std::string& tag, int threads, const Sets& sets) {

@@ -15,13 +15,13 @@
 #include "tokdyn/analysis/ssm_trajectory.hpp"
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/models/ssm_designs.hpp"
+#include "tokdyn/constants.hpp"
 
 using namespace tokdyn;
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 int random_sign(Rng& rng) { return rng.uniform() < 0.5 ? -1 : 1; }
 
 std::string str(double v) {

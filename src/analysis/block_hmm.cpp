@@ -13,11 +13,12 @@
 #include <fmt/format.h>
 
 #include "tokdyn/parallel.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn::hmm {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using tokdyn::kInf;
 const double kLog2Pi = std::log(2.0 * M_PI);
 
 /// log sum exp of n values; -inf when every value is -inf.

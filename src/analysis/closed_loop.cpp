@@ -12,14 +12,11 @@
 #include <fmt/format.h>
 
 #include "tokdyn/rng.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn::closed_loop {
 namespace {
 
-double norm2(const Matrix& M) {
-  if (M.size() == 0) return 0.0;
-  return Eigen::JacobiSVD<Matrix>(M).singularValues()(0);
-}
 double sup_norm(const Seq& u) { return u.cols() == 0 ? 0.0 : u.colwise().norm().maxCoeff(); }
 
 void require_finite(const Matrix& M, const char* what) {
@@ -34,7 +31,7 @@ class Affine final : public Injection {
                                               B_.rows(), B_.cols(), c_.size()));
     require_finite(B_, "psi's matrix B");
     require_finite(c_, "psi's offset c");
-    lip_ = norm2(B_);
+    lip_ = spectral_norm(B_);
   }
   long dim() const override { return c_.size(); }
   Vector value(long, const Vector& u) const override { return c_ + B_ * u; }
@@ -61,7 +58,7 @@ class TanhMlp final : public Injection {
     require_finite(W2_, "psi's W2");
     require_finite(b1_, "psi's b1");
     require_finite(c_, "psi's offset c");
-    lip_ = norm2(W2_) * norm2(W1_);  // |tanh'| <= 1
+    lip_ = spectral_norm(W2_) * spectral_norm(W1_);  // |tanh'| <= 1
   }
   long dim() const override { return c_.size(); }
   Vector value(long, const Vector& u) const override { return c_ + W2_ * (W1_ * u + b1_).array().tanh().matrix(); }
@@ -84,7 +81,7 @@ class TanhMlp final : public Injection {
 class DepthLinear final : public Injection {
  public:
   DepthLinear(Vector c, std::vector<Matrix> B, std::string name) : c_(std::move(c)), B_(std::move(B)), name_(std::move(name)) {
-    for (const Matrix& M : B_) lip_ = std::max(lip_, norm2(M));
+    for (const Matrix& M : B_) lip_ = std::max(lip_, spectral_norm(M));
   }
   long dim() const override { return c_.size(); }
   Vector value(long l, const Vector& u) const override { return c_ + at(l) * u; }
@@ -231,7 +228,7 @@ InjectionPtr intertwining_aligned(const cocycle::Bundles& b, const Matrix& M, Ve
 
 double lipschitz_along(const Injection& psi, const Seq& u) {
   double m = 0.0;
-  for (long l = 0; l < u.cols(); ++l) m = std::max(m, norm2(psi.jacobian(l, u.col(l))));
+  for (long l = 0; l < u.cols(); ++l) m = std::max(m, spectral_norm(psi.jacobian(l, u.col(l))));
   return m;
 }
 
@@ -365,7 +362,7 @@ Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints
       if (open && open->k == cb.k && open->P_plus.size() == cb.P_plus.size()) {
         double dev = 0.0;
         for (long l = exclude; l <= p.L - exclude; ++l)
-          dev = std::max(dev, norm2(cb.P_plus[static_cast<std::size_t>(l)] - open->P_plus[static_cast<std::size_t>(l)]));
+          dev = std::max(dev, spectral_norm(cb.P_plus[static_cast<std::size_t>(l)] - open->P_plus[static_cast<std::size_t>(l)]));
         g.projector_deviation = dev;
       }
     } catch (const std::domain_error&) {
@@ -706,7 +703,7 @@ InjectionPtr random_injection(const std::string& kind, long d, double scale, dou
     Mat M(r, cdim);
     rng.fill_normal(M);
     Matrix out = M;
-    const double n = norm2(out);
+    const double n = spectral_norm(out);
     return n > 0 ? Matrix(out / n) : out;
   };
   Vec c(d);

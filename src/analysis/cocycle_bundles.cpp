@@ -10,14 +10,11 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn::cocycle {
 
 namespace {
-double norm2(const Matrix& M) {
-  if (M.size() == 0) return 0.0;
-  return Eigen::JacobiSVD<Matrix>(M).singularValues()(0);
-}
 double smallest_sv(const Matrix& M) {
   if (M.size() == 0) return 1.0;
   const Eigen::VectorXd s = Eigen::JacobiSVD<Matrix>(M).singularValues();
@@ -164,14 +161,14 @@ BundleDiagnostics bundle_diagnostics(const Cocycle& c, const Bundles& b) {
   g.invariance = Eigen::VectorXd::Zero(n);
   for (long j = 0; j < n; ++j) {
     const Matrix& P = b.P_plus[static_cast<std::size_t>(j)];
-    const double nrm = norm2(P);
+    const double nrm = spectral_norm(P);
     g.p_plus_norm(j) = nrm;
     // ||P|| = 1/sin(theta_min) for an oblique projector other than 0 and I.
     g.angle(j) = (b.k == 0 || b.k == d) ? M_PI / 2 : std::asin(std::min(1.0, 1.0 / nrm));
     const long l = b.first + j;
     if (j + 1 < n && l < c.length()) {
       const Matrix B = c.matrix(l);
-      g.invariance(j) = norm2(b.P_plus[static_cast<std::size_t>(j + 1)] * B - B * P);
+      g.invariance(j) = spectral_norm(b.P_plus[static_cast<std::size_t>(j + 1)] * B - B * P);
     }
   }
   return g;
@@ -189,19 +186,19 @@ GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride) 
   for (long s = 0; s < n; s += stride) {
     // Forward on V_perp: X(l) = P_-(l) Phi(l, s) P_-(s), re-projected every step.
     X = I - b.P_plus[static_cast<std::size_t>(s)];
-    g.g_minus(0) = std::max(g.g_minus(0), norm2(X));
+    g.g_minus(0) = std::max(g.g_minus(0), spectral_norm(X));
     for (long j = s; j + 1 < n; ++j) {
       c.apply(b.first + j, X, Y);
       X.noalias() = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * Y;
-      g.g_minus(j + 1 - s) = std::max(g.g_minus(j + 1 - s), norm2(X));
+      g.g_minus(j + 1 - s) = std::max(g.g_minus(j + 1 - s), spectral_norm(X));
     }
     if (k == 0) continue;
     // Backward on V_par: Phi(l, s) P_+(s) = U(l) [T(l)^{-1} ... T(s-1)^{-1}] U(s)^T P_+(s).
     Matrix W = b.U[static_cast<std::size_t>(s)].transpose() * b.P_plus[static_cast<std::size_t>(s)];
-    g.g_plus(0) = std::max(g.g_plus(0), norm2(W));
+    g.g_plus(0) = std::max(g.g_plus(0), spectral_norm(W));
     for (long j = s - 1; j >= 0; --j) {
       W = b.T[static_cast<std::size_t>(j)].partialPivLu().solve(W);
-      g.g_plus(s - j) = std::max(g.g_plus(s - j), norm2(W));
+      g.g_plus(s - j) = std::max(g.g_plus(s - j), spectral_norm(W));
     }
   }
   return g;
@@ -231,17 +228,17 @@ double green_norm(const Cocycle& c, const Bundles& b) {
   Matrix X, Y;
   for (long sig = 1; sig < n; ++sig) {  // sig = s + 1, s = 0..n-2 (h lives on the n-1 steps)
     X = I - b.P_plus[static_cast<std::size_t>(sig)];
-    row(sig) += norm2(X);
+    row(sig) += spectral_norm(X);
     for (long j = sig; j + 1 < n; ++j) {
       c.apply(b.first + j, X, Y);
       X.noalias() = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * Y;
-      row(j + 1) += norm2(X);
+      row(j + 1) += spectral_norm(X);
     }
     if (k == 0) continue;
     Matrix W = b.U[static_cast<std::size_t>(sig)].transpose() * b.P_plus[static_cast<std::size_t>(sig)];
     for (long j = sig - 1; j >= 0; --j) {
       W = b.T[static_cast<std::size_t>(j)].partialPivLu().solve(W);
-      row(j) += norm2(W);
+      row(j) += spectral_norm(W);
     }
   }
   return row.maxCoeff();

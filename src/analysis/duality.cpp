@@ -9,14 +9,11 @@
 
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn::duality {
 namespace {
 
-double norm2(const Matrix& A) {
-  if (A.size() == 0) return 0.0;
-  return Eigen::JacobiSVD<Matrix>(A).singularValues()(0);
-}
 
 void check_layers(const SectorFlow& f, long l0, long l1, const char* what) {
   if (l0 < 0 || l1 < l0 || l1 > f.length())
@@ -158,7 +155,7 @@ Envelope envelope(const std::vector<Matrix>& B, long H, long stride) {
     Matrix P = Matrix::Identity(B[0].rows(), B[0].cols());
     for (long n = 1; s + n <= L; ++n) {
       P = B[static_cast<std::size_t>(s + n - 1)] * P;
-      e.C = std::max(e.C, norm2(P) / std::pow(e.r, static_cast<double>(n)));
+      e.C = std::max(e.C, spectral_norm(P) / std::pow(e.r, static_cast<double>(n)));
     }
   }
   return e;
@@ -179,7 +176,7 @@ Envelope fluctuation_envelope(const SectorFlow& f, int P, long H, long stride) {
       Matrix Pm = Matrix::Identity(f.dim(), f.dim());
       for (long n = 1; s + n <= L; ++n) {
         Pm = S[static_cast<std::size_t>(s + n - 1)] * Pm;
-        out.C = std::max(out.C, norm2(Pm) / std::pow(out.r, static_cast<double>(n)));
+        out.C = std::max(out.C, spectral_norm(Pm) / std::pow(out.r, static_cast<double>(n)));
       }
     }
   }
@@ -198,7 +195,7 @@ std::vector<double> sharp_constant(const SectorFlow& f, int T, int P) {
     Matrix F = Matrix::Zero(n * d, (n - 1) * d);
     for (long c = 0; c < (n - 1) * d; ++c) F(d + c, c) = 1.0;
     for (long l = 0; l <= L; ++l) {
-      out[static_cast<std::size_t>(l)] = std::max(out[static_cast<std::size_t>(l)], norm2(F));
+      out[static_cast<std::size_t>(l)] = std::max(out[static_cast<std::size_t>(l)], spectral_norm(F));
       if (l == L) break;
       Matrix G(F.rows(), F.cols());
       for (long c = 0; c < F.cols(); ++c) {
@@ -218,7 +215,7 @@ double remark6_error(const SectorFlow& f, const hier::Compression& pi, int n, lo
   const Matrix full = full_matrix(f, n, 0, l), head = full_matrix(f, n, 0, l0);
   const Matrix Pi = hier::compression_matrix(pi, Mat::Zero(n, d));
   const Matrix E = full - iota_matrix(n, d) * tangent_product(f, l0, l) * Pi * head;
-  return norm2(E);
+  return spectral_norm(E);
 }
 
 std::vector<Matrix> aligned_same_index(const cocycle::Bundles& b, double c_plus, double c_minus) {
@@ -241,7 +238,7 @@ double intertwining_residual(const std::vector<Matrix>& M, const cocycle::Bundle
   if (b.P_plus.size() != M.size() + 1)
     throw std::invalid_argument(fmt::format("intertwining_residual: {} projectors for {} layers, expected L + 1", b.P_plus.size(), M.size()));
   double r = 0.0;
-  for (std::size_t l = 0; l < M.size(); ++l) r = std::max(r, norm2(b.P_plus[l + 1] * M[l] - M[l] * b.P_plus[l]));
+  for (std::size_t l = 0; l < M.size(); ++l) r = std::max(r, spectral_norm(b.P_plus[l + 1] * M[l] - M[l] * b.P_plus[l]));
   return r;
 }
 

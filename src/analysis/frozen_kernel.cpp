@@ -1,5 +1,6 @@
 // Frozen kernel utilities (coupling paper Thm 3(1), Remark 2; the Pascal eigenbasis in integers).
 #include "tokdyn/analysis/frozen_kernel.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +13,6 @@ namespace {
 
 void check_n(int n, int max_n, const char* what) {
   if (n < 1 || n > max_n) throw std::invalid_argument(fmt::format("{}: n = {}, expected 1 <= n <= {}", what, n, max_n));
-}
-
-double spectral_norm(const Mat& A) {
-  Eigen::JacobiSVD<Eigen::MatrixXd> svd(A);
-  return svd.singularValues()(0);
 }
 
 }  // namespace

@@ -12,13 +12,13 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/observers.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn::rope {
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 double max_abs(const Vec& v) { return v.size() ? v.cwiseAbs().maxCoeff() : 0.0; }
 double max_abs(const Mat& m) { return m.size() ? m.cwiseAbs().maxCoeff() : 0.0; }
 

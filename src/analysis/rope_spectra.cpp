@@ -16,13 +16,13 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn::rope {
 namespace {
 
 using ColMat = Eigen::MatrixXd;
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 std::string num(double x) {
   std::ostringstream s;
   s.precision(17);
@@ -30,20 +30,20 @@ std::string num(double x) {
   return s.str();
 }
 
-[[noreturn]] void bad(const std::string& where, const std::string& what) { throw std::invalid_argument(where + ": " + what); }
+[[noreturn]] void spectra_bad(const std::string& where, const std::string& what) { throw std::invalid_argument(where + ": " + what); }
 
 void check_beta(const char* where, double beta) {
-  if (!std::isfinite(beta) || beta < 0.0) bad(where, "beta must be finite and >= 0, got " + num(beta));
+  if (!std::isfinite(beta) || beta < 0.0) spectra_bad(where, "beta must be finite and >= 0, got " + num(beta));
 }
 
 // The Miller start grows like 10 sqrt(beta): beyond kMaxBesselBeta the work (> 1e7 steps) is refused.
 void check_bessel_beta(double beta) {
   check_beta("bessel_i_scaled", beta);
-  if (beta > kMaxBesselBeta) bad("bessel_i_scaled", "beta must be <= " + num(kMaxBesselBeta) + ", got " + num(beta));
+  if (beta > kMaxBesselBeta) spectra_bad("bessel_i_scaled", "beta must be <= " + num(kMaxBesselBeta) + ", got " + num(beta));
 }
 
 void check_ring(const char* where, int n, double beta) {
-  if (n < 2) bad(where, "n must be >= 2, got " + std::to_string(n));
+  if (n < 2) spectra_bad(where, "n must be >= 2, got " + std::to_string(n));
   check_beta(where, beta);
 }
 
@@ -124,7 +124,7 @@ std::vector<double> one_minus_cos_table(int L) {
 // Bessel
 
 std::vector<double> bessel_i_scaled_all(int kmax, double beta) {
-  if (kmax < 0) bad("bessel_i_scaled_all", "kmax must be >= 0, got " + std::to_string(kmax));
+  if (kmax < 0) spectra_bad("bessel_i_scaled_all", "kmax must be >= 0, got " + std::to_string(kmax));
   check_bessel_beta(beta);
   std::vector<double> out(static_cast<std::size_t>(kmax) + 1, 0.0);
   if (beta == 0.0) {
@@ -172,22 +172,22 @@ double bessel_i_scaled(int k, double beta) {
 ConsensusKernel consensus_kernel(const std::vector<double>& positions, const std::vector<double>& freqs,
                                  const std::vector<double>& energies, double beta) {
   const char* W = "consensus_kernel";
-  if (positions.size() < 2) bad(W, "positions must hold >= 2 entries, got " + std::to_string(positions.size()));
-  if (freqs.empty()) bad(W, "freqs must hold >= 1 frequency, got none");
+  if (positions.size() < 2) spectra_bad(W, "positions must hold >= 2 entries, got " + std::to_string(positions.size()));
+  if (freqs.empty()) spectra_bad(W, "freqs must hold >= 1 frequency, got none");
   if (energies.size() != freqs.size())
-    bad(W, "energies must hold one entry per frequency (" + std::to_string(freqs.size()) + "), got " +
+    spectra_bad(W, "energies must hold one entry per frequency (" + std::to_string(freqs.size()) + "), got " +
                std::to_string(energies.size()));
   for (std::size_t i = 0; i < positions.size(); ++i)
-    if (!std::isfinite(positions[i])) bad(W, "positions[" + std::to_string(i) + "] must be finite, got " + num(positions[i]));
+    if (!std::isfinite(positions[i])) spectra_bad(W, "positions[" + std::to_string(i) + "] must be finite, got " + num(positions[i]));
   for (std::size_t l = 0; l < freqs.size(); ++l)
-    if (!std::isfinite(freqs[l])) bad(W, "freqs[" + std::to_string(l) + "] must be finite, got " + num(freqs[l]));
+    if (!std::isfinite(freqs[l])) spectra_bad(W, "freqs[" + std::to_string(l) + "] must be finite, got " + num(freqs[l]));
   double sum = 0.0;
   for (std::size_t l = 0; l < energies.size(); ++l) {
     if (!std::isfinite(energies[l]) || energies[l] < 0.0)
-      bad(W, "energies[" + std::to_string(l) + "] must be finite and >= 0, got " + num(energies[l]));
+      spectra_bad(W, "energies[" + std::to_string(l) + "] must be finite and >= 0, got " + num(energies[l]));
     sum += energies[l];
   }
-  if (std::abs(sum - 1.0) > 1e-12) bad(W, "energies must sum to 1 (within 1e-12), got sum " + num(sum));
+  if (std::abs(sum - 1.0) > 1e-12) spectra_bad(W, "energies must sum to 1 (within 1e-12), got sum " + num(sum));
   check_beta(W, beta);
 
   const int n = static_cast<int>(positions.size());
@@ -223,7 +223,7 @@ ConsensusKernel consensus_kernel(const std::vector<double>& positions, const std
 
 KernelSpectrum consensus_spectrum(const ConsensusKernel& k, GapMethod m) {
   const Eigen::Index n = k.W.rows();
-  if (n < 2 || k.S.rows() != n || k.Z.size() != n) bad("consensus_spectrum", "kernel must be n x n with n >= 2 (build it with consensus_kernel)");
+  if (n < 2 || k.S.rows() != n || k.Z.size() != n) spectra_bad("consensus_spectrum", "kernel must be n x n with n >= 2 (build it with consensus_kernel)");
   KernelSpectrum out;
   switch (m) {
     case GapMethod::Similarity: {
@@ -265,7 +265,7 @@ PsdMinima psd_minima(const ConsensusKernel& k) {
 }
 
 double local_gap_lower_bound(int n, double beta) {
-  if (n < 2) bad("local_gap_lower_bound", "n must be >= 2, got " + std::to_string(n));
+  if (n < 2) spectra_bad("local_gap_lower_bound", "n must be >= 2, got " + std::to_string(n));
   check_beta("local_gap_lower_bound", beta);
   return n * softmax_floor(beta, n);  // (38): gamma >= n a_{beta,n}, a of (7)
 }
@@ -274,7 +274,7 @@ double local_gap_lower_bound(int n, double beta) {
 // Resonant ring
 
 int ring_gcd(int n, int m) {
-  if (n < 1) bad("ring_gcd", "n must be >= 1, got " + std::to_string(n));
+  if (n < 1) spectra_bad("ring_gcd", "n must be >= 1, got " + std::to_string(n));
   const long long mb = mod(m, n);
   return mb == 0 ? n : static_cast<int>(std::gcd(mb, static_cast<long long>(n)));
 }
@@ -358,7 +358,7 @@ double ring_gap(int n, int m, double beta) {
 }
 
 double lgrid_gap(int L, double beta) {
-  if (L < 1) bad("lgrid_gap", "L must be >= 1, got " + std::to_string(L));
+  if (L < 1) spectra_bad("lgrid_gap", "L must be >= 1, got " + std::to_string(L));
   check_beta("lgrid_gap", beta);
   if (L == 1) return 1.0;
   const std::vector<double> t = one_minus_cos_table(L);
@@ -378,7 +378,7 @@ double lgrid_gap(int L, double beta) {
 }
 
 double gap_asymptotic(int L, double beta) {
-  if (L < 1) bad("gap_asymptotic", "L must be >= 1, got " + std::to_string(L));
+  if (L < 1) spectra_bad("gap_asymptotic", "L must be >= 1, got " + std::to_string(L));
   check_beta("gap_asymptotic", beta);
   if (L == 1) return 1.0;
   if (L == 2) return 2.0 * softmax_floor(beta, 2);  // (26) = 2 a_{beta,2}; x2 is exact, so bit-equal
@@ -388,7 +388,7 @@ double gap_asymptotic(int L, double beta) {
 }
 
 double asymptotic_ratio(int L, double beta) {
-  if (L < 2) bad("asymptotic_ratio", "L must be >= 2, got " + std::to_string(L));
+  if (L < 2) spectra_bad("asymptotic_ratio", "L must be >= 2, got " + std::to_string(L));
   check_beta("asymptotic_ratio", beta);
   const std::vector<double> t = one_minus_cos_table(L);
   const double dL = t[1];
@@ -415,7 +415,7 @@ double continuum_gap(double beta) {
 double prop74_beta() { return 0.75 * std::numbers::ln2; }
 
 Prop74Spectrum prop74_spectrum(double a) {
-  if (!std::isfinite(a) || a < 0.0 || a > 1.0) bad("prop74_spectrum", "a (energy in the pi/2 plane) must lie in [0, 1], got " + num(a));
+  if (!std::isfinite(a) || a < 0.0 || a > 1.0) spectra_bad("prop74_spectrum", "a (energy in the pi/2 plane) must lie in [0, 1], got " + num(a));
   const double beta = prop74_beta();
   const double x = std::exp(beta * (a - 2.0)), y = std::exp(-2.0 * beta * a);
   Prop74Spectrum p;
@@ -429,8 +429,8 @@ double prop74_gap(double a) { return prop74_spectrum(a).gap; }
 
 double two_token_gap(double beta, double omega, double delta) {
   check_beta("two_token_gap", beta);
-  if (!std::isfinite(omega)) bad("two_token_gap", "omega must be finite, got " + num(omega));
-  if (!std::isfinite(delta)) bad("two_token_gap", "delta must be finite, got " + num(delta));
+  if (!std::isfinite(omega)) spectra_bad("two_token_gap", "omega must be finite, got " + num(omega));
+  if (!std::isfinite(delta)) spectra_bad("two_token_gap", "delta must be finite, got " + num(delta));
   const double s = std::sin(0.5 * omega * delta);
   const double q = std::exp(-2.0 * beta * s * s);
   return 2.0 * q / (1.0 + q);

@@ -12,13 +12,13 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/observers.hpp"
 #include "tokdyn/sphere.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn::rope {
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
+using tokdyn::kNaN;
 void require_paper_model(const AttentionParams& P, const char* what) {
   if (!P.is_paper_model())
     throw std::invalid_argument(fmt::format("{}: the bound is proved for the paper's model; expected heads = 1, causal = false "

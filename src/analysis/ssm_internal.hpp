@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "tokdyn/tokens.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
 
 namespace {
 
-[[maybe_unused]] constexpr double kInf = std::numeric_limits<double>::infinity();
-[[maybe_unused]] constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
+using tokdyn::kInf;
+using tokdyn::kNaN;
 [[maybe_unused]] void check_mu(int mu, int n, const char* who) {
   if (mu < 0 || mu >= n) throw std::invalid_argument(std::string(who) + ": principal channel out of range");
 }

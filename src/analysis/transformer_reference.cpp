@@ -3,6 +3,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 
 #include "tokdyn/error.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -146,10 +147,6 @@ Mat reduced_jacobian_fd(const Transformer& tf, long k, const Vec& x, double h) {
 namespace tokdyn::tf {
 
 namespace {
-double norm2(const Mat& A) {
-  Eigen::JacobiSVD<Eigen::MatrixXd> svd(A);
-  return svd.singularValues()(0);
-}
 }  // namespace
 
 double step_bound(const Config& c, const LayerWeights& W) {
@@ -160,8 +157,8 @@ double step_bound(const Config& c, const LayerWeights& W) {
     return g.cwiseAbs().maxCoeff() * sd + (c.norm == Norm::Layer ? beta.norm() : 0.0);
   };
   const double phi0 = std::abs(activation(c.phi, 0.0)) * std::sqrt(static_cast<double>(c.d_ff));
-  return norm2(W.W_V) * s(W.g_attn, W.beta_attn) +
-         norm2(W.W_2) * (activation_lipschitz(c.phi) * (norm2(W.W_1) * s(W.g_mlp, W.beta_mlp) + W.b_1.norm()) + phi0) +
+  return spectral_norm(W.W_V) * s(W.g_attn, W.beta_attn) +
+         spectral_norm(W.W_2) * (activation_lipschitz(c.phi) * (spectral_norm(W.W_1) * s(W.g_mlp, W.beta_mlp) + W.b_1.norm()) + phi0) +
          W.b_2.norm();
 }
 

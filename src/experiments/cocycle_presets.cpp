@@ -22,6 +22,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn {
 namespace {
@@ -195,7 +196,6 @@ void run_spectra(const Params& P, RunContext& ctx) {
 // ------------------------------------------------------------------ coupling-euler
 
 double spectral_radius(const Matrix& M) { return Eigen::EigenSolver<Matrix>(M, false).eigenvalues().cwiseAbs().maxCoeff(); }
-double norm2(const Matrix& M) { return Eigen::JacobiSVD<Matrix>(M).singularValues()(0); }
 
 void run_euler(const Params& P, RunContext& ctx) {
   const long d = P.get_int("d"), L = P.get_int("depth");
@@ -213,8 +213,8 @@ void run_euler(const Params& P, RunContext& ctx) {
     a = 0;
     jump = 0;
     for (std::size_t r = 0; r < A.size(); ++r) {
-      a = std::max(a, norm2(A[r]));
-      if (r + 1 < A.size()) jump = std::max(jump, norm2(A[r + 1] - A[r]));
+      a = std::max(a, spectral_norm(A[r]));
+      if (r + 1 < A.size()) jump = std::max(jump, spectral_norm(A[r + 1] - A[r]));
     }
   };
   const auto A = layers_A(1.0);
@@ -230,7 +230,7 @@ void run_euler(const Params& P, RunContext& ctx) {
       const double bound = omega * D + 0.5 * a * a * D * D * std::exp(a * D);
       for (long l = 0; l + 1 < L; ++l) {
         const Matrix Pc = cocycle::time_ordered_exp(Af, static_cast<double>(l), static_cast<double>(l) + D);
-        const double dev = norm2(Pc - (I + D * A[static_cast<std::size_t>(l)]));
+        const double dev = spectral_norm(Pc - (I + D * A[static_cast<std::size_t>(l)]));
         worst_ratio = std::max(worst_ratio, dev / bound);
         w.cell(D).cell(l).cell(dev).cell(bound).cell(omega).cell(a).end_row();
       }
@@ -248,7 +248,7 @@ void run_euler(const Params& P, RunContext& ctx) {
       const double D = std::ldexp(1.0, static_cast<int>(-h));
       Matrix E = I;
       for (long j = 0; j < n; ++j) E = ((I + D * Af(static_cast<double>(j) * D)) * E).eval();
-      global_err.push_back(norm2(E - exact));
+      global_err.push_back(spectral_norm(E - exact));
       w.cell(D).cell(global_err.back()).cell(L - 1).end_row();
     }
   }
@@ -260,7 +260,7 @@ void run_euler(const Params& P, RunContext& ctx) {
       double as = 0, js = 0, dev = 0;
       stats(As, as, js);
       for (long l = 0; l + 1 < L; ++l)
-        dev = std::max(dev, norm2(cocycle::time_ordered_exp(Asf, static_cast<double>(l), static_cast<double>(l + 1)) - (I + As[static_cast<std::size_t>(l)])));
+        dev = std::max(dev, spectral_norm(cocycle::time_ordered_exp(Asf, static_cast<double>(l), static_cast<double>(l + 1)) - (I + As[static_cast<std::size_t>(l)])));
       w.cell(as).cell(dev).cell(js + 0.5 * as * as * std::exp(as)).end_row();
     }
   }
@@ -278,7 +278,7 @@ void run_euler(const Params& P, RunContext& ctx) {
     for (long l = 0; l < nn; ++l) {
       Phi = (pair[static_cast<std::size_t>(l)] * Phi).eval();
       log_prod += std::log(spectral_radius(pair[static_cast<std::size_t>(l)]));
-      w.cell(l + 1).cell(norm2(Phi)).cell(std::exp(log_prod)).cell(run(l, 0)).end_row();
+      w.cell(l + 1).cell(spectral_norm(Phi)).cell(std::exp(log_prod)).cell(run(l, 0)).end_row();
     }
   }
   const double target = std::sqrt(spectral_radius(pair[1] * pair[0]));

@@ -144,7 +144,7 @@ void run_all(const Params& p, RunContext& ctx) {
   if (failed) ctx.warnings.push_back(fmt::format("{} of {} checks failed: see summary.csv", failed, total));
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_all{with_smoke(Experiment{
     "coupling-all",
     "Coupling paper, everything computable: every coupling-* preset at its defaults, one summary.csv of all checks and every figure",
     {p_string("presets", "all", "'all' or a comma-separated list of coupling presets to run")},

@@ -25,6 +25,7 @@
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
 namespace {
@@ -36,9 +37,8 @@ using hmm::Matrix;
 using hmm::Summary;
 using hmm::Vector;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
+using tokdyn::kNaN;
+using tokdyn::kInf;
 /// The emission of a family from the preset's knobs (design drawn from stream (seed, tag)).
 Emission make_emission(Family f, int S, int V, int D, double contrast, double rate, std::uint64_t seed) {
   const auto spread = [&](int z) { return contrast * (S > 1 ? static_cast<double>(z) / (S - 1) - 0.5 : 0.0); };
@@ -440,7 +440,7 @@ std::vector<ParamSpec> data_params() {
   };
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_data{with_smoke(Experiment{
     "coupling-data",
     "Coupling paper §5.3 data side: block HMM risks vs persistence (Prop 13, R22, F13, F14) and block-mean sufficiency (Prop 14, R23)",
     data_params(), run_data, "coupling-data",

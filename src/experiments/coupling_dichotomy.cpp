@@ -26,6 +26,8 @@
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/constants.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn {
 namespace {
@@ -34,9 +36,7 @@ using cocycle::Cocycle;
 using cocycle::Interval;
 using cocycle::Matrix;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double norm2(const Matrix& A) { return Eigen::JacobiSVD<Matrix>(A).singularValues()(0); }
+using tokdyn::kNaN;
 
 
 /// Spectral edges around 1 from the Bohl intervals of the QR columns (flag F11: r_+ is a lower
@@ -88,7 +88,7 @@ std::pair<double, double> sector_rate(const std::vector<Matrix>& S, long H, long
     Matrix P = Matrix::Identity(S[0].rows(), S[0].cols());
     for (long n = 1; s + n <= L; ++n) {
       P = S[static_cast<std::size_t>(s + n - 1)] * P;
-      C = std::max(C, norm2(P) / std::pow(r, static_cast<double>(n)));
+      C = std::max(C, spectral_norm(P) / std::pow(r, static_cast<double>(n)));
     }
   }
   return {r, C};
@@ -161,7 +161,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
       if (edge_minus) C = std::max(C, cocycle::constant_minus(env, w));  // r_- = the largest decaying scale
       if (edge_plus) C = std::max(C, cocycle::constant_plus(env, w));    // r_+ = the smallest growing scale
     }
-    const double proj = std::max(norm2(Pp), norm2(Pm)), kS = norm2(S) * norm2(Sinv);
+    const double proj = std::max(spectral_norm(Pp), spectral_norm(Pm)), kS = spectral_norm(S) * spectral_norm(Sinv);
     checks.add("R10a", "Thm 5 weight-tied: dichotomy constant between the projector norms and kappa(S)", "C", C,
                fmt::format("in [{:.6g}, {:.6g}]", proj, kS), C >= proj * (1 - 1e-9) && C <= kS * (1 + 1e-9));
     ctx.notes["G1"] = {{"sigma", sigma}, {"kappa_S", kS}, {"projector_norm", proj}, {"C", C}};
@@ -198,7 +198,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     {
       Matrix Pk = Pm;
       for (int k = 0; k < 100000; ++k) {
-        const double t = norm2(Pk);
+        const double t = spectral_norm(Pk);
         g_inf += t;
         if (t < 1e-17 * g_inf) break;
         Pk = Pm * (B[0] * Pk);  // re-projected: round-off along V_par would grow
@@ -206,7 +206,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
       const Matrix Binv = B[0].inverse();
       Pk = Binv * Pp;
       for (int k = 1; k < 100000; ++k) {
-        const double t = norm2(Pk);
+        const double t = spectral_norm(Pk);
         g_inf += t;
         if (t < 1e-17 * g_inf) break;
         Pk = Pp * (Binv * Pk);
@@ -271,7 +271,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     for (long l = 0; l < L; ++l) {
       const Matrix A = B[static_cast<std::size_t>(l)] - Matrix::Identity(d, d);
       const double nx = ref.x[static_cast<std::size_t>(l)].norm();
-      csv.cell(l).cell(nx).cell(norm2(A)).cell(A.norm()).cell(A.norm() * nx);
+      csv.cell(l).cell(nx).cell(spectral_norm(A)).cell(A.norm()).cell(A.norm() * nx);
       csv.end_row();
     }
   }
@@ -440,7 +440,7 @@ std::vector<ParamSpec> dichotomy_params() {
   return ps;
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_dichotomy{with_smoke(Experiment{
     "coupling-dichotomy",
     "Coupling paper Thm 5 / (A4)-(A5): dichotomy spectra R10 (a)-(e), window diagnostics R11 on random Pre-LN stacks (F17, F19)",
     dichotomy_params(), run_dichotomy, "coupling-dichotomy"}, {{"L", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}})};

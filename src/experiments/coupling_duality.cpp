@@ -32,15 +32,15 @@
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn {
 namespace {
 
 using duality::Matrix;
 using duality::SectorFlow;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double norm2(const Matrix& A) { return Eigen::JacobiSVD<Matrix>(A).singularValues()(0); }
+using tokdyn::kNaN;
 
 /// Least-squares slope of log y against l over [a, b] (entries > 0): the fitted rate exp(slope).
 double fitted_rate(const std::vector<double>& y, long a, long b) {
@@ -60,14 +60,14 @@ double fitted_rate(const std::vector<double>& y, long a, long b) {
 }
 
 /// The family's flow and its name.
-struct Family {
+struct FlowFamily {
   std::string name;
   SectorFlow flow;
   int T = 8, P = 4;
 };
 
-std::vector<Family> families(const Params& p, RunContext& ctx, const std::string& which) {
-  std::vector<Family> out;
+std::vector<FlowFamily> families(const Params& p, RunContext& ctx, const std::string& which) {
+  std::vector<FlowFamily> out;
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const int T = static_cast<int>(p.get_int("T")), P = static_cast<int>(p.get_int("P"));
   if (P > T) throw InputError(fmt::format("parameter 'P' = {}: longer than the sequence T = {}", P, T));
@@ -140,7 +140,7 @@ Dichotomy dichotomy(const SectorFlow& f, long H) {
     out.C = cocycle::constant_minus(env, out.r_minus);
     out.P_minus_sup = 0.0;
     for (const Matrix& Pp : out.b->P_plus)
-      out.P_minus_sup = std::max(out.P_minus_sup, norm2(Matrix::Identity(f.dim(), f.dim()) - Pp));
+      out.P_minus_sup = std::max(out.P_minus_sup, spectral_norm(Matrix::Identity(f.dim(), f.dim()) - Pp));
   }
   return out;
 }
@@ -150,7 +150,7 @@ void run_duality(const Params& p, RunContext& ctx) {
   const long H = p.get_int("H"), probes = p.get_int("probes"), L_r = p.get_int("L_r");
   const double eps_tol = p.get_double("eps_tol");
   const auto fams = families(p, ctx, p.get_string("family"));
-  for (const Family& F : fams)
+  for (const FlowFamily& F : fams)
     if (L_r > F.flow.length())
       throw InputError(fmt::format("parameter 'L_r' = {}: one slow tick is longer than the depth {} of the {} family", L_r, F.flow.length(), F.name));
   const std::vector<int> levels = parse_levels(p, static_cast<int>(p.get_int("P")), static_cast<int>(p.get_int("T")));
@@ -167,7 +167,7 @@ void run_duality(const Params& p, RunContext& ctx) {
   scsv.blank_nonfinite({"r_f", "C_f", "r_minus", "r_plus_min", "r_plus_max", "C", "theta", "C_prime_emp", "tau_sat_formula",
                         "tau_sat_empirical"});
   const std::vector<hier::PiKind> kinds = {hier::PiKind::Mean, hier::PiKind::Stride, hier::PiKind::Head, hier::PiKind::Multi};
-  for (const Family& F : fams) {
+  for (const FlowFamily& F : fams) {
     const SectorFlow& f = F.flow;
     const long L = f.length(), d = f.dim();
     const int T = F.T, P = F.P, K = (T + P - 1) / P;
@@ -271,8 +271,8 @@ void run_duality(const Params& p, RunContext& ctx) {
         const Matrix& P0 = dch.b->P_plus[static_cast<std::size_t>(l)];
         const Matrix& P1 = dch.b->P_plus[static_cast<std::size_t>(l + L_r)];
         const Matrix I = Matrix::Identity(d, d);
-        const double sc = norm2(Ph) * std::max(norm2(P0), 1.0);
-        const double rp = norm2(P1 * Ph - Ph * P0) / sc, rm = norm2((I - P1) * Ph - Ph * (I - P0)) / sc;
+        const double sc = spectral_norm(Ph) * std::max(spectral_norm(P0), 1.0);
+        const double rp = spectral_norm(P1 * Ph - Ph * P0) / sc, rm = spectral_norm((I - P1) * Ph - Ph * (I - P0)) / sc;
         worst = std::max({worst, rp, rm});
         tcsv.cell(tag).cell(l).cell(rp).cell(rm);
         tcsv.end_row();
@@ -377,7 +377,7 @@ void run_thm9(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const long H = p.get_int("H"), probes = p.get_int("probes");
   const auto fams = families(p, ctx, "g4");
-  const Family& F = fams.front();
+  const FlowFamily& F = fams.front();
   const SectorFlow& f = F.flow;
   const long L = f.length(), d = f.dim();
   const int T = F.T, P = F.P, K = (T + P - 1) / P;

@@ -34,6 +34,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn {
 namespace {
@@ -42,7 +43,6 @@ using green::Matrix;
 using green::Seq;
 using green::Tails;
 
-double norm2(const Matrix& M) { return Eigen::JacobiSVD<Matrix>(M).singularValues()(0); }
 
 // skew = both skew blocks. A single skew block is covered by F7's argument too: P_-(l+1) E P_+(l)
 // has range in V_perp (a fast mode: P_+ u* exact), P_+(l+1) E P_-(l) has P_-(l+1) dA = 0 (P_- u*
@@ -92,21 +92,6 @@ std::pair<double, double> split_sup(const Seq& v, const cocycle::Bundles& b) {
   return {sp, sm};
 }
 
-/// Least-squares slope of log y against log x.
-double loglog_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double mx = 0, my = 0;
-  const double n = static_cast<double>(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    mx += std::log(x[i]) / n;
-    my += std::log(y[i]) / n;
-  }
-  double sxy = 0, sxx = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    sxy += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
-    sxx += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
-  }
-  return sxy / sxx;
-}
 
 /// Finite-window growth scales (Lyapunov, QR) of a cocycle, descending.
 std::vector<double> growth_scales(const std::vector<Matrix>& B) {
@@ -190,7 +175,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
       fast_leak = std::max(fast_leak, (P1 * ((I - P1) * El)).cwiseAbs().maxCoeff());
       const Matrix slow = P1 * El * P0;
       slow_leak = std::max(slow_leak, std::max(((I - P1) * slow).cwiseAbs().maxCoeff(), (slow * (I - P0)).cwiseAbs().maxCoeff()));
-      scale = std::max(scale, norm2(P0) * norm2(P1) * El.cwiseAbs().maxCoeff());
+      scale = std::max(scale, spectral_norm(P0) * spectral_norm(P1) * El.cwiseAbs().maxCoeff());
     }
     checks.add("R14 blocks", "§4.2: dA = P+ dA P+ + P+ dA P- + P- dA P+ + P- dA P-", "max_l |sum of blocks - dA|_max / (|P+|^2 |dA|)",
                sum_err / scale, "<= 1e-12", sum_err / scale <= 1e-12);
@@ -216,7 +201,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
       double eff = 0;
       for (long l = 0; l < L; ++l) {
         Bd[static_cast<std::size_t>(l)] = B[static_cast<std::size_t>(l)] + dA[static_cast<std::size_t>(l)];
-        eff = std::max(eff, norm2(dA[static_cast<std::size_t>(l)]));
+        eff = std::max(eff, spectral_norm(dA[static_cast<std::size_t>(l)]));
       }
       // End conditions of A: the perturbation lives inside the window only.
       const Seq ud = green::Bvp(Bd, ends).solve(H, Tails::Constant);
@@ -417,7 +402,7 @@ std::vector<ParamSpec> fast_slow_params() {
           p_int("seed", 0, "base seed", 0, kMaxSeed)};
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_fast_slow{with_smoke(Experiment{
     "coupling-fast-slow",
     "Coupling paper Thm 7 / §4.2.1: fast- and slow-mode perturbations (R14, R15, F7 exactness) and the identification table (R24)",
     fast_slow_params(), run_fast_slow, "coupling-fast-slow"}, {{"L", "40"}})};

@@ -54,7 +54,7 @@ std::vector<double> rho_grid(const Params& p) {
 }
 
 /// log-log slope of y against |x| over the first n entries.
-double loglog_slope(const std::vector<double>& x, const std::vector<double>& y, std::size_t n) {
+double loglog_slope_head(const std::vector<double>& x, const std::vector<double>& y, std::size_t n) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
   for (std::size_t i = 0; i < std::min(n, x.size()); ++i) {
     if (!(y[i] > 0)) continue;
@@ -83,7 +83,7 @@ void add_rows(CheckTable& checks, CsvWriter& csv, const std::string& level, cons
     shift.push_back(x.shift);
   }
   const std::size_t n = std::max<std::size_t>(2, rows.size() / 2);  // the small-rho half of the grid
-  const double s = loglog_slope(r, shift, n);
+  const double s = loglog_slope_head(r, shift, n);
   checks.add("E3", fmt::format("[{}] gate intervention: the shift ({}) is linear in rho for small rho", level, mode),
              "log-log slope of the shift over the small-rho half", s, "in [0.98, 1.02]", std::abs(s - 1.0) <= 0.02);
   checks.add("E3", fmt::format("[{}] Prop 11: measured / predicted -> 1 as rho -> 0", level),
@@ -335,7 +335,7 @@ std::vector<ParamSpec> gate_params() {
   return ps;
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_gate{with_smoke(Experiment{
     "coupling-gate-intervention",
     "Coupling paper E3 / Prop 11: gate rho -> 0 at inference, shift of the late-depth state along V_par against d_+ = |rho| sup |P_+ G psi(0)|",
     gate_params(), run_gate, "coupling-gate-intervention"}, {{"g4_L", "20"}, {"L", "8"}})};

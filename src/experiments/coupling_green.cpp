@@ -27,6 +27,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
 namespace {
@@ -35,8 +36,7 @@ using green::Matrix;
 using green::Seq;
 using green::Tails;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
+using tokdyn::kNaN;
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -271,7 +271,7 @@ std::vector<ParamSpec> green_params() {
   return ps;
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_green{with_smoke(Experiment{
     "coupling-green",
     "Coupling paper Lemma 17 (R17): the Green operator of a dichotomy by the block-banded BVP, explicit sum, norms, uniqueness",
     green_params(), run_green, "coupling-green"}, {{"L", "40"}})};

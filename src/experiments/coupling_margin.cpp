@@ -29,6 +29,7 @@
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
 namespace {
@@ -38,8 +39,7 @@ using cl::Matrix;
 using cl::Seq;
 using cl::Vector;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
+using tokdyn::kNaN;
 /// Moduli of the eigenvalues of M.
 Eigen::VectorXd moduli(const Matrix& M) { return Eigen::EigenSolver<Matrix>(M, false).eigenvalues().cwiseAbs(); }
 
@@ -334,7 +334,7 @@ std::vector<ParamSpec> margin_params() {
   return ps;
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_margin{with_smoke(Experiment{
     "coupling-margin",
     "Coupling paper Thm 12 / Remark 5: closed-loop stability margin by continuation in rho, rho_crit against the bounds (R20, R21; F4, F5, F18)",
     margin_params(), run_margin, "coupling-margin",

@@ -24,6 +24,7 @@
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn {
 namespace {
@@ -38,19 +39,6 @@ double sup_interior(const Seq& u, long ex) {
   return u.middleCols(a, b - a + 1).colwise().norm().maxCoeff();
 }
 
-/// Least-squares slope of log y against log x.
-double loglog_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = static_cast<double>(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double lx = std::log(x[i]), ly = std::log(y[i]);
-    sx += lx;
-    sy += ly;
-    sxx += lx * lx;
-    sxy += lx * ly;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
-}
 
 /// d_+ = sup_l |P_+(l) u(l)| over the interior.
 double d_plus(const Seq& u, const cocycle::Bundles& b, long ex) {
@@ -298,7 +286,7 @@ std::vector<ParamSpec> trajectory_params() {
   };
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_trajectory{with_smoke(Experiment{
     "coupling-trajectory",
     "Coupling paper Thm 10 / Prop 11: the distinguished bounded trajectory u*_rho (Picard, Newton, first order, d_+, block chain; R18, R19)",
     trajectory_params(), run_trajectory, "coupling-trajectory",

@@ -19,9 +19,12 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
 #include "tokdyn/rng.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn {
-namespace {
+// A named namespace (not an anonymous one): its using-directive must not reach the other files of
+// a unity batch.
+namespace preset_coupling_transformer {
 
 using namespace tokdyn::tf;
 
@@ -37,10 +40,6 @@ Mat kernel_of(const Config& c, int T) {
 
 double max_abs(const Mat& M) { return M.cwiseAbs().maxCoeff(); }
 
-double spectral_norm(const Mat& A) {
-  Eigen::JacobiSVD<Eigen::MatrixXd> svd(A);
-  return svd.singularValues()(0);
-}
 
 
 // ---- coupling-frozen-kernel ----------------------------------------------------------------------
@@ -625,5 +624,5 @@ const ExperimentRegistration reg_qk{with_smoke(Experiment{
     run_qk_specificity, "coupling-qk-specificity",
     [](const Params& p) { return estimate_of(p, 0.0); }}, {{"L", "6"}, {"runs", "2"}, {"perturb_from", "4"}})};
 
-}  // namespace
+}  // namespace preset_coupling_transformer
 }  // namespace tokdyn

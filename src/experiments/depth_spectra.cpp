@@ -322,7 +322,7 @@ std::vector<ParamSpec> depth_spectra_params() {
   return ps;
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_depth_spectra{with_smoke(Experiment{
     "depth-spectra",
     "Coupling paper eq. (10): top-k Lyapunov exponents and dichotomy intervals of the depth map of a model (ssm | rope | mamba2 | transformer) via its JVP",
     depth_spectra_params(),

@@ -20,7 +20,9 @@
 #include "tokdyn/observers.hpp"
 
 namespace tokdyn {
-namespace {
+// A named namespace (not an anonymous one): its using-directive must not reach the other files of
+// a unity batch.
+namespace preset_mamba2_figs {
 
 namespace fs = std::filesystem;
 using namespace mamba2;
@@ -454,5 +456,5 @@ const ExperimentRegistration reg6{with_smoke(Experiment{
     "mamba2-fig6",
     [](const Params& P) { return mamba2_estimate(P, 2.0 * variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
 
-}  // namespace
+}  // namespace preset_mamba2_figs
 }  // namespace tokdyn

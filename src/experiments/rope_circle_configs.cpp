@@ -7,13 +7,13 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn::rope {
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 }  // namespace
 
 PhaseParams prop32_params() { return PhaseParams{1.0, kPi, {0.0, 1.0, 2.0}}; }

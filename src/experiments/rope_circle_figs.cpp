@@ -12,13 +12,15 @@
 #include "tokdyn/experiments/rope_circle_configs.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
-namespace {
+// A named namespace (not an anonymous one): its using-directive must not reach the other files of
+// a unity batch.
+namespace preset_rope_circle_figs {
 
 using namespace rope;
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 using Summary = SummaryWriter;
 
 void run_fig2a(const Params& P, RunContext& ctx) {
@@ -145,5 +147,5 @@ const ExperimentRegistration r3c{with_smoke(Experiment{
     "rope-fig3c", "RoPE paper Fig. 3c / Prop. 4.2: nonresonant drift against its sharp and coarse bounds",
     {p_int("fd_max_n", 40, "largest n whose finite-difference Jacobian is also checked", 0, 1 << 20)}, run_fig3c, "rope-fig3c"}, {})};
 
-}  // namespace
+}  // namespace preset_rope_circle_figs
 }  // namespace tokdyn

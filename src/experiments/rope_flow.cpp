@@ -15,7 +15,9 @@
 #include "tokdyn/observers.hpp"
 
 namespace tokdyn {
-namespace {
+// A named namespace (not an anonymous one): its using-directive must not reach the other files of
+// a unity batch.
+namespace preset_rope_flow {
 
 using namespace rope;
 
@@ -118,7 +120,7 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   ctx.notes["model"] = "dx_i/dt = P_perp(x_i) sum_j A_ij V x_j, A = softmax(beta <R_{p_i} Q x_i, R_{p_j} K x_j>) per head (Q = K = V = I)";
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_rope_flow{with_smoke(Experiment{
     "rope-flow",
     "RoPE self-attention dynamics on spheres for any n, d, beta, frequencies, heads, mask: consensus observables over time",
     {p_int("n", 16, "tokens", 1, 1 << 16),  // n < 2 is refused with the model's own message
@@ -154,5 +156,5 @@ const ExperimentRegistration reg{with_smoke(Experiment{
       return ResourceEstimate{bytes, evals * per_eval, "runs x n x n attention weights per field evaluation"};
     }}, {{"n", "4"}, {"runs", "1"}, {"t_end", "1"}, {"outputs", "5"}})};
 
-}  // namespace
+}  // namespace preset_rope_flow
 }  // namespace tokdyn

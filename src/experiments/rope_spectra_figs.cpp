@@ -13,13 +13,15 @@
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
-namespace {
+// A named namespace (not an anonymous one): its using-directive must not reach the other files of
+// a unity batch.
+namespace preset_rope_spectra_figs {
 
 using namespace rope;
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 using Summary = SummaryWriter;
 
 void run_fig1a(const Params& P, RunContext& ctx) {
@@ -194,5 +196,5 @@ const ExperimentRegistration r4c{with_smoke(Experiment{
     "rope-fig4c", "RoPE paper Fig. 4c / Prop. 7.5: frequency-order reversal between position gaps 1 and 2",
     {p_double("beta", 0.5, "inverse temperature (unspecified in the paper)", 0.0, {}, true)}, run_fig4c, "rope-fig4c"}, {})};
 
-}  // namespace
+}  // namespace preset_rope_spectra_figs
 }  // namespace tokdyn

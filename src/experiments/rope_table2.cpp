@@ -22,7 +22,9 @@
 #include "tokdyn/observers.hpp"
 
 namespace tokdyn {
-namespace {
+// A named namespace (not an anonymous one): its using-directive must not reach the other files of
+// a unity batch.
+namespace preset_rope_table2 {
 
 using namespace rope;
 
@@ -288,5 +290,5 @@ const ExperimentRegistration rt2{with_smoke(Experiment{
     "rope-table2", "RoPE paper Table 2: all four rows of independent cross-checks, with the paper's configuration counts",
     {p_int("fd_max_n", 1 << 20, "largest nonresonant n whose FD Jacobian is also checked", 0, 1 << 20)}, run_table2, "rope-table2"}, {{"fd_max_n", "0"}})};
 
-}  // namespace
+}  // namespace preset_rope_table2
 }  // namespace tokdyn

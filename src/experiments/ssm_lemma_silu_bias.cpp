@@ -43,7 +43,7 @@ void run_lemma(const Params& P, RunContext& ctx) {
   ctx.notes["z"] = "two fixed unit vectors drawn from stream (seed, 0xfeed)";
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_ssm_lemma_silu_bias{with_smoke(Experiment{
     "ssm-lemma-silu-bias",
     "Attention Within Lemma IV.1: Monte Carlo of the bilinear (mean 0) and SiLU (mean > 0) interaction terms",
     {p_int("m", 64, "rows of S_B, S_C (state size)", 1, 65536), p_int("n", 16, "token dimension", 1, 65536),

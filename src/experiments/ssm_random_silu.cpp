@@ -136,7 +136,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   ctx.notes["fig_token"] = fig_token;
 }
 
-const ExperimentRegistration reg{with_smoke(Experiment{
+const ExperimentRegistration reg_ssm_random_silu{with_smoke(Experiment{
     "ssm-random-silu",
     "Attention Within Fig. 3/5/6: paper SSM model, random weights redrawn per layer, SiLU on vs off",
     {p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),

@@ -18,7 +18,7 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void fail(const std::string& what, const std::string& text) {
+[[noreturn]] void json_fail(const std::string& what, const std::string& text) {
   throw InputError(json_strict::one_line(what + ": " + text));
 }
 
@@ -38,12 +38,12 @@ class Fields {
     auto it = obj_.find(key);
     return it == obj_.end() ? nullptr : &*it;
   }
-  [[noreturn]] void bad(const std::string& key, const std::string& text) const { fail(what_, "key " + name(key) + ": " + text); }
+  [[noreturn]] void bad(const std::string& key, const std::string& text) const { json_fail(what_, "key " + name(key) + ": " + text); }
 
   int integer(const std::string& key, int def, bool required = false) const {
     const json* v = get(key);
     if (!v) {
-      if (required) fail(what_, "missing key " + name(key) + "; expected an integer");
+      if (required) json_fail(what_, "missing key " + name(key) + "; expected an integer");
       return def;
     }
     if (!v->is_number_integer()) bad(key, "expected an integer, got " + json_strict::brief(*v));
@@ -97,7 +97,7 @@ class Fields {
       if (std::find(known.begin(), known.end(), k) == known.end()) {
         std::string list;
         for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-        fail(what_, "unknown key " + name(k) + " (" + whose + " has no such field); expected only " + list);
+        json_fail(what_, "unknown key " + name(k) + " (" + whose + " has no such field); expected only " + list);
       }
     }
   }
@@ -114,7 +114,7 @@ void refuse_nonfinite(const json& v, const std::string& path, const std::string&
   if (v.is_number_float()) {
     const double d = v.get<double>();
     if (std::isfinite(d) || (path == allowed && d > 0)) return;
-    fail(what, "key '" + path + "' is " + json_strict::brief(v) + "; expected a finite number (Infinity only as the upper end of " +
+    json_fail(what, "key '" + path + "' is " + json_strict::brief(v) + "; expected a finite number (Infinity only as the upper end of " +
                    (allowed.empty() ? std::string("a dt limit") : "'" + allowed.substr(0, allowed.size() - 3) + "'") + ")");
   }
   if (v.is_object())
@@ -156,7 +156,7 @@ void parse_state_spaces(const json& j, Config& c, const std::string& what) {
   if (const json* a = f.get("attn_cfg"); a && !a->is_object())
     f.bad("attn_cfg", "expected an object, got " + json_strict::brief(*a));
   const json* sp = f.get("ssm_cfg");
-  if (!sp || !sp->is_object()) fail(what, "missing object 'ssm_cfg'; expected {\"layer\": \"Mamba2\", ...}");
+  if (!sp || !sp->is_object()) json_fail(what, "missing object 'ssm_cfg'; expected {\"layer\": \"Mamba2\", ...}");
   const Fields s(*sp, "ssm_cfg.", what);
   s.only({"layer", "d_state", "d_conv", "expand", "headdim", "ngroups", "d_ssm", "rmsnorm", "norm_before_gate",
           "D_has_hdim", "bias", "conv_bias", "dt_limit", "conv_init", "A_init_range", "dt_min", "dt_max", "dt_init_floor",
@@ -222,7 +222,7 @@ void parse_hf(const json& j, Config& c, const std::string& what) {
   c.validate(what);
   const int heads = f.integer("num_heads", 128);
   if (heads != c.nheads())
-    fail(what, "inconsistent config: num_heads = " + std::to_string(heads) + (f.get("num_heads") ? "" : " (the HF default)") +
+    json_fail(what, "inconsistent config: num_heads = " + std::to_string(heads) + (f.get("num_heads") ? "" : " (the HF default)") +
                    "; expected expand * hidden_size / head_dim = " + std::to_string(c.nheads()));
   // The vocabulary: see parse_config_text in the header.
   const Released* rel = nullptr;
@@ -256,20 +256,20 @@ Config parse_config_text(std::string_view text, const std::string& what) {
   switch (r.problem) {
     case json_strict::Problem::None: break;
     case json_strict::Problem::Duplicate:
-      fail(what, "duplicate key '" + r.key + "'" + (r.path.empty() ? std::string() : " in '" + r.path + "'") +
+      json_fail(what, "duplicate key '" + r.key + "'" + (r.path.empty() ? std::string() : " in '" + r.path + "'") +
                      "; expected each key once (a JSON reader would silently keep one of the values)");
     case json_strict::Problem::TooDeep:
-      fail(what, "JSON nests deeper than " + std::to_string(opt.max_depth) + " levels; expected " + kExpectConfig);
+      json_fail(what, "JSON nests deeper than " + std::to_string(opt.max_depth) + " levels; expected " + kExpectConfig);
     case json_strict::Problem::Syntax:
-      fail(what, "not valid JSON (" + r.message + "); expected " + kExpectConfig);
+      json_fail(what, "not valid JSON (" + r.message + "); expected " + kExpectConfig);
   }
   const json& j = r.value;
-  if (!j.is_object()) fail(what, std::string("expected a JSON object (") + kExpectConfig + "), got " + json_strict::brief(j));
+  if (!j.is_object()) json_fail(what, std::string("expected a JSON object (") + kExpectConfig + "), got " + json_strict::brief(j));
   Config c;
   if (j.contains("d_model")) parse_state_spaces(j, c, what);
   else if (j.contains("hidden_size")) parse_hf(j, c, what);
   else
-    fail(what, "neither a state-spaces config (no 'd_model') nor a Hugging Face Mamba-2 config (no 'hidden_size'); expected " +
+    json_fail(what, "neither a state-spaces config (no 'd_model') nor a Hugging Face Mamba-2 config (no 'hidden_size'); expected " +
                    std::string(kExpectConfig));
   c.validate(what);
   return c;

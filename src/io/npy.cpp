@@ -35,7 +35,7 @@ std::string in_quotes(const std::string& s) {
   return out;
 }
 
-[[noreturn]] void fail(const std::string& what, const std::string& problem, const std::string& expected) {
+[[noreturn]] void npy_fail(const std::string& what, const std::string& problem, const std::string& expected) {
   throw InputError(printable(what) + ": " + problem + "; expected " + expected);
 }
 
@@ -98,7 +98,7 @@ class DictParser {
       std::string missing;
       for (auto [have, name] : {std::pair{have_descr, "'descr'"}, {have_fortran, "'fortran_order'"}, {have_shape, "'shape'"}})
         if (!have) missing += std::string(missing.empty() ? "" : ", ") + name;
-      fail(what_, "the header dict has no " + missing, kExpectDict);
+      npy_fail(what_, "the header dict has no " + missing, kExpectDict);
     }
   }
 
@@ -118,7 +118,7 @@ class DictParser {
     return std::string("byte 0x") + hex[c >> 4] + hex[c & 15];
   }
   [[noreturn]] void bad(const std::string& problem, const std::string& expected) const {
-    fail(what_, "header dict: " + problem + " at byte " + std::to_string(base_ + i_), expected + " (" + kExpectDict + ")");
+    npy_fail(what_, "header dict: " + problem + " at byte " + std::to_string(base_ + i_), expected + " (" + kExpectDict + ")");
   }
   void ws() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\f' ||
@@ -214,7 +214,7 @@ void parse_descr(Header& h, const std::string& what) {
   std::size_t i = 0;
   char order = '=';
   if (i < d.size() && (d[i] == '<' || d[i] == '>' || d[i] == '|' || d[i] == '=')) order = d[i++];
-  if (i >= d.size()) fail(what, "dtype " + in_quotes(d) + " is not a simple numeric dtype", expected);
+  if (i >= d.size()) npy_fail(what, "dtype " + in_quotes(d) + " is not a simple numeric dtype", expected);
   const char kind = d[i++];
   unsigned size = 0;
   const std::size_t digits_at = i;
@@ -228,9 +228,9 @@ void parse_descr(Header& h, const std::string& what) {
     case 'c': ok = ok && (size == 8 || size == 16 || size == 32); break;
     default: ok = false;
   }
-  if (!ok) fail(what, "dtype " + in_quotes(d) + " is not a simple numeric dtype (strings, objects, dates and structured arrays are not read)", expected);
+  if (!ok) npy_fail(what, "dtype " + in_quotes(d) + " is not a simple numeric dtype (strings, objects, dates and structured arrays are not read)", expected);
   if (order == '|' && size != 1)
-    fail(what, "dtype " + in_quotes(d) + " has no byte order ('|') but " + std::to_string(size) + "-byte elements",
+    npy_fail(what, "dtype " + in_quotes(d) + " has no byte order ('|') but " + std::to_string(size) + "-byte elements",
          "'<' or '>' for multi-byte elements");
   h.byte_order = order == '>' ? '>' : '<';
   h.kind = kind;
@@ -269,28 +269,28 @@ Header parse_header(const unsigned char* bytes, std::size_t nbytes, std::uint64_
   if (nbytes > file_size) nbytes = static_cast<std::size_t>(file_size);
   const std::string expect_file = "a NumPy .npy file (\\x93NUMPY, version, header length, header dict, data)";
   if (nbytes < 6 || bytes[0] != 0x93 || std::memcmp(bytes + 1, "NUMPY", 5) != 0)
-    fail(what, "not a .npy file (no \\x93NUMPY magic at the start)", expect_file);
-  if (nbytes < 8) fail(what, "the file ends inside the preamble", expect_file);
+    npy_fail(what, "not a .npy file (no \\x93NUMPY magic at the start)", expect_file);
+  if (nbytes < 8) npy_fail(what, "the file ends inside the preamble", expect_file);
   Header h;
   h.major = bytes[6];
   h.minor = bytes[7];
   if (h.major < 1 || h.major > 3 || h.minor != 0)
-    fail(what, "unsupported .npy format version " + std::to_string(h.major) + "." + std::to_string(h.minor),
+    npy_fail(what, "unsupported .npy format version " + std::to_string(h.major) + "." + std::to_string(h.minor),
          "version 1.0, 2.0 or 3.0");
   const std::size_t pre = h.major == 1 ? 10 : 12;
-  if (nbytes < pre) fail(what, "the file ends inside the preamble", expect_file);
+  if (nbytes < pre) npy_fail(what, "the file ends inside the preamble", expect_file);
   std::uint64_t hlen = 0;
   for (std::size_t k = pre; k-- > 8;) hlen = (hlen << 8) | bytes[k];
   if (hlen > kMaxHeaderLen)
-    fail(what, "header length " + std::to_string(hlen) + " is above the maximum " + std::to_string(kMaxHeaderLen),
+    npy_fail(what, "header length " + std::to_string(hlen) + " is above the maximum " + std::to_string(kMaxHeaderLen),
          "a header of at most " + std::to_string(kMaxHeaderLen) + " bytes");
   h.data_offset = pre + hlen;
   if (h.data_offset > file_size)
-    fail(what, "the header (" + std::to_string(hlen) + " bytes) runs past the end of the file (" +
+    npy_fail(what, "the header (" + std::to_string(hlen) + " bytes) runs past the end of the file (" +
                    std::to_string(file_size) + " bytes)",
          expect_file);
   if (nbytes < h.data_offset)
-    fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read", "the whole header");
+    npy_fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read", "the whole header");
   const std::string dict(reinterpret_cast<const char*>(bytes + pre), static_cast<std::size_t>(hlen));
   DictParser(dict, pre, what).parse(h);
   parse_descr(h, what);
@@ -308,7 +308,7 @@ Header parse_header(const unsigned char* bytes, std::size_t nbytes, std::uint64_
   if (!overflow && __builtin_mul_overflow(count, static_cast<std::uint64_t>(h.item_size), &data_bytes)) overflow = true;
   const std::uint64_t have = file_size - h.data_offset;
   if (overflow || data_bytes != have)
-    fail(what,
+    npy_fail(what,
          "the header's shape " + shape_text(h.shape) + " of dtype " + in_quotes(h.descr) + " needs " +
              (overflow ? std::string("more than 2^64 bytes") : std::to_string(data_bytes) + " bytes") +
              " of data, but the file holds " + std::to_string(have) + " bytes after the header",
@@ -320,7 +320,7 @@ Header parse_header(const unsigned char* bytes, std::size_t nbytes, std::uint64_
 
 std::vector<std::int64_t> decode_int(const Header& h, const unsigned char* data, const std::string& what) {
   if (h.kind != 'i' && h.kind != 'u')
-    fail(what, "dtype " + in_quotes(h.descr) + " is not an integer type", "integers: i1, i2, i4, i8, u1, u2, u4 or u8");
+    npy_fail(what, "dtype " + in_quotes(h.descr) + " is not an integer type", "integers: i1, i2, i4, i8, u1, u2, u4 or u8");
   const std::size_t n = static_cast<std::size_t>(h.count);
   const unsigned size = h.item_size;
   std::vector<std::int64_t> vals(n);
@@ -334,7 +334,7 @@ std::vector<std::int64_t> decode_int(const Header& h, const unsigned char* data,
     if (h.kind == 'i') {
       if (size < 8 && ((u >> (8 * size - 1)) & 1)) u |= ~std::uint64_t(0) << (8 * size);
     } else if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail(what, "value " + std::to_string(u) + " at flat index " + std::to_string(i) + " is above 2^63 - 1",
+      npy_fail(what, "value " + std::to_string(u) + " at flat index " + std::to_string(i) + " is above 2^63 - 1",
            "integers that fit int64");
     }
     vals[i] = static_cast<std::int64_t>(u);
@@ -344,7 +344,7 @@ std::vector<std::int64_t> decode_int(const Header& h, const unsigned char* data,
 
 std::vector<double> decode_double(const Header& h, const unsigned char* data, const std::string& what) {
   if (h.kind != 'f' || h.item_size != 8)
-    fail(what, "dtype " + in_quotes(h.descr) + " is not float64", "float64 values: dtype '<f8' or '>f8'");
+    npy_fail(what, "dtype " + in_quotes(h.descr) + " is not float64", "float64 values: dtype '<f8' or '>f8'");
   const std::size_t n = static_cast<std::size_t>(h.count);
   std::vector<double> vals(n);
   for (std::size_t i = 0; i < n; ++i) {

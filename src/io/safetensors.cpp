@@ -77,7 +77,7 @@ std::string known_dtypes() {
   return s;
 }
 
-[[noreturn]] void fail(const std::string& what, const std::string& problem, const std::string& expected) {
+[[noreturn]] void st_fail(const std::string& what, const std::string& problem, const std::string& expected) {
   throw InputError(one_line(what + ": " + problem + "; expected " + expected));
 }
 
@@ -131,29 +131,29 @@ Header parse_header(const std::uint8_t* bytes, std::size_t nbytes, std::uint64_t
                          nbytes > 8 && bytes[8] == '{';
   if (!plausible) {
     if (zip)
-      fail(what, "this is a PyTorch zip checkpoint (pytorch_model.bin), not a safetensors file",
+      st_fail(what, "this is a PyTorch zip checkpoint (pytorch_model.bin), not a safetensors file",
            std::string("a .safetensors file: ") + kConvertAdvice);
     if (pickle)
-      fail(what, "this is a legacy PyTorch pickle checkpoint (pytorch_model.bin from torch < 1.6), not a safetensors file",
+      st_fail(what, "this is a legacy PyTorch pickle checkpoint (pytorch_model.bin from torch < 1.6), not a safetensors file",
            std::string("a .safetensors file: ") + kConvertAdvice);
     if (file_size < 8)
-      fail(what, "file is only " + std::to_string(file_size) + " bytes long", kExpectSt);
+      st_fail(what, "file is only " + std::to_string(file_size) + " bytes long", kExpectSt);
     if (nbytes < 8)
-      fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read", "at least the first 8 bytes");
+      st_fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read", "at least the first 8 bytes");
     if (n > kMaxHeader)
-      fail(what, "header length " + std::to_string(n) + " exceeds the maximum " + std::to_string(kMaxHeader) +
+      st_fail(what, "header length " + std::to_string(n) + " exceeds the maximum " + std::to_string(kMaxHeader) +
                      " (not a safetensors file?)",
            kExpectSt);
     if (8 + n > file_size)
-      fail(what, "header length " + std::to_string(n) + " runs past the end of the file (" +
+      st_fail(what, "header length " + std::to_string(n) + " runs past the end of the file (" +
                      std::to_string(file_size) + " bytes)",
            std::string("8 + header length <= file size: ") + kExpectSt);
-    if (n == 0) fail(what, "header is empty (length 0)", "a JSON object starting with '{'");
+    if (n == 0) st_fail(what, "header is empty (length 0)", "a JSON object starting with '{'");
     if (nbytes > 8)
-      fail(what, "header does not start with '{'", std::string("a JSON object: ") + kExpectSt);
+      st_fail(what, "header does not start with '{'", std::string("a JSON object: ") + kExpectSt);
   }
   if (nbytes < 8 + n)
-    fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read",
+    st_fail(what, "only " + std::to_string(nbytes) + " bytes of the file were read",
          "the whole header (" + std::to_string(8 + n) + " bytes)");
 
   Header h;
@@ -166,76 +166,76 @@ Header parse_header(const std::uint8_t* bytes, std::size_t nbytes, std::uint64_t
       json_strict::parse(std::string_view(reinterpret_cast<const char*>(bytes + 8), static_cast<std::size_t>(n)), jopt);
   if (parsed.problem == json_strict::Problem::Duplicate) {
     if (parsed.depth == 1)
-      fail(what, "duplicate key " + quote(parsed.key) + " in the header", "each tensor name once");
-    fail(what, "duplicate key " + quote(parsed.key) + " inside a header entry", "each field once");
+      st_fail(what, "duplicate key " + quote(parsed.key) + " in the header", "each tensor name once");
+    st_fail(what, "duplicate key " + quote(parsed.key) + " inside a header entry", "each field once");
   }
   if (parsed.problem == json_strict::Problem::TooDeep)
-    fail(what, "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
+    st_fail(what, "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
          "a safetensors header (an object of tensor entries, 3 levels deep)");
   if (parsed.problem != json_strict::Problem::None)
-    fail(what, "header is not valid JSON (" + parsed.message + ")", "a UTF-8 JSON object");
+    st_fail(what, "header is not valid JSON (" + parsed.message + ")", "a UTF-8 JSON object");
   const json& root = parsed.value;
-  if (!root.is_object()) fail(what, "header is not a JSON object", "a JSON object of tensor entries");
+  if (!root.is_object()) st_fail(what, "header is not a JSON object", "a JSON object of tensor entries");
 
   const std::uint64_t data_size = file_size - h.data_start;
   for (const auto& [name, entry] : root.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object())
-        fail(what, "\"__metadata__\" is not an object", "a map of strings to strings");
+        st_fail(what, "\"__metadata__\" is not an object", "a map of strings to strings");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
-          fail(what, "\"__metadata__\" value for key " + quote(k) + " is not a string",
+          st_fail(what, "\"__metadata__\" value for key " + quote(k) + " is not a string",
                "a map of strings to strings");
         h.metadata.emplace(k, v.get<std::string>());
       }
       continue;
     }
     const std::string tn = "tensor " + quote(name);
-    if (!entry.is_object()) fail(what, "entry " + quote(name) + " is not an object", kExpectEntry);
+    if (!entry.is_object()) st_fail(what, "entry " + quote(name) + " is not an object", kExpectEntry);
     for (const char* field : {"dtype", "shape", "data_offsets"})
       if (!entry.contains(field))
-        fail(what, tn + " has no \"" + field + "\" field", std::string("fields dtype, shape, data_offsets: ") + kExpectEntry);
+        st_fail(what, tn + " has no \"" + field + "\" field", std::string("fields dtype, shape, data_offsets: ") + kExpectEntry);
     for (const auto& [field, v] : entry.items()) {
       (void)v;
       if (field != "dtype" && field != "shape" && field != "data_offsets")
-        fail(what, tn + " has an unexpected field " + quote(field), "only dtype, shape, data_offsets");
+        st_fail(what, tn + " has an unexpected field " + quote(field), "only dtype, shape, data_offsets");
     }
     TensorInfo t;
     t.name = name;
     const json& dt = entry["dtype"];
-    if (!dt.is_string()) fail(what, tn + ": dtype is not a string", "one of " + known_dtypes());
+    if (!dt.is_string()) st_fail(what, tn + ": dtype is not a string", "one of " + known_dtypes());
     t.dtype_name = dt.get<std::string>();
     const DTypeDesc* desc = lookup_dtype(t.dtype_name);
-    if (!desc) fail(what, tn + " has unknown dtype " + quote(t.dtype_name), "one of " + known_dtypes());
+    if (!desc) st_fail(what, tn + " has unknown dtype " + quote(t.dtype_name), "one of " + known_dtypes());
     t.dtype = desc->dtype;
     const json& shape = entry["shape"];
     if (!shape.is_array())
-      fail(what, tn + ": shape is not an array", "an array of non-negative integers, e.g. [768, 1536]");
+      st_fail(what, tn + ": shape is not an array", "an array of non-negative integers, e.g. [768, 1536]");
     t.shape.reserve(shape.size());
     for (const auto& d : shape) {
       std::uint64_t v;
       if (!as_u64(d, v))
-        fail(what, tn + ": shape has an element that is not a non-negative integer",
+        st_fail(what, tn + ": shape has an element that is not a non-negative integer",
              "an array of non-negative integers, e.g. [768, 1536]");
       t.shape.push_back(v);
     }
     const json& offs = entry["data_offsets"];
     if (!offs.is_array() || offs.size() != 2 || !as_u64(offs[0], t.begin) || !as_u64(offs[1], t.end))
-      fail(what, tn + ": data_offsets is not two non-negative integers", "[begin, end]");
+      st_fail(what, tn + ": data_offsets is not two non-negative integers", "[begin, end]");
     if (t.begin > t.end)
-      fail(what, tn + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] has begin > end",
+      st_fail(what, tn + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] has begin > end",
            "begin <= end");
     std::uint64_t numel = 0;
     if (!checked_numel(t.shape, numel) || numel > std::numeric_limits<std::uint64_t>::max() / desc->bits)
-      fail(what, tn + ": shape " + shape_str(t.shape) + " is too large (its size overflows 64 bits)",
+      st_fail(what, tn + ": shape " + shape_str(t.shape) + " is too large (its size overflows 64 bits)",
            "a shape whose data fits in the file");
     const std::uint64_t bits = numel * desc->bits;
     if (bits % 8 != 0)
-      fail(what, tn + ": shape " + shape_str(t.shape) + " of dtype " + t.dtype_name + " is " + std::to_string(bits) +
+      st_fail(what, tn + ": shape " + shape_str(t.shape) + " of dtype " + t.dtype_name + " is " + std::to_string(bits) +
                      " bits, not a whole number of bytes",
            "numel * bits per element divisible by 8");
     if (t.end - t.begin != bits / 8)
-      fail(what, tn + " has " + std::to_string(t.end - t.begin) + " bytes of data for shape " + shape_str(t.shape) +
+      st_fail(what, tn + " has " + std::to_string(t.end - t.begin) + " bytes of data for shape " + shape_str(t.shape) +
                      " of dtype " + t.dtype_name,
            std::to_string(bits / 8) + " bytes (numel * dtype size)");
     h.tensors.push_back(std::move(t));
@@ -251,13 +251,13 @@ Header parse_header(const std::uint8_t* bytes, std::size_t nbytes, std::uint64_t
   for (const auto& t : h.tensors) {
     if (t.begin != pos) {
       if (!prev)
-        fail(what, "the first tensor " + quote(t.name) + " begins at data offset " + std::to_string(t.begin),
+        st_fail(what, "the first tensor " + quote(t.name) + " begins at data offset " + std::to_string(t.begin),
              "the first tensor at offset 0 (no hole before it)");
       if (t.begin > pos)
-        fail(what, "hole in the data: tensor " + quote(t.name) + " begins at " + std::to_string(t.begin) +
+        st_fail(what, "hole in the data: tensor " + quote(t.name) + " begins at " + std::to_string(t.begin) +
                        " but the previous tensor " + quote(prev->name) + " ends at " + std::to_string(pos),
              "contiguous tensors (each begin == previous end)");
-      fail(what, "overlapping data: tensor " + quote(t.name) + " begins at " + std::to_string(t.begin) +
+      st_fail(what, "overlapping data: tensor " + quote(t.name) + " begins at " + std::to_string(t.begin) +
                      " before the previous tensor " + quote(prev->name) + " ends at " + std::to_string(pos),
            "contiguous tensors (each begin == previous end)");
     }
@@ -265,7 +265,7 @@ Header parse_header(const std::uint8_t* bytes, std::size_t nbytes, std::uint64_t
     prev = &t;
   }
   if (pos != data_size)
-    fail(what, "the tensors' data ends at offset " + std::to_string(pos) + " but the data buffer is " +
+    st_fail(what, "the tensors' data ends at offset " + std::to_string(pos) + " but the data buffer is " +
                    std::to_string(data_size) + " bytes (file size " + std::to_string(file_size) + ")",
          "the last tensor to end exactly at the end of the file");
   return h;
@@ -367,7 +367,7 @@ File::File(const std::filesystem::path& path) : path_(path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      fail(what, std::string("cannot mmap: ") + std::strerror(err), "a readable, mappable .safetensors file");
+      st_fail(what, std::string("cannot mmap: ") + std::strerror(err), "a readable, mappable .safetensors file");
     }
     map_ = static_cast<const std::uint8_t*>(p);
     map_len_ = static_cast<std::size_t>(size);
@@ -465,14 +465,14 @@ void File::convert_float(const TensorInfo& t, float* out) const {
       }
       return;
     default:
-      fail(path_.string(), "tensor " + quote(t.name) + " has dtype " + t.dtype_name + ", which cannot be read as float",
+      st_fail(path_.string(), "tensor " + quote(t.name) + " has dtype " + t.dtype_name + ", which cannot be read as float",
            "a floating-point tensor of dtype F16, BF16, F32 or F64");
   }
 }
 
 std::vector<float> File::read_float(const std::string& name) const {
   const TensorInfo* t = header_.find(name);
-  if (!t) fail(path_.string(), "no tensor named " + quote(name), "the checkpoint to contain it");
+  if (!t) st_fail(path_.string(), "no tensor named " + quote(name), "the checkpoint to contain it");
   std::vector<float> out(static_cast<std::size_t>(t->numel()));
   read_float(*t, out.data());
   return out;
@@ -496,7 +496,7 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path_or_dir, ec);
-  if (ec || !fs::exists(status)) fail(path_or_dir.string(), "no such file or directory", kExpectCheckpoint);
+  if (ec || !fs::exists(status)) st_fail(path_or_dir.string(), "no such file or directory", kExpectCheckpoint);
 
   fs::path index_path;
   if (fs::is_directory(status)) {
@@ -505,7 +505,7 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
     } else if (fs::exists(path_or_dir / "model.safetensors")) {
       add_file(path_or_dir / "model.safetensors");
     } else {
-      fail(path_or_dir.string(), "directory has neither model.safetensors nor model.safetensors.index.json",
+      st_fail(path_or_dir.string(), "directory has neither model.safetensors nor model.safetensors.index.json",
            kExpectCheckpoint);
     }
   } else {
@@ -529,37 +529,37 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
   const std::string text = read_regular_file(index_path, kMaxIndex, what);
   const json_strict::Result parsed = json_strict::parse(text);
   if (parsed.problem == json_strict::Problem::Duplicate)
-    fail(what, "duplicate key " + quote(parsed.key) + (parsed.path.empty() ? "" : " in " + quote(parsed.path)),
+    st_fail(what, "duplicate key " + quote(parsed.key) + (parsed.path.empty() ? "" : " in " + quote(parsed.path)),
          "each key once: " + std::string(kExpectIndex));
-  if (parsed.problem != json_strict::Problem::None) fail(what, "not valid JSON (" + parsed.message + ")", kExpectIndex);
+  if (parsed.problem != json_strict::Problem::None) st_fail(what, "not valid JSON (" + parsed.message + ")", kExpectIndex);
   const json& index = parsed.value;
-  if (!index.is_object()) fail(what, "top level is not a JSON object", kExpectIndex);
-  if (!index.contains("weight_map")) fail(what, "no \"weight_map\"", kExpectIndex);
+  if (!index.is_object()) st_fail(what, "top level is not a JSON object", kExpectIndex);
+  if (!index.contains("weight_map")) st_fail(what, "no \"weight_map\"", kExpectIndex);
   const json& wm = index["weight_map"];
-  if (!wm.is_object()) fail(what, "\"weight_map\" is not an object", kExpectIndex);
+  if (!wm.is_object()) st_fail(what, "\"weight_map\" is not an object", kExpectIndex);
 
   const fs::path dir = index_path.parent_path();
   std::map<std::string, std::string> shard_of;  // tensor -> shard file name, per the index
   std::set<std::string> shard_names;
   for (const auto& [name, v] : wm.items()) {
     if (!v.is_string())
-      fail(what, "weight_map value for tensor " + quote(name) + " is not a string", kExpectIndex);
+      st_fail(what, "weight_map value for tensor " + quote(name) + " is not a string", kExpectIndex);
     const std::string shard = v.get<std::string>();
     const fs::path rel(shard);
     bool bad = shard.empty() || rel.is_absolute();
     for (const auto& part : rel)
       if (part == "..") bad = true;
     if (bad)
-      fail(what, "weight_map names shard " + quote(shard) + " for tensor " + quote(name),
+      st_fail(what, "weight_map names shard " + quote(shard) + " for tensor " + quote(name),
            "a shard file name relative to the index's directory");
     // Existence only: what the shard is (a FIFO, a device ...) is checked when it is opened.
     if (!fs::exists(dir / rel, ec))
-      fail(what, "shard " + quote(shard) + " (for tensor " + quote(name) + ") does not exist",
+      st_fail(what, "shard " + quote(shard) + " (for tensor " + quote(name) + ") does not exist",
            "every shard file next to the index");
     shard_of[name] = shard;
     shard_names.insert(shard);
     if (shard_names.size() > kMaxShards)
-      fail(what, "the weight_map names more than " + std::to_string(kMaxShards) + " shard files",
+      st_fail(what, "the weight_map names more than " + std::to_string(kMaxShards) + " shard files",
            "at most " + std::to_string(kMaxShards) + " shards");
   }
 
@@ -573,7 +573,7 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
     for (const auto& t : files_[file_index[shard]].header().tensors) {
       auto [it, inserted] = found_in.emplace(t.name, shard);
       if (!inserted)
-        fail(what, "tensor " + quote(t.name) + " is in two shards, " + quote(it->second) + " and " + quote(shard),
+        st_fail(what, "tensor " + quote(t.name) + " is in two shards, " + quote(it->second) + " and " + quote(shard),
              "each tensor in exactly one shard");
     }
   }
@@ -584,10 +584,10 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
       const std::string& name = h.tensors[i].name;
       auto s = shard_of.find(name);
       if (s == shard_of.end())
-        fail(what, "tensor " + quote(name) + " is in shard " + quote(shard) + " but not in the weight_map",
+        st_fail(what, "tensor " + quote(name) + " is in shard " + quote(shard) + " but not in the weight_map",
              "the index to list every tensor of its shards");
       if (s->second != shard)
-        fail(what, "tensor " + quote(name) + " is in shard " + quote(shard) + " but the weight_map says " +
+        st_fail(what, "tensor " + quote(name) + " is in shard " + quote(shard) + " but the weight_map says " +
                        quote(s->second),
              "the weight_map to name the shard holding each tensor");
       where_[name] = {fi, i};
@@ -596,12 +596,12 @@ Tensors::Tensors(const std::filesystem::path& path_or_dir) : path_(path_or_dir) 
   }
   for (const auto& [name, shard] : shard_of)
     if (!found_in.count(name))
-      fail(what, "tensor " + quote(name) + " is listed in the weight_map but absent from shard " + quote(shard),
+      st_fail(what, "tensor " + quote(name) + " is listed in the weight_map but absent from shard " + quote(shard),
            "each listed tensor in its shard");
 
   if (index.contains("metadata")) {
     const json& md = index["metadata"];
-    if (!md.is_object()) fail(what, "\"metadata\" is not an object", kExpectIndex);
+    if (!md.is_object()) st_fail(what, "\"metadata\" is not an object", kExpectIndex);
     for (const auto& [k, v] : md.items()) metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
   }
 }
@@ -626,7 +626,7 @@ const File* Tensors::file_of(const std::string& name) const {
 
 std::vector<float> Tensors::read_float(const std::string& name) const {
   auto it = where_.find(name);
-  if (it == where_.end()) fail(path_.string(), "no tensor named " + quote(name), "the checkpoint to contain it");
+  if (it == where_.end()) st_fail(path_.string(), "no tensor named " + quote(name), "the checkpoint to contain it");
   const File& f = files_[it->second.first];
   const TensorInfo& t = f.header().tensors[it->second.second];
   std::vector<float> out(static_cast<std::size_t>(t.numel()));

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/rng.hpp"
+#include "tokdyn/analysis/norms.hpp"
 
 namespace tokdyn::hier {
 namespace {
@@ -21,11 +22,6 @@ E pick(const std::string& what, const std::string& s, std::initializer_list<std:
     names += names.empty() ? n : std::string(", ") + n;
   }
   throw std::invalid_argument(fmt::format("{} '{}': expected one of {}", what, s, names));
-}
-
-double norm2(const Mat& A) {
-  if (A.size() == 0) return 0.0;
-  return Eigen::JacobiSVD<Mat>(A).singularValues()(0);
 }
 
 // One level of a linear compression on the rows of X (groups of g rows, the last one possibly shorter).
@@ -196,8 +192,8 @@ double Injection::lipschitz() const {
   switch (kind) {
     case PsiKind::Identity: return 1.0;
     case PsiKind::Linear:
-    case PsiKind::Affine: return norm2(B);
-    case PsiKind::TanhMlp: return norm2(W2) * norm2(W1);
+    case PsiKind::Affine: return spectral_norm(B);
+    case PsiKind::TanhMlp: return spectral_norm(W2) * spectral_norm(W1);
   }
   return 0.0;
 }

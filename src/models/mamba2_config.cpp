@@ -17,7 +17,7 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void fail(const std::string& what, const std::string& text) {
+[[noreturn]] void config_fail(const std::string& what, const std::string& text) {
   throw InputError(json_strict::one_line(what + ": " + text));
 }
 
@@ -33,7 +33,7 @@ int Config::vocab_padded() const {
 
 void Config::validate(const std::string& what) const {
   auto need = [&](bool ok, const std::string& msg) {
-    if (!ok) fail(what, "inconsistent config: " + msg);
+    if (!ok) config_fail(what, "inconsistent config: " + msg);
   };
   auto range = [&](const char* name, long v, long lo, long hi) {
     need(v >= lo && v <= hi,

@@ -22,7 +22,7 @@ void softmax_row(double beta, const In& s, Out&& a) {
   a /= a.sum();
 }
 
-[[noreturn]] void bad(const std::string& what, const std::string& msg) {
+[[noreturn]] void attention_bad(const std::string& what, const std::string& msg) {
   throw std::invalid_argument(one_line(fmt::format("{}: {}", what, msg)));
 }
 
@@ -33,8 +33,8 @@ bool all_finite(const std::vector<double>& v) {
 void check_matrix(const Mat& M, const char* name, int d, const std::string& what) {
   if (M.size() == 0) return;
   if (M.rows() != d || M.cols() != d)
-    bad(what, fmt::format("{} is {} x {}; expected {} x {} (or empty for the identity)", name, M.rows(), M.cols(), d, d));
-  if (!M.allFinite()) bad(what, fmt::format("{} has non-finite entries; expected finite numbers", name));
+    attention_bad(what, fmt::format("{} is {} x {}; expected {} x {} (or empty for the identity)", name, M.rows(), M.cols(), d, d));
+  if (!M.allFinite()) attention_bad(what, fmt::format("{} has non-finite entries; expected finite numbers", name));
 }
 
 // Work above which the softmax rows of one run are split over OpenMP threads, and above which the
@@ -45,9 +45,9 @@ constexpr double kRunParallelWork = 1 << 15;
 }  // namespace
 
 std::vector<double> standard_frequencies(int d, double base, int offset) {
-  if (d < 2 || d % 2 != 0) bad("standard_frequencies", fmt::format("d = {}; expected an even d >= 2", d));
+  if (d < 2 || d % 2 != 0) attention_bad("standard_frequencies", fmt::format("d = {}; expected an even d >= 2", d));
   if (!(base > 0.0) || !std::isfinite(base))
-    bad("standard_frequencies", fmt::format("base = {}; expected a finite base > 0", base));
+    attention_bad("standard_frequencies", fmt::format("base = {}; expected a finite base > 0", base));
   std::vector<double> w(static_cast<std::size_t>(d / 2));
   for (int l = 0; l < d / 2; ++l) w[static_cast<std::size_t>(l)] = std::pow(base, -2.0 * (l + offset) / d);
   return w;
@@ -55,30 +55,30 @@ std::vector<double> standard_frequencies(int d, double base, int offset) {
 
 // a_{beta,n} = e^{-2 beta} / (n - 1 + e^{-2 beta}): the RoPE paper's softmax floor, eq. (7).
 double softmax_floor(double beta, int n) {
-  if (n < 2) bad("softmax_floor", fmt::format("n = {}; expected n >= 2 tokens", n));
+  if (n < 2) attention_bad("softmax_floor", fmt::format("n = {}; expected n >= 2 tokens", n));
   if (!(beta >= 0.0) || !std::isfinite(beta))
-    bad("softmax_floor", fmt::format("beta = {}; expected a finite beta >= 0", beta));
+    attention_bad("softmax_floor", fmt::format("beta = {}; expected a finite beta >= 0", beta));
   const double e = std::exp(-2.0 * beta);
   return e / (static_cast<double>(n - 1) + e);
 }
 
 void AttentionParams::validate(int n, const std::string& what) const {
-  if (d < 1) bad(what, fmt::format("d = {}; expected a token dimension d >= 1", d));
-  if (heads < 1) bad(what, fmt::format("heads = {}; expected heads >= 1", heads));
-  if (d % heads != 0) bad(what, fmt::format("heads = {} does not divide d = {}; expected a divisor of d", heads, d));
+  if (d < 1) attention_bad(what, fmt::format("d = {}; expected a token dimension d >= 1", d));
+  if (heads < 1) attention_bad(what, fmt::format("heads = {}; expected heads >= 1", heads));
+  if (d % heads != 0) attention_bad(what, fmt::format("heads = {} does not divide d = {}; expected a divisor of d", heads, d));
   const int dh = d / heads;
-  if (rope && d % 2 != 0) bad(what, fmt::format("d = {} is odd; expected an even d with RoPE (rope = true)", d));
+  if (rope && d % 2 != 0) attention_bad(what, fmt::format("d = {} is odd; expected an even d with RoPE (rope = true)", d));
   if (rope && dh % 2 != 0)
-    bad(what, fmt::format("head size d/heads = {} is odd; expected an even head size with RoPE", dh));
-  if (n < 2) bad(what, fmt::format("n = {}; expected n >= 2 tokens", n));
-  if (!(beta >= 0.0) || !std::isfinite(beta)) bad(what, fmt::format("beta = {}; expected a finite beta >= 0", beta));
+    attention_bad(what, fmt::format("head size d/heads = {} is odd; expected an even head size with RoPE", dh));
+  if (n < 2) attention_bad(what, fmt::format("n = {}; expected n >= 2 tokens", n));
+  if (!(beta >= 0.0) || !std::isfinite(beta)) attention_bad(what, fmt::format("beta = {}; expected a finite beta >= 0", beta));
   if (!positions.empty() && static_cast<int>(positions.size()) != n)
-    bad(what, fmt::format("positions has {} entries; expected n = {} (or none for 0..n-1)", positions.size(), n));
-  if (!all_finite(positions)) bad(what, "positions has non-finite entries; expected finite positions");
+    attention_bad(what, fmt::format("positions has {} entries; expected n = {} (or none for 0..n-1)", positions.size(), n));
+  if (!all_finite(positions)) attention_bad(what, "positions has non-finite entries; expected finite positions");
   if (rope && !freqs.empty() && static_cast<int>(freqs.size()) != d / 2 && static_cast<int>(freqs.size()) != dh / 2)
-    bad(what, fmt::format("freqs has {} entries; expected d/2 = {} (every plane) or d/(2 heads) = {} (per head), or none",
+    attention_bad(what, fmt::format("freqs has {} entries; expected d/2 = {} (every plane) or d/(2 heads) = {} (per head), or none",
                           freqs.size(), d / 2, dh / 2));
-  if (!all_finite(freqs)) bad(what, "freqs has non-finite entries; expected finite frequencies");
+  if (!all_finite(freqs)) attention_bad(what, "freqs has non-finite entries; expected finite frequencies");
   check_matrix(Q, "Q", d, what);
   check_matrix(K, "K", d, what);
   check_matrix(V, "V", d, what);
@@ -375,7 +375,7 @@ void for_each_token_tangent(const Resolved& R, int n, int d, const Batch& Z, con
 void rotate(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Tokens& Y) {
   const int n = static_cast<int>(X.rows());
   const Resolved R = resolve(P, n, "rope::rotate");
-  if (X.cols() != P.d) bad("rope::rotate", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
+  if (X.cols() != P.d) attention_bad("rope::rotate", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
   Y = X;
   rotate_rows(R, Y);
 }
@@ -383,7 +383,7 @@ void rotate(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Tokens&
 void attention(const AttentionParams& P, const Eigen::Ref<const Tokens>& X, Mat& A, Mat* scores) {
   const int n = static_cast<int>(X.rows());
   const Resolved R = resolve(P, n, "rope::attention");
-  if (X.cols() != P.d) bad("rope::attention", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
+  if (X.cols() != P.d) attention_bad("rope::attention", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
   A.resize(static_cast<Eigen::Index>(R.heads) * n, n);
   if (scores) scores->resize(A.rows(), n);
   Work w;
@@ -395,7 +395,7 @@ void attention_output(const AttentionParams& P, const Eigen::Ref<const Tokens>& 
   const int n = static_cast<int>(X.rows());
   const Resolved R = resolve(P, n, "rope::attention_output");
   if (X.cols() != P.d)
-    bad("rope::attention_output", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
+    attention_bad("rope::attention_output", fmt::format("tokens have {} coordinates; expected d = {}", X.cols(), P.d));
   Work w;
   attend(R, X, Y, w, true, nullptr, nullptr);
 }
@@ -431,7 +431,7 @@ void AttentionField::jvp(double, const Batch& Z, const Tokens& V, Tokens& out) c
 
 AttentionStep::AttentionStep(AttentionParams P, int n, double h)
     : P_(std::move(P)), n_(n), h_(h), R_(std::make_unique<const Resolved>(resolve(P_, n, "rope::AttentionStep"))) {
-  if (!(h > 0.0) || !std::isfinite(h)) bad("rope::AttentionStep", fmt::format("h = {}; expected a finite step h > 0", h));
+  if (!(h > 0.0) || !std::isfinite(h)) attention_bad("rope::AttentionStep", fmt::format("h = {}; expected a finite step h > 0", h));
 }
 
 AttentionStep::~AttentionStep() = default;

@@ -5,13 +5,13 @@
 #include <numbers>
 #include <stdexcept>
 #include <string>
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-
+using tokdyn::kPi;
 SsmParams channels(std::initializer_list<double> alpha, std::initializer_list<double> b) {
   const int n = static_cast<int>(alpha.size());
   SsmParams p;
