@@ -1,6 +1,7 @@
 """coupling-all: every coupling preset's own figure (drawn in its folder) and one summary figure of
-all checks (coupling_all.png): per preset the number of checks that pass and fail, and per check
-family (the R-number / flag) the same."""
+all checks (coupling_all.png): per preset the number of checks that pass and fail, per check family
+(the R-number / flag) the same, and per preset the checks by reference kind (what each value is
+compared against: paper, closed form, independent implementation, consistency, bound, qualitative)."""
 import os
 import re
 
@@ -14,7 +15,7 @@ def plot_coupling_all(d, dispatch):
             dispatch(r["figure_kind"], os.path.join(d, r["preset"]))
     rows = read_csv(os.path.join(d, "summary.csv"))
 
-    fig, ax = plt.subplots(1, 2, figsize=(14, max(4.5, 0.32 * max(len(presets), 12))))
+    fig, ax = plt.subplots(1, 3, figsize=(20, max(4.5, 0.32 * max(len(presets), 12))))
     names = [r["preset"] for r in presets]
     ok = [int(r["checks"]) - int(r["failed"]) for r in presets]
     bad = [int(r["failed"]) for r in presets]
@@ -49,5 +50,27 @@ def plot_coupling_all(d, dispatch):
     ax[1].invert_yaxis()
     ax[1].set_xlim(0, 1.05 * max([sum(v) for v in fam.values()] + [1]))
     ax[1].set_xlabel("checks")
-    ax[1].set_title("checks per statement (R-number of the paper's results, F-number of flags)")
+    ax[1].set_title("checks per statement (R: paper's results, F: flags)")
+
+    kinds = ["paper", "closed_form", "independent", "consistency", "bound", "qualitative"]
+    colors = {"paper": "#1b7837", "closed_form": "#5aae61", "independent": "#a6dba0", "consistency": "#c2a5cf",
+              "bound": "#9970ab", "qualitative": "#bbbbbb"}
+    per = {n: {k: 0 for k in kinds} for n in names}
+    for r in rows:
+        m = re.search(r"\[([^\]]+)\]$", r["check"])
+        if m and m.group(1) in per and r.get("reference_kind") in colors:
+            per[m.group(1)][r["reference_kind"]] += 1
+    left = [0] * len(names)
+    for k in kinds:
+        v = [per[n][k] for n in names]
+        ax[2].barh(list(y), v, left=left, color=colors[k], label="%s (%d)" % (k.replace("_", " "), sum(v)))
+        left = [a + b for a, b in zip(left, v)]
+    ax[2].set_yticks(list(y))
+    ax[2].set_yticklabels(names, fontsize=8)
+    ax[2].invert_yaxis()
+    ax[2].set_xlim(0, 1.05 * max(left + [1]))
+    ax[2].set_xlabel("checks")
+    indep = sum(per[n][k] for n in names for k in ("paper", "closed_form", "independent"))
+    ax[2].set_title("reference kinds: %d of %d independent of tokdyn" % (indep, sum(left)))
+    ax[2].legend(loc="lower right", fontsize=8)
     save(fig, ax, d, "coupling_all.png")

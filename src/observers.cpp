@@ -1,6 +1,7 @@
 #include "tokdyn/observers.hpp"
 
 #include "tokdyn/io/csv.hpp"
+#include "tokdyn/symmetric_eigen.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -28,8 +29,7 @@ GramMetrics gram_metrics(const Eigen::Ref<const Tokens>& Z) {
   GramMetrics m{};
   // r = (sum_k lambda_bar_k^2)^{-1} = len^2 / ||G||_F^2: no eigensolver needed (The Attention Within §VI).
   m.participation = L * L / G.squaredNorm();
-  Eigen::SelfAdjointEigenSolver<Mat> es(G, Eigen::EigenvaluesOnly);
-  m.lambda1 = es.eigenvalues()(len - 1) / L;
+  m.lambda1 = lapack_symmetric_eigenvalues(G)(len - 1) / L;
   double mc = 1.0;
   for (Eigen::Index i = 0; i < len; ++i)
     for (Eigen::Index j = i + 1; j < len; ++j) mc = std::min(mc, G(i, j));
@@ -80,6 +80,17 @@ ConsensusDistance consensus_distance(const Eigen::Ref<const Tokens>& Z) {
   return best;
 }
 
+ConsensusDistance diagonal_consensus_distance(const Eigen::Ref<const Tokens>& Z) {
+  const Eigen::Index len = Z.rows();
+  RowVec sum = RowVec::Zero(Z.cols());
+  for (Eigen::Index i = 0; i < len; ++i) {
+    const double nrm = Z.row(i).norm();
+    if (nrm > 0.0) sum += Z.row(i) / nrm;
+  }
+  // min over |x| = 1 of sum_i |zhat_i - x|^2 = 2 len - 2 <sum_i zhat_i, x>, at x = sum / |sum|.
+  return {std::sqrt(std::max(0.0, 2.0 * static_cast<double>(len) - 2.0 * sum.norm())), -1};
+}
+
 void GramObserver::observe(double t, const Batch& Z) {
   t_.push_back(t);
   std::vector<GramMetrics> row(static_cast<std::size_t>(Z.runs));
@@ -87,7 +98,8 @@ void GramObserver::observe(double t, const Batch& Z) {
 #pragma omp parallel for schedule(static) if (Z.runs > 1 && Z.Z.size() * Z.len >= 65536)
   for (int r = 0; r < Z.runs; ++r) {
     row[static_cast<std::size_t>(r)] = gram_metrics(Z.run(r));
-    cd[static_cast<std::size_t>(r)] = consensus_distance(Z.run(r)).distance;
+    cd[static_cast<std::size_t>(r)] =
+        (set_ == ConsensusSet::Diagonal ? diagonal_consensus_distance(Z.run(r)) : consensus_distance(Z.run(r))).distance;
   }
   m_.push_back(std::move(row));
   cd_.push_back(std::move(cd));

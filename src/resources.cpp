@@ -1,4 +1,5 @@
 // Resource checks before a run: memory against the machine, and the announced work of long runs.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -23,9 +24,23 @@ std::string bytes_text(double b) {
 }
 
 std::string flops_text(double f) {
+  if (!std::isfinite(f)) return "more than can be counted";
+  if (f >= 1e18) return fmt::format("{:.1e} FLOP", f);  // no 300-digit numbers
   if (f >= 1e15) return fmt::format("{:.1f} PFLOP", f / 1e15);
   if (f >= 1e12) return fmt::format("{:.1f} TFLOP", f / 1e12);
   return fmt::format("{:.1f} GFLOP", f / 1e9);
+}
+
+// Wall time of `flops` at a sustained 20 GFLOP/s per thread (a typical rate of tokdyn's kernels on
+// small to medium matrices), in the largest unit that reads well.
+std::string time_text(double flops, int threads) {
+  const double s = flops / (2e10 * std::max(1, threads));
+  if (!std::isfinite(s) || s > 3.15e7 * 100) return "more than a century";
+  if (s > 3.15e7) return fmt::format("about {:.0f} years", s / 3.15e7);
+  if (s > 86400 * 2) return fmt::format("about {:.0f} days", s / 86400);
+  if (s > 7200) return fmt::format("about {:.0f} h", s / 3600);
+  if (s > 120) return fmt::format("about {:.0f} min", s / 60);
+  return fmt::format("about {:.0f} s", s);
 }
 
 /// A cgroup v2 (or v1) memory limit, if one is set.
@@ -62,10 +77,11 @@ void check_resources(const Experiment& e, const Params& p, int threads, bool ann
     throw InputError(fmt::format("{}: the run needs about {} for {}; this machine has {} (lower the sizes; see `tokdyn show {}`)",
                                  e.name, std::isfinite(r.bytes) ? bytes_text(r.bytes) : std::string("more than can be counted"),
                                  r.what, bytes_text(have), e.name));
-  // Long runs say up front what they will do (at ~20 GFLOP/s per thread this is > ~30 s).
+  // Long runs say up front what they will do, by time (> ~30 s at 20 GFLOP/s per thread).
   if (announce && r.flops > 6e11 * threads) {
-    std::fprintf(stderr, "tokdyn: %s: estimated work %s (%s), memory about %s\n", e.name.c_str(),
-                 flops_text(r.flops).c_str(), r.what.c_str(), bytes_text(r.bytes).c_str());
+    std::fprintf(stderr, "tokdyn: %s: estimated work %s, %s on %d thread%s (%s), memory about %s\n", e.name.c_str(),
+                 flops_text(r.flops).c_str(), time_text(r.flops, threads).c_str(), threads, threads == 1 ? "" : "s", r.what.c_str(),
+                 bytes_text(r.bytes).c_str());
     std::fflush(stderr);
   }
 }

@@ -192,6 +192,17 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
       write_manifest(tmp / "manifest.json", m);
     }
     outcome.files = m["files"].size() + 1;
+    if (ctx.notes.contains("checks_by_kind") && ctx.notes.contains("checks")) {
+      const int total = ctx.notes["checks"].get<int>(), failed = ctx.notes.value("checks_failed", 0),
+                na = ctx.notes.value("checks_not_applicable", 0);
+      std::string kinds;
+      for (const auto& [k, c] : ctx.notes["checks_by_kind"].items()) {
+        const int made = c.value("passed", 0) + c.value("failed", 0);
+        kinds += fmt::format("{}{} {}/{}", kinds.empty() ? "" : ", ", k, c.value("passed", 0), made);
+      }
+      outcome.checks_line = fmt::format("checks: {} passed, {} failed, {} n/a; by reference (passed/made): {}", total - failed - na,
+                                        failed, na, kinds.empty() ? "none" : kinds);
+    }
     folder.commit();
     for (const std::string& w : ctx_warnings) std::fprintf(stderr, "tokdyn: note: %s\n", message_line(w).c_str());
   } catch (...) {

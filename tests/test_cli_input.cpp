@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -768,6 +769,22 @@ TEST(CliInput, RopeValueRefusedByTheLibrary) {
   // --quiet: without it, the estimated work of so long a run is announced on stderr first.
   expect_input_error({"run", "rope-flow", "--no-figures", "--quiet", "--set", "n=4", "--set", "runs=1", "--set", "h=1e-300"},
                      "parameter 'h' = 1e-300: RK4 would take 2e+301 steps over [0, 20]");
+}
+
+TEST(CliInput, HugeWorkIsAnnouncedInReadableUnits) {
+  // Without --quiet the estimate comes first: in scientific notation and as a time, never a
+  // 300-digit FLOP count; then the one-line refusal.
+  TempDir d;
+  const CliResult r = run_cli(d.path(), {"run", "rope-flow", "--no-figures", "--set", "n=4", "--set", "runs=1", "--set", "h=1e-300"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("more than a century"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("e+"), std::string::npos) << r.err;
+  int run = 0, longest = 0;
+  for (char ch : r.err) {
+    run = std::isdigit(static_cast<unsigned char>(ch)) ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  EXPECT_LT(longest, 12) << r.err;
 }
 
 TEST(Cli, VersionPrintsVersion) {

@@ -29,7 +29,7 @@ TEST(CouplingAll, PartOnePresetsJoinedAndPassing) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto summary = lines_of(d.path() / "all" / "summary.csv");
   ASSERT_FALSE(summary.empty());
-  EXPECT_EQ(summary[0], "check,statement,quantity,value,expected,pass");
+  EXPECT_EQ(summary[0], "check,statement,quantity,value,expected,reference_kind,reference,pass");
   std::size_t rows = 0;
   for (const auto& p : presets) {
     EXPECT_TRUE(fs::exists(d.path() / "all" / p / "manifest.json")) << p;
@@ -51,6 +51,11 @@ TEST(CouplingAll, PartOnePresetsJoinedAndPassing) {
     EXPECT_TRUE(summary[i].size() > 5 && summary[i].substr(summary[i].size() - 5) == ",true") << summary[i];
   const auto per = lines_of(d.path() / "all" / "presets.csv");
   EXPECT_EQ(per.size(), presets.size() + 1);
+  // The verdicts are counted by reference kind, with the share of independent references.
+  const std::string m = tokdyn::testing::slurp(d.path() / "all" / "manifest.json");
+  EXPECT_NE(m.find("\"checks_by_kind\""), std::string::npos) << m;
+  EXPECT_NE(m.find("\"independent_reference_share\""), std::string::npos) << m;
+  EXPECT_NE(r.out.find("by reference (passed/made): "), std::string::npos) << r.out;
 }
 
 TEST(CouplingAll, BadPresetListExitsTwo) {

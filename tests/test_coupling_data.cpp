@@ -337,7 +337,7 @@ TEST(CouplingDataPreset, EveryCheckPassesAtSmallSize) {
   run_experiment(*e, resolve_params(*e, kSmall), out, 2, /*figures=*/false, /*show_progress=*/false);
   const auto rows = lines(out / "checks.csv");
   ASSERT_GE(rows.size(), 40u);
-  EXPECT_EQ(rows[0], "check,statement,quantity,value,expected,pass");
+  EXPECT_EQ(rows[0], "check,statement,quantity,value,expected,reference_kind,reference,pass");
   int r22 = 0, r23 = 0, f13 = 0, f14 = 0;
   for (std::size_t i = 1; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].substr(rows[i].rfind(',') + 1), "true") << rows[i];

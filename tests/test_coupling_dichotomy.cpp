@@ -45,7 +45,7 @@ TEST(CouplingDichotomy, EveryCheckPassesAtSmallSize) {
   const fs::path out = run_small(tmp, "a", 2);
   const auto rows = lines_of(out / "checks.csv");
   ASSERT_GE(rows.size(), 14u);
-  EXPECT_EQ(rows[0], "check,statement,quantity,value,expected,pass");
+  EXPECT_EQ(rows[0], "check,statement,quantity,value,expected,reference_kind,reference,pass");
   int r10[5] = {0, 0, 0, 0, 0};
   for (std::size_t i = 1; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].substr(rows[i].rfind(',') + 1), "true") << rows[i];
@@ -54,7 +54,7 @@ TEST(CouplingDichotomy, EveryCheckPassesAtSmallSize) {
   for (int k = 0; k < 5; ++k) EXPECT_GT(r10[k], 0) << "no R10(" << static_cast<char>('a' + k) << ") check";
   const auto win = lines_of(out / "windows.csv");
   ASSERT_EQ(win.size(), 3u);  // two windows of 60 layers
-  EXPECT_EQ(win[0].rfind("first,last,H,r_minus,r_plus_min,r_plus_max,k_plus,k_neutral,hyperbolic,C,", 0), 0u);
+  EXPECT_EQ(win[0].rfind("first,last,H,r_minus,r_plus_min,r_plus_max,k_plus,k_neutral,hyperbolic,hyperbolic_margin,hyperbolic_tolerance,C,", 0), 0u);
   EXPECT_EQ(lines_of(out / "reference.csv").size(), 121u);
   EXPECT_EQ(lines_of(out / "lyapunov.csv").size(), 9u);  // d = 8 exponents
 }

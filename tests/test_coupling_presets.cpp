@@ -108,6 +108,36 @@ TEST(CouplingPresets, SafetensorsWeights) {
   const CliResult r2 = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "weights=w.safetensors",
                                           "--set", "d=4", "--set", "d_ff=6", "--set", "L=3"});
   EXPECT_EQ(r2.code, 2) << r2.err;
+  // Every weight set and every tensor of the file is used, or the run is refused (issue 17).
+  auto refused = [&](const std::vector<std::string>& extra, const std::string& needle) {
+    std::vector<std::string> a{"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "d=4"};
+    if (std::find(extra.begin(), extra.end(), "d_ff=7") == extra.end()) a.insert(a.end(), {"--set", "d_ff=6"});
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult x = run_cli(d.path(), a);
+    EXPECT_EQ(x.code, 2) << needle << ": " << x.err;
+    EXPECT_NE(x.err.find(needle), std::string::npos) << x.err;
+    EXPECT_FALSE(fs::exists(d.path() / "o")) << needle;
+  };
+  refused({"--set", "weights=w.safetensors", "--set", "L=1"}, "expected exactly L = 1");
+  refused({"--set", "weights=w.safetensors", "--set", "L=2", "--set", "tying=tied"}, "tying = tied uses exactly one");
+  refused({"--set", "weights=w.safetensors", "--set", "tying=looped", "--set", "loop=3"}, "loop");
+  refused({"--set", "weights=w.safetensors", "--set", "L=2", "--set", "sigma_w=2"}, "sigma_w");
+  refused({"--set", "weights=w.safetensors", "--set", "L=2", "--set", "d_ff=7"}, "d_ff = 6");
+  // A misspelt and a foreign tensor beside the real ones.
+  for (const std::string extra : {"layers.0.g_atn", "layers.0.W_O", "foo"}) {
+    std::vector<st::TensorToWrite> more = ts;
+    std::vector<float> four(4, 1.0f);
+    more.push_back({extra, st::DType::F32, {4}, four.data()});
+    const fs::path g = d.path() / "extra.safetensors";
+    st::write_file(g, more);
+    refused({"--set", "weights=extra.safetensors", "--set", "L=2"}, "tensor '" + extra + "' is not a weight");
+  }
+  // depth-spectra names its own key.
+  const CliResult ds = run_cli(d.path(), {"run", "depth-spectra", "--out", "o", "--no-figures", "--quiet", "--set", "model=transformer",
+                                          "--set", "tf_weights=w.safetensors", "--set", "d=4", "--set", "d_ff=6", "--set", "depth=3",
+                                          "--set", "burn_in=1"});
+  EXPECT_EQ(ds.code, 2) << ds.err;
+  EXPECT_NE(ds.err.find("parameter 'tf_weights'"), std::string::npos) << ds.err;
 }
 
 }  // namespace

@@ -269,21 +269,24 @@ TEST(CheckRows, NonFiniteValueIsNotApplicableNotPassOrFail) {
   RunContext ctx;
   {
     CheckTable t(d.path() / "checks.csv");
-    t.add("A", "statement", "q", 0.5, "<= 1", true);
-    t.add("B", "statement", "q", std::numeric_limits<double>::quiet_NaN(), "<= 1", true);
-    t.add("C", "statement", "q", std::numeric_limits<double>::infinity(), ">= 0", false);
-    t.not_applicable("D", "statement", "q", "no dichotomy at these parameters");
+    t.add("A", "statement", "q", 0.5, "<= 1", true, tokdyn::closed_form("x = 1/2"));
+    t.add("B", "statement", "q", std::numeric_limits<double>::quiet_NaN(), "<= 1", true, tokdyn::bound("Lemma 1"));
+    t.add("C", "statement", "q", std::numeric_limits<double>::infinity(), ">= 0", false, tokdyn::paper("Table 9: 0"));
+    t.not_applicable("D", "statement", "q", "no dichotomy at these parameters", tokdyn::consistency("two paths"));
     EXPECT_EQ(t.total(), 4);
     EXPECT_EQ(t.failed(), 0);
     EXPECT_EQ(t.not_applicable_count(), 3);
     t.report(ctx, "test");
   }
   const std::string csv = tokdyn::testing::slurp(d.path() / "checks.csv");
-  EXPECT_NE(csv.find("A,statement,q,0.5,<= 1,true\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("B,statement,q,,not computable here: the value is nan (<= 1),n/a\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("C,statement,q,,not computable here: the value is inf (>= 0),n/a\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("D,statement,q,,no dichotomy at these parameters,n/a\n"), std::string::npos) << csv;
+  EXPECT_EQ(csv.rfind("check,statement,quantity,value,expected,reference_kind,reference,pass\n", 0), 0u) << csv;
+  EXPECT_NE(csv.find("A,statement,q,0.5,<= 1,closed_form,x = 1/2,true\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("B,statement,q,,not computable here: the value is nan (<= 1),bound,Lemma 1,n/a\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("C,statement,q,,not computable here: the value is inf (>= 0),paper,Table 9: 0,n/a\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("D,statement,q,,no dichotomy at these parameters,consistency,two paths,n/a\n"), std::string::npos) << csv;
   EXPECT_EQ(ctx.notes.at("checks_not_applicable"), 3);
+  EXPECT_EQ(ctx.notes.at("checks_by_kind").at("closed_form").at("passed"), 1);
+  EXPECT_EQ(ctx.notes.at("checks_by_kind").at("paper").at("not_applicable"), 1);
   EXPECT_EQ(ctx.notes.at("checks_failed"), 0);
 }
 

@@ -138,6 +138,7 @@ int run_command(const RunArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("wrote {} ({} files, {:.1f} s{})\n", message_line(out.string()), r.files, secs,
              r.replaced ? ", replaced the previous result" : "");
+  if (!r.checks_line.empty()) fmt::print("{}\n", r.checks_line);
   if (!r.figure_error.empty()) {
     std::fflush(stdout);
     std::fprintf(stderr, "tokdyn: %s (the results are kept; rerun the figures with `%s`)\n",

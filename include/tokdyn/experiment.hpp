@@ -198,6 +198,9 @@ struct RunOutcome {
   std::size_t files = 0;       ///< files in it (manifest.json included)
   bool replaced = false;       ///< a previous tokdyn result was replaced (--overwrite)
   std::string figure_error;    ///< non-empty: figures failed; results were published without them
+  /// For a preset with a verdict table: "checks: 40 passed, 1 failed, 2 n/a; by reference: paper 3/3,
+  /// closed_form 10/10, ..." (passed / made, per reference kind); empty otherwise.
+  std::string checks_line;
 };
 
 /// Runs an experiment end to end: checks the resources it needs (threads, memory; prints the

@@ -57,6 +57,18 @@ struct ConsensusDistance {
 };
 ConsensusDistance consensus_distance(const Eigen::Ref<const Tokens>& Z);
 
+/// Euclidean distance in (R^d)^len from the normalised tokens to the nearest point of the
+/// attention models' consensus manifold C = {(x, ..., x) : |x| = 1} (RoPE paper §1.9, every token
+/// at one point of the sphere, in any direction): sqrt(2 len - 2 |sum_i zhat_i|), attained at x =
+/// the normalised mean (channel = -1). 0 exactly at consensus, whatever its direction.
+ConsensusDistance diagonal_consensus_distance(const Eigen::Ref<const Tokens>& Z);
+
+/// Which consensus set GramObserver measures the distance to (the `consensus_dist` columns):
+///   Axes      the SSM paper's Def. III.1 sets (s_1 e_mu, ..., s_len e_mu) (Mamba-2 / SSM presets:
+///             tokens collapse onto a coordinate axis, with signs);
+///   Diagonal  the attention models' C = {(x, ..., x)} (rope-flow: tokens collapse to one point).
+enum class ConsensusSet { Axes, Diagonal };
+
 /// Records gram_metrics and consensus_distance of every run at every observation.
 /// Values are stored as [observation][run] (a few numbers per layer and run). Tables:
 ///   metrics.csv       `<label>,layer,t,lambda1_mean,lambda1_std,pr_mean,pr_std,consensus_dist_mean,min_cosine_mean`
@@ -64,6 +76,8 @@ ConsensusDistance consensus_distance(const Eigen::Ref<const Tokens>& Z);
 ///   metrics_runs.csv  `<label>,run,layer,t,lambda1,participation,min_cosine,consensus_dist` (every run)
 class GramObserver final : public Observer {
  public:
+  explicit GramObserver(ConsensusSet set = ConsensusSet::Axes) : set_(set) {}
+  ConsensusSet consensus_set() const { return set_; }
   void observe(double t, const Batch& Z) override;
   std::vector<Table> tables(const std::string& label, const std::string& variant) const override;
   /// Appends the runs of `other` (the same observation times: another chunk of the same batch)
@@ -80,6 +94,7 @@ class GramObserver final : public Observer {
   std::vector<double> t_;
   std::vector<std::vector<GramMetrics>> m_;
   std::vector<std::vector<double>> cd_;
+  ConsensusSet set_ = ConsensusSet::Axes;
 };
 
 /// Writes the state at chosen layers to <dir>/layer_K.npy, shape [runs, tokens, d], in the model's

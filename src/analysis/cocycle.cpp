@@ -2,6 +2,7 @@
 // of the QR diagonal (the dichotomy spectrum of Thm 5 on a window), integral separation and the
 // finite-time singular-value rank function. See analysis/cocycle.hpp.
 #include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -194,6 +195,7 @@ QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
   QrResult res;
   const long N = last - first;
   res.log_diag.resize(N, k);
+  res.unresolved_at.assign(static_cast<std::size_t>(k), -1);
   if (opt.keep_factors) {
     if (opt.reorth_every != 1) throw std::invalid_argument("qr_iterate: keep_factors needs reorth_every = 1");
     res.Q.reserve(static_cast<std::size_t>(N + 1));
@@ -202,17 +204,39 @@ QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
   }
   Matrix Z, R;
   long block_start = 0;  // row of the first step of the current block of reorth_every steps
+  long block_e2 = 0;     // power of two taken out of the current block's product
   for (long r = 0; r < N; ++r) {
     c.apply(first + r, Q, Z);
+    // An image far from 1 in size is scaled by a power of two (exact) so that the QR (and the
+    // products of a block) cannot overflow or underflow: Z = 2^e Z', log R_ii = log R'_ii + e log 2.
+    // Images of ordinary size are left alone (the same bits as without scaling).
+    const double zmax = Z.cwiseAbs().maxCoeff();
+    if (!std::isfinite(zmax))
+      throw NonFiniteError(fmt::format("qr_iterate: the image B({}) Q is not finite (largest entry {}): the generators overflow "
+                                       "double precision or the layer map returned NaN; expected finite products",
+                                       first + r, zmax));
+    if (zmax > 0 && (zmax > 0x1p200 || zmax < 0x1p-200)) {
+      int e2 = 0;
+      std::frexp(zmax, &e2);
+      // entry by entry: 2^-e2 alone overflows for a denormal zmax (e2 down to -1073)
+      Z = Z.unaryExpr([e2](double v) { return std::ldexp(v, -e2); });
+      block_e2 += e2;
+    }
     const bool reorth = (r + 1 - block_start) == opt.reorth_every || r == N - 1;
     if (!reorth) {
       Q = Z;
       continue;
     }
+    const double znorm = Z.norm();
     qr_signfixed(Z, Q, R);
     const long q = r + 1 - block_start;
+    const double shift = static_cast<double>(block_e2) * std::log(2.0);
+    block_e2 = 0;
     for (long i = 0; i < k; ++i) {
-      const double v = R(i, i) > 0 ? std::log(R(i, i)) : kNegInf;  // R_ii = 0: growth scale 0
+      // R_ii = 0: growth scale 0. R_ii at round-off of the image: the column is unresolved from here.
+      if (res.unresolved_at[static_cast<std::size_t>(i)] < 0 && R(i, i) > 0 && R(i, i) <= 64.0 * std::numeric_limits<double>::epsilon() * znorm)
+        res.unresolved_at[static_cast<std::size_t>(i)] = r;
+      const double v = R(i, i) > 0 ? (shift == 0 ? std::log(R(i, i)) : std::log(R(i, i)) + shift) : kNegInf;
       for (long j = block_start; j <= r; ++j) res.log_diag(j, i) = v / static_cast<double>(q);
     }
     block_start = r + 1;
@@ -329,6 +353,63 @@ bool hyperbolic(const std::vector<Interval>& merged) {
   for (const auto& x : merged)
     if (x.lower <= 1.0 && 1.0 <= x.upper) return false;
   return true;
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Yes: return "yes";
+    case Verdict::No: return "no";
+    case Verdict::Undecided: return "undecided";
+  }
+  return "undecided";
+}
+
+SpectrumError spectrum_error(const Matrix& log_diag, long begin, long end) {
+  const auto [b, e] = window_of(log_diag.rows(), begin, end, "spectrum_error");
+  const long k = log_diag.cols(), N = e - b;
+  SpectrumError out;
+  double big = 0;
+  for (long i = 0; i < k; ++i)
+    for (long r = b; r < e; ++r)
+      if (std::isfinite(log_diag(r, i))) big = std::max(big, std::abs(log_diag(r, i)));
+  out.roundoff = 16.0 * std::numeric_limits<double>::epsilon() * static_cast<double>(k + 1) * (1.0 + big);
+  for (long i = 0; i < k; ++i) {
+    bool finite = true;
+    double mean = 0;
+    for (long r = b; r < e; ++r) {
+      finite = finite && std::isfinite(log_diag(r, i));
+      mean += log_diag(r, i);
+    }
+    if (!finite || N == 0) continue;  // a -inf column: growth scale 0, far from 1 (no bias to speak of)
+    mean /= static_cast<double>(N);
+    double S = 0, osc = 0;
+    for (long r = b; r < e; ++r) {
+      S += log_diag(r, i) - mean;
+      osc = std::max(osc, std::abs(S));
+    }
+    out.window_bias = std::max(out.window_bias, osc / static_cast<double>(N));
+  }
+  return out;
+}
+
+HyperbolicDecision decide_hyperbolic(const std::vector<Interval>& merged, double tolerance) {
+  if (!(tolerance >= 0)) throw std::invalid_argument(fmt::format("decide_hyperbolic: tolerance {}; expected >= 0", tolerance));
+  HyperbolicDecision d;
+  d.tolerance = tolerance;
+  double outside = std::numeric_limits<double>::infinity(), inside = 0;
+  bool contained = false;
+  for (const auto& x : merged) {
+    const double a = x.lower > 0 ? std::log(x.lower) : kNegInf, b = x.upper > 0 ? std::log(x.upper) : kNegInf;
+    if (a <= 0 && 0 <= b) {
+      contained = true;
+      inside = std::max(inside, std::min(-a, b));
+    } else {
+      outside = std::min(outside, a > 0 ? a : -b);
+    }
+  }
+  d.margin = contained ? -inside : outside;
+  d.verdict = d.margin > tolerance ? Verdict::Yes : (d.margin < -tolerance ? Verdict::No : Verdict::Undecided);
+  return d;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -334,6 +334,50 @@ double Bvp::smallest_singular_value_estimate(int iterations) const {
   return best > 0 ? 1.0 / best : std::numeric_limits<double>::infinity();
 }
 
+Matrix Bvp::dense_matrix() const {
+  const long N = (L_ + 1) * d_;
+  Matrix M = Matrix::Zero(N, N);
+  if (m_ > 0) M.block(0, 0, m_, d_) = ends_.left_rows;
+  for (long l = 0; l < L_; ++l) {
+    M.block(m_ + l * d_, l * d_, d_, d_) = -B_[static_cast<std::size_t>(l)];
+    M.block(m_ + l * d_, (l + 1) * d_, d_, d_) = Matrix::Identity(d_, d_);
+  }
+  if (d_ - m_ > 0) M.block(m_ + L_ * d_, L_ * d_, d_ - m_, d_) = ends_.right_rows;
+  return M;
+}
+
+Bvp::SigmaMinCertificate Bvp::smallest_singular_value_certificate(long dense_max, double max_flops) const {
+  const long N = (L_ + 1) * d_;
+  const double eps = std::numeric_limits<double>::epsilon();
+  if (N <= dense_max) {
+    Eigen::BDCSVD<Matrix> svd(dense_matrix());
+    if (svd.info() == Eigen::Success) {
+      const Eigen::VectorXd& sv = svd.singularValues();
+      return {std::max(0.0, sv(N - 1) - 4.0 * static_cast<double>(N) * eps * sv(0)), "exact"};
+    }
+  }
+  const double flops = static_cast<double>(N) * 6.0 * static_cast<double>(L_) * static_cast<double>(d_) * static_cast<double>(d_);
+  if (flops > max_flops) return {std::numeric_limits<double>::quiet_NaN(), "none"};
+  // Columns of M^{-1}, one solve each: the largest column 1-norm and the largest row 1-norm.
+  Eigen::VectorXd row_sums = Eigen::VectorXd::Zero(N);
+  double col_max = 0;
+  Eigen::VectorXd gL = Eigen::VectorXd::Zero(m_), gR = Eigen::VectorXd::Zero(d_ - m_);
+  Seq h = Seq::Zero(d_, L_);
+  for (long j = 0; j < N; ++j) {
+    double* slot = j < m_ ? &gL(j) : (j < m_ + L_ * d_ ? &h((j - m_) % d_, (j - m_) / d_) : &gR(j - m_ - L_ * d_));
+    *slot = 1.0;
+    const Seq y = solve_full(gL, h, gR);
+    *slot = 0.0;
+    const Eigen::Map<const Eigen::VectorXd> v(y.data(), N);
+    col_max = std::max(col_max, v.cwiseAbs().sum());
+    row_sums += v.cwiseAbs();
+  }
+  const double bound = col_max * row_sums.maxCoeff();
+  if (!std::isfinite(bound)) return {0.0, "lower bound"};
+  return {bound > 0 ? 1.0 / std::sqrt(bound) * (1.0 - 4.0 * static_cast<double>(N) * eps) : std::numeric_limits<double>::infinity(),
+          "lower bound"};
+}
+
 // ------------------------------------------------------------------------------------------------
 
 Seq green_explicit(const cocycle::Cocycle& c, const cocycle::Bundles& b, const Seq& h, Tails tails) {

@@ -13,6 +13,7 @@
 #include "tokdyn/observers.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/constants.hpp"
+#include "tokdyn/symmetric_eigen.hpp"
 
 namespace tokdyn::rope {
 
@@ -25,8 +26,7 @@ double max_abs(const Mat& m) { return m.size() ? m.cwiseAbs().maxCoeff() : 0.0; 
 /// Ascending eigenvalues of the symmetric part of J.
 Vec symmetric_eigenvalues(const Mat& J) {
   const Eigen::MatrixXd S = 0.5 * (J + J.transpose());
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(S, Eigen::EigenvaluesOnly);
-  return es.eigenvalues();
+  return lapack_symmetric_eigenvalues(S);
 }
 
 }  // namespace
@@ -483,10 +483,10 @@ PhaseConsensusGap phase_consensus_gap(const PhaseParams& p, int n) {
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) S(i, j) = g.A(i, j) * std::sqrt(Z[i] / Z[j]);
   S = (0.5 * (S + S.transpose())).eval();
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(S);
-  g.eigenvalues = es.eigenvalues().reverse();
+  const SymmetricEigen es = lapack_symmetric_eigen(S);
+  g.eigenvalues = es.values.reverse();
   g.gamma = 1.0 - g.eigenvalues[1];
-  Vec u = es.eigenvectors().col(n - 2);
+  Vec u = es.vectors.col(n - 2);
   g.slow_mode = u.cwiseQuotient(Z.cwiseSqrt());
   Eigen::Index k;
   g.slow_mode.cwiseAbs().maxCoeff(&k);

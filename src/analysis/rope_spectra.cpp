@@ -17,6 +17,7 @@
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/constants.hpp"
+#include "tokdyn/symmetric_eigen.hpp"
 
 namespace tokdyn::rope {
 namespace {
@@ -97,11 +98,7 @@ Vec sorted_desc(Vec v) {
   return v;
 }
 
-Vec sym_eigenvalues(const ColMat& M) {
-  Eigen::SelfAdjointEigenSolver<ColMat> es(M, Eigen::EigenvaluesOnly);
-  if (es.info() != Eigen::Success) throw std::runtime_error("rope_spectra: symmetric eigensolver failed");
-  return es.eigenvalues();  // ascending
-}
+Vec sym_eigenvalues(const ColMat& M) { return lapack_symmetric_eigenvalues(M); }  // ascending
 
 long long mod(long long a, long long n) {
   const long long r = a % n;
@@ -246,10 +243,7 @@ KernelSpectrum consensus_spectrum(const ConsensusKernel& k, GapMethod m) {
     }
     case GapMethod::Generalized: {
       const ColMat Wc = to_col(k.W);
-      const ColMat D = k.Z.asDiagonal();
-      Eigen::GeneralizedSelfAdjointEigenSolver<ColMat> es(Wc, D, Eigen::EigenvaluesOnly | Eigen::Ax_lBx);
-      if (es.info() != Eigen::Success) throw std::runtime_error("rope_spectra: generalized eigensolver failed");
-      out.eigenvalues = sorted_desc(es.eigenvalues());
+      out.eigenvalues = sorted_desc(lapack_diagonal_pencil_eigenvalues(Wc, k.Z));
       out.gap = 1.0 - out.eigenvalues(1);
       break;
     }

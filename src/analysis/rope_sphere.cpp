@@ -13,6 +13,7 @@
 #include "tokdyn/observers.hpp"
 #include "tokdyn/sphere.hpp"
 #include "tokdyn/constants.hpp"
+#include "tokdyn/symmetric_eigen.hpp"
 
 namespace tokdyn::rope {
 
@@ -486,9 +487,9 @@ ConsensusAttention consensus_attention(const AttentionParams& P, int n, const Ro
   const Vec isd = K.Zrow.cwiseSqrt().cwiseInverse();
   Eigen::MatrixXd Ssym = isd.asDiagonal() * K.W * isd.asDiagonal();
   Ssym = 0.5 * (Ssym + Ssym.transpose()).eval();
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(Ssym);
-  K.lambda = es.eigenvalues().reverse();
-  const Vec u2 = es.eigenvectors().col(n - 2);
+  const SymmetricEigen es = lapack_symmetric_eigen(Ssym);
+  K.lambda = es.values.reverse();
+  const Vec u2 = es.vectors.col(n - 2);
   K.v2 = isd.cwiseProduct(u2);
   Eigen::Index imax = 0;
   K.v2.cwiseAbs().maxCoeff(&imax);

@@ -14,6 +14,7 @@
 
 #include "tokdyn/tokens.hpp"
 #include "tokdyn/constants.hpp"
+#include "tokdyn/symmetric_eigen.hpp"
 
 namespace tokdyn {
 
@@ -27,16 +28,21 @@ using tokdyn::kNaN;
 
 [[maybe_unused]] Mat symmetric_part(const Mat& S) { return 0.5 * (S + S.transpose()); }
 
-/// Eigen-decomposition of a symmetric matrix, eigenvalues ascending. Small matrices (n <= 48) by
+/// Eigen-decomposition of a symmetric matrix, eigenvalues ascending: LAPACK (symmetric_eigen.hpp)
+/// above n = 48; small matrices (n <= 48) by
 /// cyclic Jacobi rotations: Eigen's tridiagonalisation calls BLAS dsymv under EIGEN_USE_BLAS, and
 /// the OpenMP build of OpenBLAS forks a thread team for every call, even for 4 x 4 matrices
 /// (tens to hundreds of microseconds per solve, more under load).
 [[maybe_unused]] void symmetric_eigen(const Mat& S, Vec& lam, Mat& V, bool vectors = true) {
   const Eigen::Index n = S.rows();
   if (n > 48) {
-    Eigen::SelfAdjointEigenSolver<Mat> es(S, vectors ? Eigen::ComputeEigenvectors : Eigen::EigenvaluesOnly);
-    lam = es.eigenvalues();
-    if (vectors) V = es.eigenvectors();
+    if (vectors) {
+      SymmetricEigen es = lapack_symmetric_eigen(S);
+      lam = es.values;
+      V = es.vectors;
+    } else {
+      lam = lapack_symmetric_eigenvalues(S);
+    }
     return;
   }
   Eigen::MatrixXd A = S;

@@ -83,8 +83,22 @@ void run_spectra(const Params& P, RunContext& ctx) {
   ctx.notes["qr_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // manifest only
   const cocycle::LyapunovSpectrum ly = cocycle::lyapunov_spectrum(qr.log_diag, burn);
   {
-    CsvWriter w(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma"});
-    for (long i = 0; i < k; ++i) w.cell(i).cell(ly.mu(i)).cell(ly.gamma(i)).end_row();
+    // resolved = false: R_ii fell to round-off of the frame's image at some layer (qr_iterate's
+    // unresolved_at): from there the column measures round-off, not growth (a rank-deficient layer).
+    CsvWriter w(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma", "resolved", "unresolved_from_layer"});
+    w.blank_nonfinite({"unresolved_from_layer"});
+    std::vector<long> unresolved;
+    for (long i = 0; i < k; ++i) {
+      const long at = qr.unresolved_at[static_cast<std::size_t>(i)];
+      if (at >= 0) unresolved.push_back(i);
+      w.cell(i).cell(ly.mu(i)).cell(ly.gamma(i)).cell(std::string(at >= 0 ? "false" : "true"))
+          .cell(at >= 0 ? static_cast<double>(at) : std::numeric_limits<double>::quiet_NaN()).end_row();
+    }
+    ctx.notes["unresolved_columns"] = unresolved;
+    if (!unresolved.empty())
+      ctx.warnings.push_back(fmt::format("{} QR column(s) fell to round-off (R_ii <= 64 eps |B Q|): their exponents are unresolved "
+                                         "(a rank-deficient layer; the growth scale along them may be exactly 0); see lyapunov.csv:resolved",
+                                         unresolved.size()));
     const Matrix run = cocycle::running_exponents(qr.log_diag, burn);
     CsvWriter g(ctx.dir / "running.csv", {"layer", "i", "log_r", "mu_running"});
     const long step = std::max<long>(1, N / 500);
@@ -103,8 +117,14 @@ void run_spectra(const Params& P, RunContext& ctx) {
       for (long i = 0; i < sep.size(); ++i) s.cell(H).cell(i).cell(sep(i)).end_row();
     }
   }
-  const bool hyp = cocycle::hyperbolic(widest);
-  ctx.notes["hyperbolic"] = hyp;
+  // yes / no / undecided: the margin of 1 from the widest estimate against the estimate's own error
+  // (round-off and the window's bias, cocycle::spectrum_error).
+  const cocycle::SpectrumError err = cocycle::spectrum_error(qr.log_diag, burn);
+  const cocycle::HyperbolicDecision dec = cocycle::decide_hyperbolic(widest, err.tolerance());
+  const bool hyp = dec.verdict == cocycle::Verdict::Yes;
+  ctx.notes["hyperbolic"] = cocycle::verdict_name(dec.verdict);
+  ctx.notes["hyperbolic_margin"] = dec.margin;
+  ctx.notes["hyperbolic_tolerance"] = {{"total", err.tolerance()}, {"roundoff", err.roundoff}, {"window_bias", err.window_bias}};
   ctx.notes["layers"] = L;
   ctx.notes["dimension"] = d;
   if (P.get_bool("rank") && k == d) {  // rank function k(gamma) from finite-time singular values
@@ -147,7 +167,11 @@ void run_spectra(const Params& P, RunContext& ctx) {
       w.cell(b.first + j).cell(diag.angle(j)).cell(diag.p_plus_norm(j)).cell(diag.invariance(j)).end_row();
   }
   if (!hyp) {
-    ctx.warnings.push_back("1 lies in the estimated dichotomy spectrum (not hyperbolic): no dichotomy constant");
+    ctx.warnings.push_back(dec.verdict == cocycle::Verdict::No
+                               ? fmt::format("1 lies in the estimated dichotomy spectrum (not hyperbolic: margin {:.3g} < -tolerance {:.3g}): "
+                                             "no dichotomy constant", dec.margin, dec.tolerance)
+                               : fmt::format("hyperbolicity undecided: 1 is within the estimate's tolerance {:.3g} of the spectrum "
+                                             "(margin {:.3g}): no dichotomy constant", dec.tolerance, dec.margin));
     return;
   }
   // Rates: r_- just above the decaying part of the spectrum, r_+^min just below the growing part
@@ -293,19 +317,21 @@ void run_euler(const Params& P, RunContext& ctx) {
   ctx.notes["nonnormal_growth_scale"] = ly.gamma(0);
   CheckTable checks(ctx.dir / "checks.csv");
   checks.add("R8", "Thm 4: |Phi_c(l + Delta, l) - (I + Delta A(l))| <= omega_A(Delta) Delta + a^2 Delta^2 e^(a Delta) / 2",
-             "max deviation / bound", worst_ratio, "<= 1", worst_ratio <= 1.0);
+             "max deviation / bound", worst_ratio, "<= 1", worst_ratio <= 1.0,
+             bound("Thm 4: omega_A(Delta) Delta + a^2 Delta^2 e^(a Delta) / 2"));
   if (global_err.size() >= 3) {  // slope of log error against log Delta over the finest halvings
     const std::size_t n = global_err.size();
     const double slope = std::log2(global_err[n - 2] / global_err[n - 1]);
     checks.add("R8", "Thm 4: the Euler product converges to the time-ordered exponential at first order", "log2 error ratio, last halving",
-               slope, "in [0.9, 1.1]", slope >= 0.9 && slope <= 1.1);
+               slope, "in [0.9, 1.1]", slope >= 0.9 && slope <= 1.1, qualitative("Thm 4: first-order convergence (slope 1)"));
   }
   const double r9 = std::abs(ly.gamma(0) - target) / target;
   checks.add("R9", "non-normal pair: growth scale sqrt(rho(B2 B1)) although rho(B_i) < 1", "|gamma_1 - sqrt(rho(B2 B1))| / sqrt(rho(B2 B1))",
-             r9, "<= 1e-10", r9 <= 1e-10);
+             r9, "<= 1e-10", r9 <= 1e-10, closed_form("sqrt(rho(B2 B1)): eigenvalues of the period-2 product"));
   checks.add("R9", "non-normal pair: every factor contracts in spectral radius", "max rho(B_i)",
              std::max(spectral_radius(pair[0]), spectral_radius(pair[1])), "< 1 (while gamma_1 > 1)",
-             std::max(spectral_radius(pair[0]), spectral_radius(pair[1])) < 1.0 && ly.gamma(0) > 1.0);
+             std::max(spectral_radius(pair[0]), spectral_radius(pair[1])) < 1.0 && ly.gamma(0) > 1.0,
+             qualitative("§2.4: rho(B_i) < 1 while gamma_1 > 1 (non-normal growth)"));
   checks.report(ctx, "coupling-euler");
 }
 
@@ -355,9 +381,10 @@ void run_looped(const Params& P, RunContext& ctx) {
   }
   CheckTable checks(ctx.dir / "checks.csv");
   checks.add("R25", "looped LTI (C.1): |h_t - h*| <= rho(Abar)^t |h_0 - h*| (C = 1)", "max |h_t - h*| / bound", worst, "<= 1 + 1e-12",
-             worst <= 1.0 + 1e-12);
+             worst <= 1.0 + 1e-12, bound("C.1: rho(Abar)^t |h_0 - h*| (C = 1)"));
   checks.add("R25", "looped LTI: ||G|| = (1 - rho^L) / (1 - rho) on the window, 1 / (1 - rho) -> infinity as rho -> 1",
-             "max relative error of ||G||", g_err, "<= 1e-12", g_err <= 1e-12);
+             "max relative error of ||G||", g_err, "<= 1e-12", g_err <= 1e-12,
+             closed_form("(1 - rho^L) / (1 - rho) (diagonal LTI)"));
   checks.report(ctx, "coupling-looped");
 }
 
@@ -392,12 +419,22 @@ const ExperimentRegistration reg_spectra{with_smoke(Experiment{
      p_bool("rank", true, "rank function k(gamma) from finite-time singular values (k = d only)")},
     run_spectra, "cocycle-spectra",
     [](const Params& P) {
-      // Family sizes (a generators file is bounded by the reader: at most 2^28 values).
-      const double L = static_cast<double>(P.get_int("depth")), d = static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d"));
+      // The file's own shape when one is given (its header alone is read), else the family's sizes.
+      double L = static_cast<double>(P.get_int("depth")), d = static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d"));
+      if (!P.get_string("generators").empty()) {
+        try {
+          const auto [fL, fd] = generators_shape(P.get_string("generators"), "generators");
+          L = static_cast<double>(fL);
+          d = static_cast<double>(fd);
+        } catch (const InputError&) {
+          // not a generators file: the run's reader refuses it with the full reason
+        }
+      }
       const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
       return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
     }}, {{"depth", "40"}},
-    {{"lyapunov.csv:mu", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}, {"running.csv:log_r", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
+    {{"lyapunov.csv:mu", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
+     {"lyapunov.csv:unresolved_from_layer", "empty: the column never fell to round-off (resolved = true)"}, {"running.csv:log_r", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
      {"running.csv:mu_running", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}})};
 
 const ExperimentRegistration reg_euler{with_smoke(Experiment{

@@ -2,9 +2,11 @@
 // one command. Runs every coupling-paper preset of both parts (every registered preset named
 // coupling-*) at its defaults, each into its own folder <preset>/ with its CSV files, manifest.json
 // and figure, and joins their checks.csv tables into summary.csv (check, statement, quantity, value,
-// expected, pass; the check id is suffixed with the preset that made it) and presets.csv (one row
+// expected, reference_kind, reference, pass; the check id is suffixed with the preset that made it) and presets.csv (one row
 // per preset: checks, failed, wall time).
 #include <algorithm>
+#include <array>
+#include <map>
 #include <chrono>
 #include <fmt/format.h>
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 
 namespace tokdyn {
@@ -77,7 +80,9 @@ void run_all(const Params& p, RunContext& ctx) {
     if (todo.empty()) throw InputError("parameter 'presets': empty list; expected 'all' or a comma-separated list of coupling presets");
   }
 
-  CsvWriter summary(ctx.dir / "summary.csv", {"check", "statement", "quantity", "value", "expected", "pass"});
+  const std::vector<std::string> cols = CheckTable::columns();
+  CsvWriter summary(ctx.dir / "summary.csv", cols);
+  std::map<std::string, std::array<int, 3>> by_kind;  // reference kind -> passed, failed, not applicable
   CsvWriter runs(ctx.dir / "presets.csv", {"preset", "figure_kind", "checks", "failed", "wall_time_s"});
   int total = 0, failed = 0, na = 0;
   nlohmann::json per = nlohmann::json::object();
@@ -121,14 +126,21 @@ void run_all(const Params& p, RunContext& ctx) {
         continue;
       }
       const auto f = split_csv_line(line);
-      if (f.size() != 6) throw std::logic_error(fmt::format("{}/checks.csv: a row with {} fields (expected 6)", e.name, f.size()));
-      summary.cell(f[0] + " [" + e.name + "]").cell(f[1]).cell(f[2]).cell(f[3]).cell(f[4]).cell(f[5]);
+      if (f.size() != cols.size())
+        throw std::logic_error(fmt::format("{}/checks.csv: a row with {} fields (expected {})", e.name, f.size(), cols.size()));
+      summary.cell(f[0] + " [" + e.name + "]");
+      for (std::size_t c = 1; c < f.size(); ++c) summary.cell(f[c]);
       summary.end_row();
+      const std::string& kind = f[5];
+      const std::string& pass = f[7];
+      if (std::find(kRefKindNames.begin(), kRefKindNames.end(), kind) == kRefKindNames.end())
+        throw std::logic_error(fmt::format("{}/checks.csv: reference_kind = '{}'", e.name, kind));
+      ++by_kind[kind][pass == "true" ? 0 : pass == "false" ? 1 : 2];
       ++n;
-      nf += f[5] == "false" ? 1 : 0;
-      nna += f[5] == "n/a" ? 1 : 0;
-      if (f[5] != "true" && f[5] != "false" && f[5] != "n/a")
-        throw std::logic_error(fmt::format("{}/checks.csv: pass = '{}' (expected true, false or n/a)", e.name, f[5]));
+      nf += pass == "false" ? 1 : 0;
+      nna += pass == "n/a" ? 1 : 0;
+      if (pass != "true" && pass != "false" && pass != "n/a")
+        throw std::logic_error(fmt::format("{}/checks.csv: pass = '{}' (expected true, false or n/a)", e.name, pass));
     }
     runs.cell(e.name).cell(e.figure_kind).cell(n).cell(nf).cell(wall).end_row();
     per[e.name] = {{"checks", n}, {"failed", nf}, {"not_applicable", nna}, {"wall_time_s", wall}};
@@ -140,6 +152,16 @@ void run_all(const Params& p, RunContext& ctx) {
   ctx.notes["checks"] = total;
   ctx.notes["checks_failed"] = failed;
   ctx.notes["checks_not_applicable"] = na;
+  // The verdicts by what they compare against; the share whose reference does not share tokdyn's
+  // code (paper, closed form, independent implementation).
+  nlohmann::json kinds = nlohmann::json::object();
+  int indep = 0;
+  for (const auto& [k, c] : by_kind) {
+    kinds[k] = {{"passed", c[0]}, {"failed", c[1]}, {"not_applicable", c[2]}};
+    if (k == "paper" || k == "closed_form" || k == "independent") indep += c[0] + c[1] + c[2];
+  }
+  ctx.notes["checks_by_kind"] = kinds;
+  ctx.notes["independent_reference_share"] = total > 0 ? static_cast<double>(indep) / total : 0.0;
   if (na) ctx.warnings.push_back(fmt::format("{} of {} checks not applicable with these parameters: see summary.csv", na, total));
   if (failed) ctx.warnings.push_back(fmt::format("{} of {} checks failed: see summary.csv", failed, total));
 }

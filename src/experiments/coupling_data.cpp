@@ -159,21 +159,21 @@ void run_data(const Params& p, RunContext& ctx) {
         checks.add(c.id, "Prop 13: independent blocks, the Bayes predictor is block-local: R_full = R_local per sequence",
                    fmt::format("{}: exact, V = {}, P = {}, {} blocks: max |R_full - R_local| over {} sequences", c.what, eV, eP, eK,
                                std::pow(eV, eP * eK)),
-                   maxd, "<= 1e-14", maxd <= 1e-14);
+                   maxd, "<= 1e-14", maxd <= 1e-14, consistency("hmm::exact_risks: Bayes filter (Full) vs marginal prior (Local)"));
         checks.add(c.id, "Prop 13: independent blocks, R_full = R_local per sequence",
                    fmt::format("{}: Monte Carlo, {}, P = {}, {} blocks: max |R_full - R_local| over {} sequences", c.what, hmm::family_name(fam), P, K, Nc),
-                   mcd, "<= 1e-14", mcd <= 1e-14);
+                   mcd, "<= 1e-14", mcd <= 1e-14, consistency("hmm::monte_carlo: Full vs Local predictor on the same sequences"));
       } else {
         checks.add(c.id, "F13: a random but constant latent makes blocks dependent: R_local - R_full > 0",
                    fmt::format("{}: exact, V = {}, P = {}, {} blocks: R_local - R_full", c.what, eV, eP, eK), ex[1] - ex[0], "> 1e-4",
-                   ex[1] - ex[0] > 1e-4);
+                   ex[1] - ex[0] > 1e-4, qualitative("F13: a random constant latent gives R_local > R_full"));
         checks.add(c.id, "F13: a random but constant latent makes blocks dependent: R_local - R_full > 0",
                    fmt::format("{}: Monte Carlo ({}): (R_local - R_full) / stderr", c.what, hmm::family_name(fam)), g.mean / g.se, "> 5",
-                   g.mean / g.se > 5.0);
+                   g.mean / g.se > 5.0, qualitative("F13: a random constant latent gives R_local > R_full"));
       }
       if (c.id == "R22a")
         checks.add("R22 exact", "enumeration: the probabilities of every sequence sum to 1", "|sum_x p(x) - 1|", std::abs(mass - 1.0), "<= 1e-12",
-                   std::abs(mass - 1.0) <= 1e-12);
+                   std::abs(mass - 1.0) <= 1e-12, closed_form("total probability 1"));
       progress();
     }
   }
@@ -227,21 +227,23 @@ void run_data(const Params& p, RunContext& ctx) {
     }
     if (std::isfinite(min_exact))
       checks.add("R22c", "Prop 13 converse: a persistent latent (q < 1/2) gives R_local - R_full > 0",
-                 fmt::format("exact (V = {}, P = {}, {} blocks): smallest R_local - R_full over q < 1/2", eV, eP, eK), min_exact, "> 0", min_exact > 0.0);
+                 fmt::format("exact (V = {}, P = {}, {} blocks): smallest R_local - R_full over q < 1/2", eV, eP, eK), min_exact, "> 0", min_exact > 0.0,
+                 qualitative("Prop 13 converse: R_local > R_full for q < 1/2"));
     if (std::isfinite(min_z))
       checks.add("R22c", "Prop 13 converse: a persistent latent gives R_local - R_full > 0",
                  fmt::format("Monte Carlo ({}, {} sequences): smallest (R_local - R_full) / stderr over q < {}", hmm::family_name(fam), N, q_iid), min_z,
-                 "> 3", min_z > 3.0);
+                 "> 3", min_z > 3.0, qualitative("Prop 13 converse: R_local > R_full for q < 1/2"));
     if (std::isfinite(worst_mono_exact))
       checks.add("R22c", "the gap grows as |1 - 2q| -> 1 (q -> 0)", "exact: smallest gap(q_i) - gap(q_i+1) over the sorted grid (q <= 1/2)",
-                 worst_mono_exact, "> 0", worst_mono_exact > 0.0);
+                 worst_mono_exact, "> 0", worst_mono_exact > 0.0, qualitative("Prop 13: the gap grows as |1 - 2q| -> 1"));
     if (std::isfinite(worst_mono_mc))
       checks.add("R22c", "the gap grows as |1 - 2q| -> 1 (q -> 0)",
                  "Monte Carlo: smallest (gap(q_i) - gap(q_i+1)) / stderr over the sorted grid (q <= i.i.d. point)", worst_mono_mc, "> -3",
-                 worst_mono_mc > -3.0);
+                 worst_mono_mc > -3.0, qualitative("Prop 13: the gap grows as |1 - 2q| -> 1"));
     if (have_iid)
       checks.add("R22a", "flat at the i.i.d. point of the grid (q = (S-1)/S)",
-                 fmt::format("Monte Carlo: max |R_full - R_local| per sequence at q = {}", q_iid), flat, "<= 1e-14", flat <= 1e-14);
+                 fmt::format("Monte Carlo: max |R_full - R_local| per sequence at q = {}", q_iid), flat, "<= 1e-14", flat <= 1e-14,
+                 consistency("hmm::monte_carlo: Full vs Local predictor on the same sequences"));
   }
 
   // ---- R22 profile risk R*(rho) (C.3 Step 2; F14) ----------------------------------------------------
@@ -286,14 +288,14 @@ void run_data(const Params& p, RunContext& ctx) {
         const std::string tag = fmt::format("{} (q = {}), {} W_r", st.name, st.q, ri == "free" ? "free" : fmt::format("|W_r| <= {}", cnorm));
         checks.add("R22 profile", "R*(rho) >= the Bayes risk R_full; R*(0) >= R_local (the rho = 0 family is block-local)",
                    tag + ": min_rho R*(rho) - R_full, and R*(0) - R_local (the smaller)", std::min(bayes_gap, below), ">= -1e-12",
-                   std::min(bayes_gap, below) >= -1e-12);
+                   std::min(bayes_gap, below) >= -1e-12, bound("Bayes optimality: R*(rho) >= R_full, R*(0) >= R_local"));
         if (st.name == "independent") {
           checks.add("R22 profile", "Prop 13: independent blocks, the profile risk R*(rho) is flat in rho", tag + ": max_rho |R*(rho) - R*(0)|", spread,
-                     "<= 1e-9", spread <= 1e-9);
+                     "<= 1e-9", spread <= 1e-9, consistency("hmm::fit_profile at rho vs at rho = 0"));
         } else if (ri == "bounded") {
           if (std::isfinite(mono))
             checks.add("R22 profile", "persistence, bounded read-in: R*(rho) decreases as |rho| opens", tag + ": min over |rho_i| > |rho_j| of R*(rho_j) - R*(rho_i)",
-                       mono, ">= -1e-10", mono >= -1e-10);
+                       mono, ">= -1e-10", mono >= -1e-10, qualitative("C.3 Step 2: R*(rho) decreases as |rho| opens"));
           // Strictly decreasing while the bound binds: rho_j = 0 or |W_r(rho_j)| at the bound (lambda > 0).
           double strict = kInf;
           for (std::size_t i = 0; i < rhos.size(); ++i)
@@ -302,21 +304,25 @@ void run_data(const Params& p, RunContext& ctx) {
                 strict = std::min(strict, fits[j].risk - fits[i].risk);
           if (std::isfinite(strict))
             checks.add("R22 profile", "persistence, bounded read-in: R*(rho) strictly decreases in |rho| while the bound binds",
-                       tag + ": min over |rho_i| > |rho_j|, rho_j binding or 0, of R*(rho_j) - R*(rho_i)", strict, "> 1e-6", strict > 1e-6);
+                       tag + ": min over |rho_i| > |rho_j|, rho_j binding or 0, of R*(rho_j) - R*(rho_i)", strict, "> 1e-6", strict > 1e-6,
+                       qualitative("C.3 Step 2: R*(rho) strictly decreases while the bound binds"));
           double widest = kNaN, best = kInf;
           for (std::size_t i = 0; i < rhos.size(); ++i)
             if (std::abs(rhos[i]) > 0 && fits[i].risk < best) best = fits[i].risk, widest = f0.risk - fits[i].risk;
           if (std::isfinite(best))
             checks.add("R22 profile", "persistence, bounded read-in: opening the gate lowers the risk", tag + ": R*(0) - min_rho R*(rho)", widest,
-                       "> 1e-4", widest > 1e-4);
-          checks.add("R22 profile", "the bounded family is symmetric in rho", tag + ": max |R*(rho) - R*(-rho)|", sym, "<= 1e-10", sym <= 1e-10);
+                       "> 1e-4", widest > 1e-4, qualitative("C.3 Step 2: R*(0) > min_rho R*(rho) under persistence"));
+          checks.add("R22 profile", "the bounded family is symmetric in rho", tag + ": max |R*(rho) - R*(-rho)|", sym, "<= 1e-10", sym <= 1e-10,
+                     consistency("hmm::fit_profile at rho vs at -rho"));
         } else if (std::isfinite(drop)) {
           checks.add("F14", "free read-in: R*(rho) is the same for every rho != 0 (rho confounded with the read-in scale)",
-                     tag + ": max over rho != 0 of |R*(rho) - R*(rho_1)|", spread_nz, "<= 1e-9", spread_nz <= 1e-9);
+                     tag + ": max over rho != 0 of |R*(rho) - R*(rho_1)|", spread_nz, "<= 1e-9", spread_nz <= 1e-9,
+                     consistency("hmm::fit_profile at rho vs at rho_1 (free read-in)"));
           checks.add("F14", "free read-in: only on/off is identifiable: R*(0) > R*(rho != 0)", tag + ": min over rho != 0 of R*(0) - R*(rho)", drop, "> 1e-4",
-                     drop > 1e-4);
+                     drop > 1e-4, qualitative("F14: R*(0) > R*(rho != 0) (only on/off identifiable)"));
           checks.add("F14", "free read-in: the fitted |W_r| scales as 1/|rho| (|rho| |W_r| constant)", tag + ": max / min of |rho| |W_r| over rho != 0",
-                     rw_hi / rw_lo, "<= 1 + 1e-6", rw_hi / rw_lo <= 1.0 + 1e-6);
+                     rw_hi / rw_lo, "<= 1 + 1e-6", rw_hi / rw_lo <= 1.0 + 1e-6,
+                     consistency("hmm::fit_profile: |rho| |W_r| across the rho != 0 fits"));
         }
       }
     }
@@ -369,27 +375,33 @@ void run_data(const Params& p, RunContext& ctx) {
       const std::string where = fmt::format("{} (S = {}, P = {}, q = {}, {} blocks)", fn, S, P, sq, K);
       const double seqT = st.max_abs_gap[1];
       checks.add("R23", "Prop 14: p(z_k | B_k) from the full block equals p(z_k | Tbar_k) (mean of T)",
-                 where + fmt::format(": max |difference| over {} blocks", nseq * K), post_T, "<= 1e-14", post_T <= 1e-14);
+                 where + fmt::format(": max |difference| over {} blocks", nseq * K), post_T, "<= 1e-14", post_T <= 1e-14,
+                 independent("Emission::log_lik_stat(Tbar) vs summed log_density (block_loglik)"));
       checks.add("R23", "Prop 14: filtering p(z_k | B_1:k) from the block means of T equals filtering from the full blocks",
-                 where + ": max |difference| over blocks and sequences", filt_T, "<= 1e-13", filt_T <= 1e-13);
+                 where + ": max |difference| over blocks and sequences", filt_T, "<= 1e-13", filt_T <= 1e-13,
+                 independent("filter_posteriors on Emission::log_lik_stat(Tbar) vs summed log_density"));
       checks.add("R23", "Prop 14: next-token log-loss with a slow path fed by Pi_mean (of T) equals R_full",
-                 where + fmt::format(": max |R_mean - R_full| per sequence ({} sequences)", Ns), seqT, "<= 1e-12", seqT <= 1e-12);
+                 where + fmt::format(": max |R_mean - R_full| per sequence ({} sequences)", Ns), seqT, "<= 1e-12", seqT <= 1e-12,
+                 independent("MC risks: Emission::log_lik_stat(Tbar) vs summed log_density"));
       for (int j : {2, 3}) {
         const hmm::Estimate g = st.gap[static_cast<std::size_t>(j)];
         checks.add("R23", fmt::format("Pi_{} loses information under persistence: R_{} > R_full", hmm::summary_name(sp[static_cast<std::size_t>(j)]),
                                       hmm::summary_name(sp[static_cast<std::size_t>(j)])),
                    where + fmt::format(": (R_{} - R_full) / stderr", hmm::summary_name(sp[static_cast<std::size_t>(j)])), g.mean / g.se, "> 5",
-                   g.mean / g.se > 5.0);
+                   g.mean / g.se > 5.0, qualitative("Prop 14: Pi_stride, Pi_head lose under persistence (R > R_full)"));
       }
       if (control) {
         const hmm::Estimate g = st.gap[6];
         checks.add("R23 control", "latent variance: the block mean of x is NOT sufficient: p(z | xbar) != p(z | B)",
-                   where + ": max |p(z | B) - p(z | xbar)| over blocks", post_X, "> 1e-3", post_X > 1e-3);
+                   where + ": max |p(z | B) - p(z | xbar)| over blocks", post_X, "> 1e-3", post_X > 1e-3,
+                   qualitative("C.4 control: p(z | xbar) != p(z | B) for a latent variance"));
         checks.add("R23 control", "latent variance: a slow path fed by the mean of x is strictly worse than R_full",
-                   where + ": (R_mean_x - R_full) / stderr", g.mean / g.se, "> 5", g.mean / g.se > 5.0);
+                   where + ": (R_mean_x - R_full) / stderr", g.mean / g.se, "> 5", g.mean / g.se > 5.0,
+                   qualitative("C.4 control: R_mean_x > R_full for a latent variance"));
       } else {
         checks.add("R23", "T linear: the block mean of x is the block mean of T (the same posterior)",
-                   where + ": max |p(z | B) - p(z | xbar)| over blocks", post_X, "<= 1e-14", post_X <= 1e-14);
+                   where + ": max |p(z | B) - p(z | xbar)| over blocks", post_X, "<= 1e-14", post_X <= 1e-14,
+                   independent("Emission::log_lik_mean_x(xbar) vs summed log_density (block_loglik)"));
       }
       progress();
     }
@@ -406,7 +418,8 @@ void run_data(const Params& p, RunContext& ctx) {
       worst = std::max(worst, std::abs(r.mean - ex[static_cast<std::size_t>(j)]) / r.se);
     }
     checks.add("R22 exact", "Monte Carlo with exact filtering agrees with exact enumeration",
-               fmt::format("tiny model, q = {}: max over R_full, R_local of |MC - exact| / stderr", pq), worst, "< 4.5", worst < 4.5);
+               fmt::format("tiny model, q = {}: max over R_full, R_local of |MC - exact| / stderr", pq), worst, "< 4.5", worst < 4.5,
+               independent("hmm::exact_risks: enumeration of all V^(P K) sequences"));
     progress();
   }
 

@@ -10,7 +10,7 @@
 //   R6 along depth: the full Td cocycle's spectrum is the union of its T sector cocycles' spectra;
 //   R11: per depth window r_-, r_+^min, r_+^max (F11), C, m_-, m_+, r_f, C_f, theta, the transient
 //       depth, with |x*(l)| and |A(l)| per layer (F17: |A| ~ 1/|x*| under Pre-LN).
-// Every check is a row of checks.csv (check, statement, quantity, value, expected, pass).
+// Every check is a row of checks.csv (check, statement, quantity, value, expected, pass, reference_kind, reference).
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -136,7 +136,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     double err = 0.0;
     for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]) / want[i]);
     checks.add("R10a", "Thm 5 weight-tied: QR growth scales are |1 + sigma_i|", "max relative error", err, "<= 1e-6",
-               err <= 1e-6);
+               err <= 1e-6, closed_form("|1 + sigma_i|, sigma_i the eigenvalues of the tied generator"));
     double width = 0.0;
     for (long H : Hs) {
       if (H > Lg - burn) continue;
@@ -145,7 +145,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
       write_intervals("G1", H, cocycle::merge_intervals(iv));
     }
     checks.add("R10a", "Thm 5 weight-tied: the Sacker-Sell intervals are points", "max relative width", width, "<= 1e-6",
-               width <= 1e-6);
+               width <= 1e-6, closed_form("width 0: a constant cocycle's spectrum is the points |1 + sigma_i|"));
     // C against the spectral projectors of S diag(sigma) S^-1 (Thm 5 step (6): C is at most kappa(S)).
     const Matrix S = cocycle::family_g1_basis(static_cast<long>(sigma.size()), kappa, seed);
     const Matrix Sinv = S.inverse();
@@ -163,7 +163,8 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     }
     const double proj = std::max(spectral_norm(Pp), spectral_norm(Pm)), kS = spectral_norm(S) * spectral_norm(Sinv);
     checks.add("R10a", "Thm 5 weight-tied: dichotomy constant between the projector norms and kappa(S)", "C", C,
-               fmt::format("in [{:.6g}, {:.6g}]", proj, kS), C >= proj * (1 - 1e-9) && C <= kS * (1 + 1e-9));
+               fmt::format("in [{:.6g}, {:.6g}]", proj, kS), C >= proj * (1 - 1e-9) && C <= kS * (1 + 1e-9),
+               bound("Thm 5 step (6): max |P_±| <= C <= kappa(S)"));
     ctx.notes["G1"] = {{"sigma", sigma}, {"kappa_S", kS}, {"projector_norm", proj}, {"C", C}};
 
     // (d) hyperbolicity: the Green operator of gamma^-1 B on windows L and 2L.
@@ -221,7 +222,8 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     checks.add("R10d", "Thm 5 / Lemma 17: 1 outside the estimated spectrum and the Green operator bounded as the window doubles",
                "|G|(2L) / |G|_inf", g2 / g_inf,
                fmt::format("hyperbolic, |G|(L) / |G|_inf = {:.12g} <= value <= 1", g1 / g_inf),
-               one_hyperbolic && std::isfinite(g_inf) && g1 <= g2 * (1 + 1e-12) && g2 <= g_inf * (1 + 1e-9));
+               one_hyperbolic && std::isfinite(g_inf) && g1 <= g2 * (1 + 1e-12) && g2 <= g_inf * (1 + 1e-9),
+               closed_form("|G|_inf = sum_k |B^k P_-| + sum_k |B^-k P_+|, P_± from S (Lemma 17)"));
     ctx.notes["G1"]["green_inf"] = g_inf;
   }
 
@@ -252,9 +254,11 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
       if (H <= both) worst_inside = std::max({worst_inside, std::abs(iv[0].lower - lo), std::abs(iv[0].upper - hi)});
     }
     checks.add("R10c", "Thm 5: switching a(l) in {lo, hi}: the Steklov estimate is [lo, hi] once runs exceed H",
-               "max |edge - [lo, hi]| over H <= longest run", worst_inside, "<= 1e-12", worst_inside <= 1e-12);
+               "max |edge - [lo, hi]| over H <= longest run", worst_inside, "<= 1e-12", worst_inside <= 1e-12,
+               closed_form("[lo, hi]: the two levels of the switching sequence"));
     checks.add("R10c", "Thm 5: 1 in [lo, hi]: not hyperbolic although window averages sit on either side",
-               "hyperbolic at some H", hyper ? 1.0 : 0.0, "0", !hyper);
+               "hyperbolic at some H", hyper ? 1.0 : 0.0, "0", !hyper,
+               closed_form("Sigma = [lo, hi] contains 1: not hyperbolic"));
     ctx.notes["switching"] = {{"lo", lo}, {"hi", hi}, {"run0", run0}, {"L", Ls}, {"longest_run_of_both_levels", both}};
   }
 
@@ -295,9 +299,9 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     for (const auto& iv : merged) outside = std::max({outside, iv.upper - (1.0 + a), iv.lower <= 0.0 ? 1.0 : 0.0});
   }
   checks.add("R10b", "Thm 5: at most d spectral intervals", "intervals (most over H)", static_cast<double>(most),
-             fmt::format("<= {}", d), static_cast<long>(most) <= d);
+             fmt::format("<= {}", d), static_cast<long>(most) <= d, bound("Thm 5: at most d spectral intervals"));
   checks.add("R10b", "Thm 5: Sigma inside (0, 1 + a], a = sup |A(l)|", "largest excess over 1 + a", outside, "<= 1e-12",
-             outside <= 1e-12);
+             outside <= 1e-12, bound("Thm 5: Sigma in (0, 1 + a], a = sup_l |A(l)|"));
 
   // R6 along depth: the Lyapunov spectrum of the full Td cocycle (the Jacobians (8) exact,
   // I (x) (I + M~) + alpha* (x) (I + M~) V, along the reference) is the union of the T sector
@@ -331,12 +335,13 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
       sc.end_row();
     }
     checks.add("R6", "Thm 3: the full Td cocycle's Lyapunov spectrum is the union of the T sector cocycles' spectra",
-               "max |mu_full - mu_sectors| (sorted)", diff, fmt::format("<= 2 log kappa_alpha / N = {:.4g}", bound), diff <= bound);
+               "max |mu_full - mu_sectors| (sorted)", diff, fmt::format("<= 2 log kappa_alpha / N = {:.4g}", bound), diff <= bound,
+               consistency("dense Td Jacobians (8) (kron_sum) vs T sector_map cocycles, both by qr_iterate"));
   }
 
   // R11 per window.
   CsvWriter win(ctx.dir / "windows.csv", {"first", "last", "H", "r_minus", "r_plus_min", "r_plus_max", "k_plus", "k_neutral", "hyperbolic",
-                                          "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
+                                          "hyperbolic_margin", "hyperbolic_tolerance", "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
   // empty: not defined for this window (no dichotomy, or no growing / decaying part)
   win.blank_nonfinite({"r_minus", "r_plus_min", "r_plus_max", "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
   std::vector<double> m_first, m_last;
@@ -346,7 +351,10 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     const auto q = cocycle::qr_iterate(c);
     const auto cols = cocycle::bohl_intervals(q.log_diag, H_win);
     const Edges e = edges(cols);
-    const bool hyp = cocycle::hyperbolic(cocycle::merge_intervals(cols));
+    // yes / no / undecided: the margin of 1 from the spectrum against the estimate's own error
+    const cocycle::HyperbolicDecision dec =
+        cocycle::decide_hyperbolic(cocycle::merge_intervals(cols), cocycle::spectrum_error(q.log_diag).tolerance());
+    const bool hyp = dec.verdict == cocycle::Verdict::Yes;
     double C = kNaN;
     if (hyp && !std::isnan(e.r_minus)) {
       try {
@@ -371,7 +379,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     const double m_minus = 1.0 - e.r_minus, m_plus = e.r_plus_min - 1.0;
     const double theta = r_f * (std::isnan(e.r_plus_max) ? 1.0 : std::max(1.0, e.r_plus_max));
     win.cell(first).cell(last).cell(H_win).cell(e.r_minus).cell(e.r_plus_min).cell(e.r_plus_max).cell(e.k_plus).cell(e.k_neutral)
-        .cell(std::string(hyp ? "true" : "false")).cell(C).cell(m_minus).cell(m_plus)
+        .cell(std::string(cocycle::verdict_name(dec.verdict))).cell(dec.margin).cell(dec.tolerance).cell(C).cell(m_minus).cell(m_plus)
         .cell(std::log(C) / std::log(1.0 / e.r_minus)).cell(r_f).cell(C_f).cell(theta);
     win.end_row();
     const double margin = std::max(std::isnan(m_minus) ? 0.0 : m_minus, std::isnan(m_plus) ? 0.0 : m_plus);
@@ -388,15 +396,17 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
       hi = std::max(hi, v);
     }
     const double A0 = (B.front() - Matrix::Identity(d, d)).norm(), AL = (B.back() - Matrix::Identity(d, d)).norm();
-    checks.add("F17", "Pre-LN: the reference stream grows (Prop 1)", "|x*(L)| / |x*(0)|", growth, "> 2", growth > 2.0);
-    checks.add("F17", "Pre-LN: |A(l)| decays along depth", "|A(L-1)|_F / |A(0)|_F", AL / A0, "< 0.5", AL / A0 < 0.5);
+    checks.add("F17", "Pre-LN: the reference stream grows (Prop 1)", "|x*(L)| / |x*(0)|", growth, "> 2", growth > 2.0,
+               qualitative("Prop 1: |x*(l)| grows (linearly) with depth"));
+    checks.add("F17", "Pre-LN: |A(l)| decays along depth", "|A(L-1)|_F / |A(0)|_F", AL / A0, "< 0.5", AL / A0 < 0.5,
+               qualitative("F17: |A(l)| decays with depth under Pre-LN"));
     checks.add("F17", "Pre-LN: |A(l)|_F |x*(l)| stays of one size (|A| ~ 1/|x*|)", "max / min over l >= L/4", hi / lo, "<= 2",
-               hi / lo <= 2.0);
+               hi / lo <= 2.0, qualitative("F17: |A(l)| ~ 1/|x*(l)| under Pre-LN"));
   }
   ctx.notes["R11"] = {{"margins_first_window", m_first}, {"margins_last_window", m_last}, {"a", a}};
   if (L >= 2 * window)
     checks.add("R11", "F17: the margins m_-, m_+ of random Pre-LN stacks shrink with depth", "largest margin, last / first window",
-               m_last[2] / m_first[2], "< 1", m_last[2] < m_first[2]);
+               m_last[2] / m_first[2], "< 1", m_last[2] < m_first[2], qualitative("F17: the margins m_-, m_+ shrink with depth"));
 
   // ---- (e) LayerNorm: the neutral direction 1_d (F19) -----------------------------------------------
   {
@@ -416,9 +426,9 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     const auto lq = cocycle::qr_iterate(Cocycle::from_matrices(LB), o);
     const double neutral = lq.log_diag.col(0).cwiseAbs().maxCoeff();
     checks.add("R10e", "F19: LayerNorm: (I + A(l)) 1_d = 1_d at every layer", "max |(I + A) 1 - 1|", fixed, "<= 1e-12",
-               fixed <= 1e-12);
+               fixed <= 1e-12, closed_form("(I + A(l)) 1_d = 1_d: LayerNorm's centring (F19)"));
     checks.add("R10e", "F19: LayerNorm: growth scale 1 along 1_d (in every window's spectrum)", "max_l |log R_11(l)|", neutral,
-               "<= 1e-12", neutral <= 1e-12);
+               "<= 1e-12", neutral <= 1e-12, closed_form("log R_11 = 0 along 1_d, from (I + A(l)) 1_d = 1_d (F19)"));
   }
   checks.report(ctx, "coupling-dichotomy");
 }

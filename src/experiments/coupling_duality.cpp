@@ -194,11 +194,12 @@ void run_duality(const Params& p, RunContext& ctx) {
                                 Y.cwiseAbs().maxCoeff());
     }
     checks.add("R12 part 1", fmt::format("[{}] Thm 6(1): H_P is invariant under Phi^full_l", tag), "max_l |fluctuation| / |X|", inv,
-               "<= 1e-12", inv <= 1e-12);
+               "<= 1e-12", inv <= 1e-12, closed_form("0: fk::fluctuation of the flowed iota Y (block-constant states)"));
     checks.add("R12 part 1", fmt::format("[{}] Thm 6(1): on H_P the depth flow is iota Phi(l,0) Pi (block-diagonal)", tag),
-               "relative error at l = L", diag, "<= 1e-10", diag <= 1e-10);
+               "relative error at l = L", diag, "<= 1e-10", diag <= 1e-10,
+               closed_form("iota Phi(L,0) Y: the d x d tangent_product, broadcast"));
     checks.add("R13", fmt::format("[{}] Remark 4: Pi_mean, Pi_stride, Pi~_head, multi-level all invert iota (coincide on H_P)", tag),
-               "max |Pi iota Y - Y| / max |Y|", pii, "<= 1e-15", pii <= 1e-15);
+               "max |Pi iota Y - Y| / max |Y|", pii, "<= 1e-15", pii <= 1e-15, closed_form("Pi iota = id: the block values Y themselves"));
 
     // ---- R12 parts 2 and 3: E_l = Phi^full_l(dX) - Phi^full_l(dX^H), the duality error.
     std::vector<double> err(static_cast<std::size_t>(L + 1), 0.0), derr(static_cast<std::size_t>(L + 1), 0.0);
@@ -244,19 +245,24 @@ void run_duality(const Params& p, RunContext& ctx) {
     }
     const double tau_sat = std::log(kappa * fl.C / eps_tol) / std::log(1.0 / fl.r);
     checks.add("R12 part 2", fmt::format("[{}] Thm 6(2): |E_l| <= C' kappa_alpha C_f r_f^l |dX^perp| with C' = 1", tag),
-               "C'_emp = max_l |E_l| / (kappa_alpha C_f r_f^l |dX^perp|)", cprime, "<= 1", cprime <= 1.0);
+               "C'_emp = max_l |E_l| / (kappa_alpha C_f r_f^l |dX^perp|)", cprime, "<= 1", cprime <= 1.0,
+               bound("Thm 6(2): |E_l| <= C' kappa_alpha C_f r_f^l |dX^perp|, C' = 1"));
     checks.add("R12 part 2", fmt::format("[{}] F16: the sharp constant C_sharp(l) = |Phi^full_l on the fluctuations| bounds |E_l|", tag),
-               "max_l (|E_l| / |dX^perp| - C_sharp(l))", sharp_le, "<= 0", sharp_le <= 0.0);
+               "max_l (|E_l| / |dX^perp| - C_sharp(l))", sharp_le, "<= 0", sharp_le <= 0.0,
+               bound("F16: |E_l| <= C_sharp(l) |dX^perp| (sharp_constant)"));
     checks.add("R12 part 2", fmt::format("[{}] F16: C_sharp(l) is far below kappa_alpha C_f r_f^l", tag),
-               "max_l C_sharp(l) / (kappa_alpha C_f r_f^l)", sharp_ratio, "< 0.5", sharp_ratio < 0.5);
+               "max_l C_sharp(l) / (kappa_alpha C_f r_f^l)", sharp_ratio, "< 0.5", sharp_ratio < 0.5,
+               qualitative("F16: C_sharp(l) well below kappa_alpha C_f r_f^l"));
     checks.add("R12 part 3", fmt::format("[{}] (14) with Pi~ (F15): the duality error is E_l (Pi~ dX^perp = 0)", tag),
-               "max_l |Phi dX - iota Phi(l,0) Pi~ dX - E_l| / |Phi dX| (and Phi dX - Phi dX^H)", gap, "<= 1e-12", gap <= 1e-12);
+               "max_l |Phi dX - iota Phi(l,0) Pi~ dX - E_l| / |Phi dX| (and Phi dX - Phi dX^H)", gap, "<= 1e-12", gap <= 1e-12,
+               consistency("E_l = full_step flow of dX^perp vs full_step flow of dX minus its H_P part"));
     // tau_sat exists only under (A5) (r_f < 1); random Pre-LN stacks generally violate it (flag F17).
     const bool a5 = fl.r < 1.0;
     if (a5) {
       const bool tau_ok = l_emp >= 0 && (tau_sat > static_cast<double>(L) || static_cast<double>(l_emp) <= tau_sat);
       checks.add("R12 part 3", fmt::format("[{}] (14): the error is <= eps_tol |dX^perp| past tau_sat (formula, C' = 1)", tag),
-                 fmt::format("empirical first l (formula tau_sat = {:.4g})", tau_sat), static_cast<double>(l_emp), "<= tau_sat", tau_ok);
+                 fmt::format("empirical first l (formula tau_sat = {:.4g})", tau_sat), static_cast<double>(l_emp), "<= tau_sat", tau_ok,
+                 bound("(14): tau_sat = log(kappa_alpha C_f / eps_tol) / log(1 / r_f), C' = 1"));
     } else {
       ctx.warnings.push_back(fmt::format("[{}] (A5) fails on this window: r_f = {:.4g} >= 1 (flag F17), so tau_sat and the Remark 6 decay "
                                          "are not defined; the exact identities and C_sharp are still checked",
@@ -278,7 +284,8 @@ void run_duality(const Params& p, RunContext& ctx) {
         tcsv.end_row();
       }
       checks.add("R12 slow tick", fmt::format("[{}] Thm 6(3): one slow tick Phi(l + L_r, l) preserves V_par and V_perp", tag),
-                 fmt::format("max_l |P_±(l+L_r) Phi - Phi P_±(l)| / (|Phi| |P_+|), L_r = {}", L_r), worst, "<= 1e-10", worst <= 1e-10);
+                 fmt::format("max_l |P_±(l+L_r) Phi - Phi P_±(l)| / (|Phi| |P_+|), L_r = {}", L_r), worst, "<= 1e-10", worst <= 1e-10,
+                 consistency("two_sided_bundles P_± (pushed by the same cocycle) vs tangent_product"));
     } else {
       ctx.warnings.push_back(fmt::format("[{}] the tangent cocycle is not hyperbolic at both ends (flag F17): no bundles, so the slow tick, "
                                          "Remark 6's C and the negative control's r_+ are not defined there", tag));
@@ -311,18 +318,20 @@ void run_duality(const Params& p, RunContext& ctx) {
     }
     const double c2 = 1.0 + std::sqrt(static_cast<double>(P));
     checks.add("R13", fmt::format("[{}] Remark 6: |E| <= C'' kappa_alpha C C_f r_+^l1 r_f^l0 (block mean, l0 = ceil(l/2))", tag),
-               "C''_emp", cpp, fmt::format("<= 1 + sqrt(P) = {:.4g} (|iota| (|Pi~| + |Pi|))", c2), cpp <= c2);
+               "C''_emp", cpp, fmt::format("<= 1 + sqrt(P) = {:.4g} (|iota| (|Pi~| + |Pi|))", c2), cpp <= c2,
+               bound("Remark 6: C'' <= |iota| (|Pi~| + |Pi|) = 1 + sqrt(P)"));
     const double rate_half = fitted_rate(half, L6 / 2, L6);
     if (theta < 1.0)  // the gap of (A5)
       checks.add("R13", fmt::format("[{}] Remark 6: with l0 = ceil(l/2) the error decays like theta^floor(l/2)", tag),
                  "fitted rate per layer (second half)", rate_half,
                  fmt::format("< 1 and <= sqrt(theta) = {:.4g} (theta = r_f r_+^max; 2 % for the finite window)", std::sqrt(theta)),
-                 rate_half < 1.0 && rate_half <= std::sqrt(theta) * 1.02);
+                 rate_half < 1.0 && rate_half <= std::sqrt(theta) * 1.02, bound("Remark 6: rate <= sqrt(theta), theta = r_f r_+^max < 1"));
     const double rate_zero = fitted_rate(zero, L6 / 2, L6);
     if (dch.b && dch.r_plus_min > 1.0) {
       checks.add("R13 control", fmt::format("[{}] Remark 6: the one-shot l0 = 0 error grows like r_+^l", tag), "fitted rate per layer",
                  rate_zero, fmt::format("in [r_+^min, r_+^max] = [{:.4g}, {:.4g}] (5 %)", dch.r_plus_min, dch.r_plus_max),
-                 rate_zero >= dch.r_plus_min * 0.95 && rate_zero <= dch.r_plus_max * 1.05);
+                 rate_zero >= dch.r_plus_min * 0.95 && rate_zero <= dch.r_plus_max * 1.05,
+                 independent("Bohl interval of the tangent cocycle (qr_iterate, bohl_intervals)"));
     }
     scsv.cell(tag).cell(kappa).cell(fl.r).cell(fl.C).cell(dch.r_minus).cell(dch.r_plus_min).cell(dch.r_plus_max).cell(dch.C).cell(theta)
         .cell(cprime).cell(tau_sat).cell(l_emp);
@@ -439,17 +448,20 @@ void run_thm9(const Params& p, RunContext& ctx) {
     }
   }
   checks.add("R16", "Thm 9 (F12 corrected): |psi(zeta) - psi(P_+ zeta)| <= L_psi (C r_-^l |P_-(0) Pi~ dX| + |P_-|_inf C_sharp(l) |dX^perp|)",
-             fmt::format("violations of {} (probe, block, l)", rows), static_cast<double>(corrected_viol), "0", corrected_viol == 0);
-  checks.add("R16", "Thm 9 (F12 corrected): slack of the corrected bound", "max lhs / rhs_corrected", slack, "<= 1", slack <= 1.0);
+             fmt::format("violations of {} (probe, block, l)", rows), static_cast<double>(corrected_viol), "0", corrected_viol == 0,
+             bound("Thm 9 corrected (F12): L_psi (C r_-^l |P_- Pi~ dX| + |P_-| C_sharp |dX^perp|)"));
+  checks.add("R16", "Thm 9 (F12 corrected): slack of the corrected bound", "max lhs / rhs_corrected", slack, "<= 1", slack <= 1.0,
+             bound("Thm 9 corrected (F12): L_psi (C r_-^l |P_- Pi~ dX| + |P_-| C_sharp |dX^perp|)"));
   checks.add("R16 literal", "Thm 9 as printed: L_psi C r_-^l |P_-(0) zeta^(0)| + L_psi C' kappa_alpha C_f r_f^l |dX^perp| (C' = 1)",
              fmt::format("violations of {} (reported, F12)", rows), static_cast<double>(literal_viol),
-             "0 here (F12: the printed form is not the proved one; violations are reported)", literal_viol == 0);
+             "0 here (F12: the printed form is not the proved one; violations are reported)", literal_viol == 0,
+             bound("Thm 9 as printed: L_psi C r_-^l |P_-(0) zeta| + L_psi kappa_alpha C_f r_f^l |dX^perp|"));
   checks.add("R16", "Thm 9 proof, first step: |psi(zeta) - psi(P_+ zeta)| <= L_psi |P_-(l) zeta|", "max ratio", lip, "<= 1",
-             lip <= 1.0 + 1e-12);
+             lip <= 1.0 + 1e-12, bound("Thm 9 proof: L_psi |P_-(l) zeta| (psi is L_psi-Lipschitz)"));
   // The decay of L_psi |P_-(l) zeta| (the saturating tanh makes the lhs itself fall even faster).
   const double rate = fitted_rate(worst, L / 2, L), want = std::max(dch.r_minus, fl.r);
   checks.add("R16", "Thm 9: the discrepancy decays like max(r_-, r_f)^l", "fitted rate of max L_psi |P_- zeta| per layer (second half)",
-             rate, fmt::format("<= max(r_-, r_f) = {:.4g} (2 %)", want), rate <= want * 1.02);
+             rate, fmt::format("<= max(r_-, r_f) = {:.4g} (2 %)", want), rate <= want * 1.02, bound("Thm 9: decay rate max(r_-, r_f)"));
   ctx.notes["thm9"] = {{"L_psi", Lpsi}, {"C", dch.C}, {"r_minus", dch.r_minus}, {"r_f", fl.r}, {"C_f", fl.C}, {"kappa_alpha", kappa},
                        {"P_minus_sup", dch.P_minus_sup}, {"literal_violations", literal_viol}, {"rows", rows}, {"rate", rate},
                        {"compression", hier::pi_name(pi.kind)}};

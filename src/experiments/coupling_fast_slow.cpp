@@ -178,11 +178,12 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
       scale = std::max(scale, spectral_norm(P0) * spectral_norm(P1) * El.cwiseAbs().maxCoeff());
     }
     checks.add("R14 blocks", "§4.2: dA = P+ dA P+ + P+ dA P- + P- dA P+ + P- dA P-", "max_l |sum of blocks - dA|_max / (|P+|^2 |dA|)",
-               sum_err / scale, "<= 1e-12", sum_err / scale <= 1e-12);
+               sum_err / scale, "<= 1e-12", sum_err / scale <= 1e-12, closed_form("dA itself: P_+ + P_- = I"));
     checks.add("R14 fast", "§4.2: fast mode P-(l+1) E(l) has range in V_perp(l+1)", "max_l |P+(l+1) dA(l)|_max / (|P+|^2 |E|)",
-               fast_leak / scale, "<= 1e-12", fast_leak / scale <= 1e-12);
+               fast_leak / scale, "<= 1e-12", fast_leak / scale <= 1e-12, closed_form("0: P_+ (I - P_+) = 0 for a projector"));
     checks.add("R14 slow", "§4.2: slow mode P+(l+1) E(l) P+(l) maps V_par(l) into V_par(l+1) and kills V_perp(l)",
-               "max_l |P-(l+1) dA|, |dA P-(l)| / (|P+|^2 |E|)", slow_leak / scale, "<= 1e-12", slow_leak / scale <= 1e-12);
+               "max_l |P-(l+1) dA|, |dA P-(l)| / (|P+|^2 |E|)", slow_leak / scale, "<= 1e-12", slow_leak / scale <= 1e-12,
+               closed_form("0: P_- P_+ = P_+ P_- = 0 for a projector"));
   }
   if (ctx.progress) ctx.progress(0.2);
 
@@ -228,32 +229,37 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
   const auto& skew = sweeps["skew"];
   const double fast_p = *std::max_element(fast.first.begin(), fast.first.end()) / us;
   checks.add("R15 fast exact", "Thm 7 / F7: fast-mode dA leaves P+ u* unchanged EXACTLY (the paper states O(eta^2))",
-             "max_eta sup_l |P+(u_delta - u*)| / |u*|_inf", fast_p, "<= 1e-10", fast_p <= 1e-10);
+             "max_eta sup_l |P+(u_delta - u*)| / |u*|_inf", fast_p, "<= 1e-10", fast_p <= 1e-10,
+             consistency("P+ of green::Bvp solve with A vs with A + fast-mode dA"));
   checks.add("R15 fast paper bound", "Thm 7's bound C (C(1/m_- + 1/m_+))^2 eta^2 |u*| / (1 - |G| eta) (F7: true change is 0)",
              fmt::format("paper bound at eta = {:g} (largest with |G| eta_eff < 1; measured P+ change {:.3g})", fast_bound_eta, fast_p_at_bound),
-             fast_bound_at_max, ">= measured P+ change", fast_bound_at_max > 0 && fast_bound_at_max >= fast_p_at_bound);
+             fast_bound_at_max, ">= measured P+ change", fast_bound_at_max > 0 && fast_bound_at_max >= fast_p_at_bound,
+             bound("Thm 7: C (C(1/m_- + 1/m_+))^2 eta^2 |u*| / (1 - |G| eta)"));
   const double fast_slope = loglog_slope(etas, fast.second);
   checks.add("R15 fast P-", "fast mode moves the decaying component, ~linearly in eta", "log-log slope of sup |P-(u_delta - u*)| in eta",
-             fast_slope, "in [0.9, 1.1]", fast_slope >= 0.9 && fast_slope <= 1.1);
+             fast_slope, "in [0.9, 1.1]", fast_slope >= 0.9 && fast_slope <= 1.1, qualitative("P- change linear in eta (slope 1)"));
   checks.add("R15 d_+", "Thm 7: d_+(rho; W + dW) = d_+(rho; W) for fast-mode dW", "|d_+ change| / |u*|_inf at the largest eta",
-             fast_dplus_change / us, "<= 1e-10", fast_dplus_change / us <= 1e-10);
+             fast_dplus_change / us, "<= 1e-10", fast_dplus_change / us <= 1e-10,
+             consistency("d_+ of green::Bvp solve with A vs with A + fast-mode dA"));
   const double slow_m = *std::max_element(slow.second.begin(), slow.second.end()) / us;
   checks.add("R15 slow exact", "F7 (symmetric): slow-mode dA leaves P- u* unchanged exactly", "max_eta sup_l |P-(u_delta - u*)| / |u*|_inf",
-             slow_m, "<= 1e-10", slow_m <= 1e-10);
+             slow_m, "<= 1e-10", slow_m <= 1e-10, consistency("P- of green::Bvp solve with A vs with A + slow-mode dA"));
   const double slow_slope = loglog_slope(etas, slow.first);
   checks.add("R15 slow P+", "slow mode moves the persistent component, O(eta)", "log-log slope of sup |P+(u_delta - u*)| in eta", slow_slope,
-             "in [0.9, 1.1]", slow_slope >= 0.9 && slow_slope <= 1.1);
+             "in [0.9, 1.1]", slow_slope >= 0.9 && slow_slope <= 1.1, qualitative("P+ change linear in eta (slope 1)"));
   const double skew_min = std::min(skew.first.back(), skew.second.back()) / us;
   checks.add("R15 skew", "skew blocks P+ dA P- + P- dA P+: both components move", "min(sup|P+ du|, sup|P- du|) / |u*|_inf at the largest eta",
-             skew_min, ">= 1e-6", skew_min >= 1e-6);
+             skew_min, ">= 1e-6", skew_min >= 1e-6, qualitative("both P+ and P- components move (nonzero)"));
   const auto& up = sweeps["skew_P+EP-"];
   const auto& down = sweeps["skew_P-EP+"];
   const double up_m = *std::max_element(up.second.begin(), up.second.end()) / us;
   const double down_p = *std::max_element(down.first.begin(), down.first.end()) / us;
   checks.add("R15 skew block", "F7 extended: P+(l+1) E P-(l) alone (P-(l+1) dA = 0) leaves P- u* exactly unchanged",
-             "max_eta sup |P-(u_delta - u*)| / |u*|_inf", up_m, "<= 1e-10", up_m <= 1e-10);
+             "max_eta sup |P-(u_delta - u*)| / |u*|_inf", up_m, "<= 1e-10", up_m <= 1e-10,
+             consistency("P- of green::Bvp solve with A vs with A + P+ E P- block"));
   checks.add("R15 skew block", "F7 extended: P-(l+1) E P+(l) alone (range in V_perp: a fast mode) leaves P+ u* exactly unchanged",
-             "max_eta sup |P+(u_delta - u*)| / |u*|_inf", down_p, "<= 1e-10", down_p <= 1e-10);
+             "max_eta sup |P+(u_delta - u*)| / |u*|_inf", down_p, "<= 1e-10", down_p <= 1e-10,
+             consistency("P+ of green::Bvp solve with A vs with A + P- E P+ block"));
   {
     CsvWriter prof(ctx.dir / "profile.csv", {"l", "norm_ustar", "norm_Pplus_ustar", "fast_Pplus_du", "fast_Pminus_du", "slow_Pplus_du",
                                              "slow_Pminus_du", "skew_Pplus_du", "skew_Pminus_du"});
@@ -289,16 +295,19 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
     const double ds = dplus_with(perturbation(Mode::Slow, eta_id, E, b), H);
     id_row("slow-mode W", "P+ dA P+", "d_+", dplus0, ds, eta_id, "O(eta) != 0 (rho != 0)", std::abs(ds - dplus0) > 1e-6 * eta_id * us);
     checks.add("R24 slow-mode W", "§4.2.1: slow-mode W is visible through d_+ (rho != 0)", "|d d_+ / d eta| / |u*|_inf",
-               std::abs(ds - dplus0) / eta_id / us, ">= 1e-3", std::abs(ds - dplus0) / eta_id / us >= 1e-3);
+               std::abs(ds - dplus0) / eta_id / us, ">= 1e-3", std::abs(ds - dplus0) / eta_id / us >= 1e-3,
+               qualitative("d_+ moves at first order under slow-mode W (nonzero)"));
     const Seq H0 = Seq::Zero(d, L);
     const double d0 = dplus_with(perturbation(Mode::Slow, eta_id, E, b), H0);
     id_row("slow-mode W, rho = 0", "P+ dA P+", "d_+", 0.0, d0, eta_id, "exactly 0 (u*_0 = 0)", d0 != 0.0);
-    checks.add("R24 slow-mode W", "§4.2.1 / R15: at rho = 0 no W direction is visible through d_+", "d_+ at rho = 0", d0, "== 0", d0 == 0.0);
+    checks.add("R24 slow-mode W", "§4.2.1 / R15: at rho = 0 no W direction is visible through d_+", "d_+ at rho = 0", d0, "== 0", d0 == 0.0,
+               closed_form("0: zero forcing gives u*_0 = 0"));
     // Fast-mode W: invisible (F7: exactly).
     const double df = dplus_with(perturbation(Mode::Fast, eta_id, E, b), H);
     id_row("fast-mode W", "P- dA", "d_+", dplus0, df, eta_id, "0 exactly (F7)", std::abs(df - dplus0) > 1e-10 * us);
     checks.add("R24 fast-mode W", "§4.2.1 / Thm 7: fast-mode W is invisible in d_+ (F7: exactly)", "|d_+ change| / |u*|_inf",
-               std::abs(df - dplus0) / us, "<= 1e-10", std::abs(df - dplus0) / us <= 1e-10);
+               std::abs(df - dplus0) / us, "<= 1e-10", std::abs(df - dplus0) / us <= 1e-10,
+               consistency("d_+ of green::Bvp solve with A vs with A + fast-mode dA"));
   }
   {
     // W_Q, W_K at saturation (Prop 8): the generators along the reference do not move, bitwise.
@@ -325,7 +334,8 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
       id_row(std::string(name) + " at saturation", name, "A(l) (hence alpha*, d_+, r_f, m_+-)", 0.0, diff, eta_id, "bitwise no change (Prop 8)",
              diff != 0.0);
       checks.add("R24 " + std::string(name), "Prop 8: W_Q, W_K are invisible at saturation (frozen kernel alpha*_ts = 1/t)",
-                 "max_l |A(l; W + eta dW) - A(l; W)| (T-level, exact generators)", diff, "== 0 (bitwise)", diff == 0.0);
+                 "max_l |A(l; W + eta dW) - A(l; W)| (T-level, exact generators)", diff, "== 0 (bitwise)", diff == 0.0,
+                 consistency("tf::tangent_sequence with W vs with W + eta dW"));
     }
   }
   {
@@ -343,7 +353,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
     id_row("M and V jointly", "(dm, dv) of G4", "m_-", r0.m_minus, r1.m_minus, eta_id, "O(eta)", std::abs(r1.m_minus - r0.m_minus) > 1e-3 * eta_id);
     id_row("M and V jointly", "(dm, dv) of G4", "m_+", r0.m_plus, r1.m_plus, eta_id, "O(eta)", std::abs(r1.m_plus - r0.m_plus) > 1e-3 * eta_id);
     checks.add("R24 M+V", "Thm 6(2): M(l), V(l) jointly move r_f and m_+- at first order", "min(|d r_f|, |d m_-|, |d m_+|) / eta", mv_min,
-               ">= 1e-2", mv_min >= 1e-2);
+               ">= 1e-2", mv_min >= 1e-2, qualitative("r_f, m_-, m_+ all move at first order (nonzero)"));
   }
   {
     // Gate rho and injection psi: d d_+ = d rho sup_l |P_+ (G psi(0))(l)| (Prop 11; exact for the frozen linear problem).
@@ -354,7 +364,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
     id_row("gate rho", "d rho", "d_+", dplus0, d2, drho, "d rho * sup |P+ G psi(0)|", true);
     const double rel = std::abs((d2 - dplus0) / drho - slope * (rho < 0 ? -1.0 : 1.0)) / slope;
     checks.add("R24 gate rho", "Prop 11: d d_+ = d rho sup_l |P_+(l) (G psi(0))(l)|", "relative error of d d_+ / d rho", rel, "<= 1e-8",
-               rel <= 1e-8);
+               rel <= 1e-8, consistency("green::Bvp solve at rho + d rho vs solve of psi(0) (linearity)"));
     Eigen::VectorXd xi(d);
     Rng rx(seed, {0x786931});
     for (long i = 0; i < d; ++i) xi(i) = rx.normal();
@@ -362,7 +372,8 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
     const double d3 = split_sup(bvpA.solve(H3, Tails::Constant), b).first;
     id_row("injection psi", "d psi(0)", "d_+", dplus0, d3, eta_id, "O(eta) != 0", std::abs(d3 - dplus0) > 1e-6 * eta_id * us);
     checks.add("R24 injection psi", "Prop 11: the injection psi is visible through d_+", "|d d_+ / d eta| / |u*|_inf",
-               std::abs(d3 - dplus0) / eta_id / us, ">= 1e-3", std::abs(d3 - dplus0) / eta_id / us >= 1e-3);
+               std::abs(d3 - dplus0) / eta_id / us, ">= 1e-3", std::abs(d3 - dplus0) / eta_id / us >= 1e-3,
+               qualitative("d_+ moves at first order under d psi(0) (nonzero)"));
   }
   {
     // Compression Pi (Remark 4): block mean, stride (last token), head (first token) coincide on H_P.
@@ -386,8 +397,10 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
     id_row("compression Pi on H_P", "Pi_mean / Pi_stride / Pi_head", "summary (hence psi, d_+)", 0.0, on, 1.0, "no change on H_P", on > 1e-15);
     id_row("compression Pi off H_P", "Pi_mean / Pi_stride / Pi_head", "summary", 0.0, off, 1.0, "differs off H_P", off > 1e-15);
     checks.add("R24 Pi", "Remark 4: every compression agrees on H_P (no change of the summary, psi or d_+)",
-               "max |Pi_mean - Pi_stride|, |Pi_mean - Pi_head| / |x| on H_P", on, "<= 1e-15", on <= 1e-15);
-    checks.add("R24 Pi", "Remark 4: off H_P the compressions differ", "the same off H_P (one token moved by eta)", off, "> 0", off > 0);
+               "max |Pi_mean - Pi_stride|, |Pi_mean - Pi_head| / |x| on H_P", on, "<= 1e-15", on <= 1e-15,
+               closed_form("identical rows: block mean = first = last token"));
+    checks.add("R24 Pi", "Remark 4: off H_P the compressions differ", "the same off H_P (one token moved by eta)", off, "> 0", off > 0,
+               qualitative("compressions differ off H_P (nonzero)"));
   }
   checks.report(ctx, "coupling-fast-slow");
 }

@@ -72,7 +72,9 @@ struct Row {
   double rho, shift, pred;
 };
 
-void add_rows(CheckTable& checks, CsvWriter& csv, const std::string& level, const std::string& mode, const std::vector<Row>& rows) {
+/// `pred_ref`: what the linear prediction of Prop 11 is computed with at this level (the ratio check's reference).
+void add_rows(CheckTable& checks, CsvWriter& csv, const std::string& level, const std::string& mode, const std::vector<Row>& rows,
+              const Ref& pred_ref) {
   std::vector<double> r, dev, shift;
   for (const Row& x : rows) {
     const double ratio = x.shift / x.pred;
@@ -85,14 +87,16 @@ void add_rows(CheckTable& checks, CsvWriter& csv, const std::string& level, cons
   const std::size_t n = std::max<std::size_t>(2, rows.size() / 2);  // the small-rho half of the grid
   const double s = loglog_slope_head(r, shift, n);
   checks.add("E3", fmt::format("[{}] gate intervention: the shift ({}) is linear in rho for small rho", level, mode),
-             "log-log slope of the shift over the small-rho half", s, "in [0.98, 1.02]", std::abs(s - 1.0) <= 0.02);
+             "log-log slope of the shift over the small-rho half", s, "in [0.98, 1.02]", std::abs(s - 1.0) <= 0.02,
+             qualitative("Prop 11: shift linear in rho (slope 1)"));
   checks.add("E3", fmt::format("[{}] Prop 11: measured / predicted -> 1 as rho -> 0", level),
-             fmt::format("|ratio - 1| at |rho| = {:.3g}", std::abs(r.front())), dev.front(), "<= 1e-2", dev.front() <= 1e-2);
+             fmt::format("|ratio - 1| at |rho| = {:.3g}", std::abs(r.front())), dev.front(), "<= 1e-2", dev.front() <= 1e-2, pred_ref);
   if (rows.size() >= 2) {
     // O(rho): |ratio - 1| / |rho| of the two smallest gates agree within a factor 3.
     const double q = (dev[0] / std::abs(r[0])) / (dev[1] / std::abs(r[1]));
     checks.add("E3", fmt::format("[{}] Prop 11: the deviation from the linear prediction is O(rho)", level),
-               "(|ratio-1|/|rho|) at the smallest gate / at the next", q, "in [1/3, 3]", q >= 1.0 / 3 && q <= 3.0);
+               "(|ratio-1|/|rho|) at the smallest gate / at the next", q, "in [1/3, 3]", q >= 1.0 / 3 && q <= 3.0,
+               qualitative("Prop 11: deviation O(rho) (|ratio-1|/|rho| steady)"));
   }
 }
 
@@ -163,10 +167,11 @@ void run_gate(const Params& p, RunContext& ctx) {
     if (rows.size() < 2) throw InputError(fmt::format("parameter 'rho': fewer than two gates below rho_0 = 1/(2 K L_psi) = {:.4g} (Thm 10)",
                                                       1.0 / (2.0 * K * Lpsi)));
     checks.add("R19 / F8", "[linearised] the cross-block chain y_k = G[rho psi(y_{k-1})] converges to the self-loop u*_rho",
-               "largest observed contraction / (|rho| ||G|| L_psi)", worst_ratio, "<= 1", worst_ratio <= 1.0);
+               "largest observed contraction / (|rho| ||G|| L_psi)", worst_ratio, "<= 1", worst_ratio <= 1.0,
+               bound("Thm 10: contraction ratio <= |rho| ||G|| L_psi"));
     checks.add("R17", "[linearised] u*_rho solves u(l+1) = B(l) u(l) + rho psi(u(l))", "max residual / |u*|_inf", worst_res, "<= 1e-12",
-               worst_res <= 1e-12);
-    add_rows(checks, csv, "linearised", "V_par", rows);
+               worst_res <= 1e-12, closed_form("the recursion (15) evaluated directly (green::Bvp::residual)"));
+    add_rows(checks, csv, "linearised", "V_par", rows, consistency("|rho| sup |P_+ G psi(0)| by the Picard chain's own green::Bvp"));
     // (A7) and flag F4 with the bundle-aligned linear injections: the closed-loop generator
     // B(l) + rho D(l) keeps the bundles P_± exactly iff P_±(l+1) D(l) = D(l) P_±(l) (intertwining);
     // the paper's same-index commutation D(l) P_±(l) = P_±(l) D(l) is not enough once P_± moves with l.
@@ -184,13 +189,15 @@ void run_gate(const Params& p, RunContext& ctx) {
       const double res_i = duality::intertwining_residual(Ci, bundles), res_s = duality::intertwining_residual(Cs, bundles);
       const double res_b = duality::intertwining_residual(B, bundles);
       checks.add("A7 / F4", "[linearised] same-index aligned D(l) = c_+ P_+(l) + c_- P_-(l) commutes with P_±(l)", "max_l |[D, P_+]|_F", comm,
-                 "<= 1e-12", comm <= 1e-12);
+                 "<= 1e-12", comm <= 1e-12, closed_form("0: D = c_+ P_+ + c_- (I - P_+) is a polynomial in P_+"));
       checks.add("A7 / F4", "[linearised] intertwining-aligned D(l) = B(l)(c_+ P_+ + c_- P_-): B + rho D keeps the bundles",
                  fmt::format("max_l |P_+(l+1) (B + rho D) - (B + rho D) P_+(l)|, rho = {}", rho), res_i,
-                 fmt::format("<= 1e-12 + the open loop's {:.2g}", res_b), res_i <= 1e-12 + 2 * res_b);
+                 fmt::format("<= 1e-12 + the open loop's {:.2g}", res_b), res_i <= 1e-12 + 2 * res_b,
+                 closed_form("0 up to the open loop's residual: P_+(l+1) B(l) = B(l) P_+(l)"));
       checks.add("A7 / F4", "[linearised] same-index commutation is not enough on a rotating G4 (F4)",
                  fmt::format("max_l |P_+(l+1) (B + rho D) - (B + rho D) P_+(l)|, rho = {}", rho), res_s,
-                 "> 1e3 x the intertwining residual (when omega > 0)", p.get_double("g4_omega") == 0.0 || res_s > 1e3 * std::max(res_i, 1e-16));
+                 "> 1e3 x the intertwining residual (when omega > 0)", p.get_double("g4_omega") == 0.0 || res_s > 1e3 * std::max(res_i, 1e-16),
+                 qualitative("F4: same-index residual >> intertwining residual (omega > 0)"));
       ctx.notes["A7"] = {{"same_index_residual", res_s}, {"intertwining_residual", res_i}, {"open_loop_residual", res_b}};
     }
     ctx.notes["linearised"] = {{"green_norm_upper", K}, {"L_psi", Lpsi}, {"rho_0", 1.0 / (2.0 * K * Lpsi)}, {"d_plus_per_rho", dplus_unit},
@@ -296,7 +303,8 @@ void run_gate(const Params& p, RunContext& ctx) {
       }
       rows.push_back({rho, late_sup(D), std::abs(rho) * pred_unit});
     }
-    add_rows(checks, csv, "transformer", bundles ? "V_par" : "total", rows);
+    add_rows(checks, csv, "transformer", bundles ? "V_par" : "total", rows,
+             independent("first-order response via tf::tangent_sequence (Form::Exact)"));
     ctx.notes["transformer"] = {{"hyperbolic", bundles.has_value()}, {"prediction_per_rho", pred_unit}, {"late_window", {first, L}}};
   }
   checks.report(ctx, "coupling-gate-intervention");

@@ -6,7 +6,7 @@
 //       singular value (||G_rho||), the closed-loop bundles and their deviation from P_±. rho_crit
 //       (the first event, bisected) against the exact weight-tied threshold and the three bounds:
 //       rho_max^{C.2} <= rho_crit (and the sharper C.2 form, and rho_0 = 1/(2 K L_psi)); (17) with
-//       c_0 = 1 reported (flag F5: violated means c_0 < 1 is needed). Projector deviation against
+//       c_0 = 1 reported in the manifest (flag F5: violated means c_0 < 1 is needed). Projector deviation against
 //       C^2 |rho| L_psi / mu and the rate shift against 2CK beta/(1 - 2K beta).
 //       (A7) on a rotating G4 cocycle: an intertwining-aligned psi keeps P_± exactly; a same-index
 //       aligned one does not (flag F4).
@@ -211,21 +211,23 @@ void run_margin(const Params& p, RunContext& ctx) {
              "|rho_crit - exact| / exact", std::abs(rho_crit - exact) / exact, "<= 1e-5 (events: " + events[0] + ", " + events[1] + ")",
              // Near rho_crit u* grows like 1/distance and Newton's attainable residual with it: the
              // bisection's last steps depend on the arithmetic (FMA or SSE2) at the 1e-6 level.
-             std::isfinite(rho_crit) && std::abs(rho_crit - exact) <= 1e-5 * exact);
+             std::isfinite(rho_crit) && std::abs(rho_crit - exact) <= 1e-5 * exact,
+             independent("weight_tied_crit: eigenvalue scan of I + A + rho Dpsi(0), bisected"));
   checks.add("R20 ordering", "F5: rho_max^{C.2} = mu^2/(4C(C+mu)L_psi) <= rho_crit", "rho_max^{C.2} / rho_crit", bd.rho_C2 / rho_crit,
-             "<= 1", bd.rho_C2 <= rho_crit);
+             "<= 1", bd.rho_C2 <= rho_crit, bound("F5 / C.2: rho_max^{C.2} <= rho_crit"));
   checks.add("R20 ordering", "F5: the sharper C.2 form mu/(2K(C+mu)L_psi) <= rho_crit", "rho_max^{C.2 sharp} / rho_crit",
-             bd.rho_C2_sharp / rho_crit, "<= 1", bd.rho_C2_sharp <= rho_crit);
+             bd.rho_C2_sharp / rho_crit, "<= 1", bd.rho_C2_sharp <= rho_crit, bound("C.2: mu/(2K(C+mu)L_psi) <= rho_crit"));
   checks.add("R20 ordering", "Thm 10: rho_0 = 1/(2 K L_psi) <= rho_crit", "rho_0 / rho_crit", bd.rho_0 / rho_crit, "<= 1",
-             bd.rho_0 <= rho_crit);
-  checks.add("R20 (17)", "F5: (17) with c_0 = 1, min(m)/(C^2 L_psi), against rho_crit (> 1: violated, c_0 < 1 needed)",
-             "rho_max^{(17)} / rho_crit", bd.rho_17 / rho_crit, "reported", std::isfinite(bd.rho_17 / rho_crit));
+             bd.rho_0 <= rho_crit, bound("Thm 10: rho_0 = 1/(2 K L_psi) <= rho_crit"));
+  // F5: (17) with c_0 = 1, min(m)/(C^2 L_psi), against rho_crit (> 1: violated, c_0 < 1 needed); no criterion, so not a check.
+  ctx.notes["rho_max_17_c0_1_over_rho_crit"] = bd.rho_17 / rho_crit;
   checks.add("R20 dims", "Thm 12: below rho_crit the closed loop keeps the bundle dimensions", "all points", dims_ok ? 1.0 : 0.0, "1",
-             dims_ok);
+             dims_ok, consistency("closed-loop k_-, k_+, k_bundles (diagnose) vs the open loop's k (open_loop)"));
   checks.add("R20 projector", "Thm 12 / C.2: |P~ - P| = O(C^2 |rho| L_psi / mu) below rho_crit",
-             "max |P~_+ - P_+| / (C^2 |rho| L_psi / mu)", dev_ratio, "<= 1", dev_max > 0 && dev_ratio <= 1.0);
+             "max |P~_+ - P_+| / (C^2 |rho| L_psi / mu)", dev_ratio, "<= 1", dev_max > 0 && dev_ratio <= 1.0,
+             bound("Thm 12 / C.2: |P~ - P| <= C^2 |rho| L_psi / mu"));
   checks.add("R20 rates", "C.2: the rate shift is <= 2CK beta/(1 - 2K beta) (K beta < 1/2)", "max |shift| / bound", shift_ratio, "in (0, 1]",
-             shift_ratio > 0.0 && shift_ratio <= 1.0);
+             shift_ratio > 0.0 && shift_ratio <= 1.0, bound("C.2: rate shift <= 2CK beta/(1 - 2K beta)"));
 
   // ---- R20 (A7): aligned psi on a rotating G4 cocycle -------------------------------------------------
   {
@@ -250,9 +252,10 @@ void run_margin(const Params& p, RunContext& ctx) {
       }
     }
     checks.add("R20 A7", "(A7) intertwining P(l+1) B(l) = B(l) P(l): the closed-loop projectors equal P_± (interior)",
-               "max |P~_+ - P_+|", dev[0], "<= 1e-8", dev[0] <= 1e-8);
+               "max |P~_+ - P_+|", dev[0], "<= 1e-8", dev[0] <= 1e-8,
+               closed_form("(A7): P~_± = P_± exactly (deviation 0)"));
     checks.add("R20 A7", "F4: same-index commutation alone moves the projectors when P_± varies with depth", "max |P~_+ - P_+|", dev[1],
-               ">= 1e-4", dev[1] >= 1e-4);
+               ">= 1e-4", dev[1] >= 1e-4, qualitative("F4: same-index alignment moves P_± (deviation > 0)"));
   }
 
   // ---- R21: scalar weight-tied thresholds (Remark 5, F18) ---------------------------------------------
@@ -296,11 +299,13 @@ void run_margin(const Params& p, RunContext& ctx) {
         flip_seen = flip_seen || (s < -1.0 && std::abs(cont - expected) > step);
       }
     checks.add("R21 sweep", "Remark 5 (F18): critical |rho| = min(|sigma|, 2 - |sigma|)/|c|", "max |found - expected| (grid sweep)",
-               worst_sweep, fmt::format("<= sweep step {:.3g}", step), worst_sweep <= step * (1 + 1e-9));
+               worst_sweep, fmt::format("<= sweep step {:.3g}", step), worst_sweep <= step * (1 + 1e-9),
+               closed_form("Remark 5: min(|sigma|, 2 - |sigma|)/|c| (remark5_threshold)"));
     checks.add("R21 continuation", "Remark 5: the continuation's bisected rho_crit", "max |found - expected|", worst_cont, "<= 1e-8",
-               worst_cont <= 1e-8);
+               worst_cont <= 1e-8, closed_form("Remark 5: min(|sigma|, 2 - |sigma|)/|c| (remark5_threshold)"));
     checks.add("R21 continuous", "F18: the continuous-time reading |sigma|/|c| misses the flip point for sigma < -1",
-               "some sigma < -1 where they differ", flip_seen ? 1.0 : 0.0, "1 (needs a sigma < -1)", flip_seen);
+               "some sigma < -1 where they differ", flip_seen ? 1.0 : 0.0, "1 (needs a sigma < -1)", flip_seen,
+               closed_form("|sigma|/|c| vs Remark 5's min(|sigma|, 2 - |sigma|)/|c|"));
   }
   checks.report(ctx, "coupling-margin");
 }

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/io/npy.hpp"
 #include "tokdyn/models/mamba2.hpp"
 #include "tokdyn/models/rope_attention.hpp"
 #include "tokdyn/models/ssm.hpp"
@@ -168,7 +171,7 @@ ModelSetup build_transformer(const Params& P, RunContext& ctx) {
   if (P.get_string("tying") == "untied" && P.get_string("tf_weights").empty() && P.get_int("depth") > 5000)
     throw InputError(fmt::format("parameter 'depth' = {}: untied random weights are drawn for every layer, at most 5000 "
                                  "(use --set tying=tied or tying=looped for deeper runs)", P.get_int("depth")));
-  tf::Transformer model = tf::transformer_from(q, ctx);
+  tf::Transformer model = tf::transformer_from(q, ctx, 0, "tf_weights");
   const tf::Config& c = model.config();
   const int len = static_cast<int>(P.get_int("tokens"));
   ModelSetup S;
@@ -242,6 +245,33 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
       throw InputError(fmt::format("parameter 'H': Steklov window {} is longer than the measured window depth - burn_in = {}", H,
                                    o.depth - o.burn_in));
   ModelSetup S = builders().at(model)(P, ctx);
+  // A start state from the user (x0 = FILE.npy) replaces the drawn or embedded tokens; either way the
+  // start actually used is written to x0.npy, so that anyone can recompute the trajectory.
+  if (const std::string& x0 = P.get_string("x0"); !x0.empty()) {
+    std::vector<std::size_t> shape;
+    const std::vector<double> v = read_npy_double(x0, shape);
+    const auto T = static_cast<std::size_t>(S.Z0.len), d = static_cast<std::size_t>(S.Z0.Z.cols());
+    if (shape.size() != 2 || shape[0] != T || shape[1] != d)
+      throw InputError(fmt::format("parameter 'x0' ({}): shape [{}]; expected [tokens, d] = [{}, {}] for model={}", x0,
+                                   fmt::join(shape, ", "), T, d, model));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw InputError(fmt::format("parameter 'x0' ({}): entry [{}, {}] is {}; expected finite numbers", x0, i / d, i % d, v[i]));
+    Tokens X = Eigen::Map<const Tokens>(v.data(), static_cast<Eigen::Index>(T), static_cast<Eigen::Index>(d));
+    if (S.map->on_sphere()) {  // the model's state lives on (S^{d-1})^T: each token is normalised
+      for (Eigen::Index i = 0; i < X.rows(); ++i) {
+        const double nrm = X.row(i).norm();
+        if (!(nrm > 0))
+          throw InputError(fmt::format("parameter 'x0' ({}): token {} is zero; model={} needs tokens on the unit sphere", x0, i, model));
+        if (std::abs(nrm - 1.0) > 4.0 * std::numeric_limits<double>::epsilon()) X.row(i) /= nrm;  // on it already: kept
+      }
+      S.notes["x0"] = fmt::format("{} (each token normalised: model={} lives on the sphere)", x0, model);
+    } else {
+      S.notes["x0"] = x0;
+    }
+    S.Z0 = Batch{X, 1, S.Z0.len};
+  }
+  write_npy(ctx.dir / "x0.npy", S.Z0.Z.data(), {static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.Z.cols())});
   const long dim = tangent_dimension(*S.map, S.Z0);
   if (o.k > dim)
     throw InputError(fmt::format("parameter 'k': expected at most the tangent dimension {} = tokens x {} of model={}, got {}", dim,
@@ -291,6 +321,8 @@ std::vector<ParamSpec> depth_spectra_params() {
      p_int("tokens", 16, "tokens of the trajectory (T)", 1, 100000),
      p_int("seed", 0, "seed of the initial tokens / token ids (and of the SSM weights)", 0, kMaxSeed),
      p_int("tangent_seed", 0, "seed of the initial tangent vectors", 0, kMaxSeed),
+     p_string("x0", "", "float64 .npy [tokens, d]: the start state (empty: the model's drawn or embedded tokens); "
+              "the start used is always written to x0.npy").file(),
      // ssm
      p_int("n", 16, "ssm: token dimension n", 1, 65536),
      p_int("m", 16, "ssm: hidden-state size per channel", 1, 65536),

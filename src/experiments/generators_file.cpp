@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/cocycle_families.hpp"
@@ -9,6 +11,20 @@
 #include "tokdyn/io/npy.hpp"
 
 namespace tokdyn {
+
+std::pair<long, long> generators_shape(const std::string& file, const std::string& param) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("parameter '{}' ({}): cannot open the file; expected a readable float64 .npy", param, file));
+  std::vector<unsigned char> head(70000);
+  in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  const auto n = static_cast<std::size_t>(in.gcount());
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(file, ec);
+  const npy::Header h = npy::parse_header(head.data(), n, ec ? n : size, fmt::format("parameter '{}' ({})", param, file));
+  if (h.kind != 'f' || h.item_size != 8 || h.shape.size() != 3 || h.shape[0] < 1 || h.shape[1] < 1 || h.shape[1] != h.shape[2])
+    throw InputError(fmt::format("parameter '{}' ({}): expected a float64 .npy of shape [L, d, d] (layer maps I + A(l))", param, file));
+  return {static_cast<long>(h.shape[0]), static_cast<long>(h.shape[1])};
+}
 
 std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const std::string& param, long min_layers) {
   std::vector<std::size_t> shape;

@@ -48,7 +48,10 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
     Z.run(r) = X;
   }
 
-  GramObserver gram;
+  // consensus_dist: distance to the attention consensus manifold {(x, ..., x)} (RoPE §1.9), not the
+  // SSM paper's axis-aligned sets (a full collapse off the axes would read as far from consensus).
+  GramObserver gram(ConsensusSet::Diagonal);
+  ctx.notes["consensus_dist"] = "distance of the normalised tokens to {(x, ..., x) : |x| = 1}: sqrt(2 n - 2 |sum_i zhat_i|)";
   CsvWriter geo(ctx.dir / "geometry.csv", {"t", "tau", "run", "min_inner_c", "hemisphere_min_e1"});
   const double a = softmax_floor(AP.beta, n);
   RowVec e1 = RowVec::Zero(AP.d);

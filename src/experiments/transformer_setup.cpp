@@ -46,7 +46,15 @@ std::vector<std::string> transformer_keys() {
   return out;
 }
 
-Config config_from(const Params& p) {
+Config config_from(const Params& p, const std::string& weights_key) {
+  const std::string& file = p.get_string("weights");
+  if (!file.empty()) {
+    const auto [fd, fff] = file_dimensions(file);
+    if (fd != p.get_int("d") || fff != p.get_int("d_ff"))
+      throw InputError(fmt::format("parameter '{}' = {}: the file's Transformer has d = {}, d_ff = {} (layers.0.W_Q, layers.0.W_1); "
+                                   "expected d = {} and d_ff = {} to match it (--set d={} --set d_ff={})",
+                                   weights_key, file, fd, fff, p.get_int("d"), p.get_int("d_ff"), fd, fff));
+  }
   Config c;
   c.d = static_cast<int>(p.get_int("d"));
   c.d_ff = static_cast<int>(p.get_int("d_ff"));
@@ -69,15 +77,20 @@ Config config_from(const Params& p) {
   return c;
 }
 
-std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::uint64_t seed_offset) {
+std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::uint64_t seed_offset, const std::string& weights_key) {
   const int L = static_cast<int>(p.get_int("L"));
   const Tying tying = parse_tying(p.get_string("tying"));
   const std::string& file = p.get_string("weights");
   if (!file.empty()) {
     auto w = load_weights(file, c);
-    if (tying == Tying::Untied && static_cast<int>(w.size()) < L)
-      throw InputError(fmt::format("parameter 'weights' = {}: {} layers in the file, expected at least L = {} for untied weights", file,
-                                   w.size(), L));
+    const auto n = static_cast<int>(w.size());
+    // Every weight set of the file is used: no silent truncation, no silent "layer 0 of 50".
+    if (tying == Tying::Untied && n != L)
+      throw InputError(fmt::format("parameter '{}' = {}: {} weight sets in the file; tying = untied uses one per layer, expected "
+                                   "exactly L = {} (--set L={}, or tying = looped to repeat them)", weights_key, file, n, L, n));
+    if (tying == Tying::Tied && n != 1)
+      throw InputError(fmt::format("parameter '{}' = {}: {} weight sets in the file; tying = tied uses exactly one (layers.0.* "
+                                   "only), expected a file with one set, or tying = untied / looped", weights_key, file, n));
     return w;
   }
   const int n = tying == Tying::Tied ? 1 : tying == Tying::Looped ? static_cast<int>(p.get_int("loop")) : L;
@@ -88,10 +101,10 @@ std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::ui
   return w;
 }
 
-Transformer transformer_from(const Params& p, RunContext& ctx, std::uint64_t seed_offset) {
-  const Config c = config_from(p);
+Transformer transformer_from(const Params& p, RunContext& ctx, std::uint64_t seed_offset, const std::string& weights_key) {
+  const Config c = config_from(p, weights_key);
   for (const auto& w : c.warnings()) ctx.warnings.push_back(w);
-  return Transformer(c, weights_from(p, c, seed_offset), parse_tying(p.get_string("tying")));
+  return Transformer(c, weights_from(p, c, seed_offset, weights_key), parse_tying(p.get_string("tying")));
 }
 
 Vec reference_start(const Config& c, std::uint64_t seed) {

@@ -70,12 +70,20 @@ struct QrOptions {
 
 struct QrResult {
   Matrix log_diag;            ///< (last-first) x k: log R_r[i,i]; -inf where R_r[i,i] = 0 (growth scale 0)
+  /// Per column: the first step (row of log_diag) at which R_ii fell to round-off, R_ii <=
+  /// 64 eps ||Z||_F (Z = B Q, the frame's image), or -1. From that step on the column carries
+  /// round-off, not growth: its exponent is unresolved (a rank-deficient layer has growth scale 0
+  /// along it, which round-off reports as a small positive number).
+  std::vector<long> unresolved_at;
   Matrix Q_final;             ///< d x k
   std::vector<Matrix> Q;      ///< keep_factors: Q_r, r = first..last (last-first+1 frames)
   std::vector<Matrix> R;      ///< keep_factors: R_r, k x k upper triangular
 };
 
 /// Runs the discrete QR algorithm over the window. Singular factors give log R_ii = -inf, never NaN.
+/// Each image Z = B Q is scaled by a power of two before its QR (exact; the scale's log is added
+/// back), so generators of any finite size give finite exponents. tokdyn::NonFiniteError (exit 4)
+/// when an image itself is not finite (B(l) Q overflows, or a callback returns NaN), naming the layer.
 QrResult qr_iterate(const Cocycle& c, const QrOptions& opt = {});
 
 /// Householder QR of Z (d x k, d >= k) with diag(R) >= 0: Z = Q R, Q d x k orthonormal.
@@ -109,8 +117,37 @@ std::vector<Interval> merge_intervals(std::vector<Interval> iv, double rel_tol =
 /// (i, i+1) of columns, the smallest Steklov average over windows of length H of
 /// log R[i,i] - log R[i+1,i+1]. Positive for every pair: the diagonal is separated at scale H.
 Eigen::VectorXd separation(const Matrix& log_diag, long H, long begin = 0, long end = -1);
-/// Whether 1 lies outside every interval (a dichotomy at growth scale 1: hyperbolic).
+/// Whether 1 lies outside every interval (a dichotomy at growth scale 1: hyperbolic), with no
+/// tolerance: a boundary case (an interval ending at 0.9999999999999987 for an exactly neutral
+/// cocycle) is called hyperbolic. Decisions users read go through decide_hyperbolic.
 bool hyperbolic(const std::vector<Interval>& merged);
+
+/// A decision at a boundary: yes, no, or undecided when the margin is within the tolerance.
+enum class Verdict { Yes, No, Undecided };
+const char* verdict_name(Verdict v);  ///< "yes", "no", "undecided"
+
+/// The estimate's own error for Bohl intervals of log_diag over rows [begin, end), in log growth
+/// scale per layer (the units of log lower / log upper):
+///   round-off    16 eps (k + 1) (1 + max |log R_ii|)   (each QR step's backward error, k columns)
+///   window bias  max_i osc_i / N                         (osc_i = max_t |S_i(t) - mu_i t|, S_i the
+///                partial sums of column i, mu_i its mean: the log kappa of the frame seen on the
+///                window of N layers; 0 for a constant diagonal)
+/// tolerance = round-off + window bias.
+struct SpectrumError {
+  double roundoff = 0, window_bias = 0;
+  double tolerance() const { return roundoff + window_bias; }
+};
+SpectrumError spectrum_error(const Matrix& log_diag, long begin = 0, long end = -1);
+
+/// Hyperbolicity with a tolerance. margin: signed distance, in log growth scale, of log 1 = 0 from
+/// the merged intervals: positive = outside every interval (the distance to the nearest endpoint),
+/// negative = inside one (minus the distance to its nearer endpoint). verdict: yes if margin >
+/// tolerance, no if margin < -tolerance, undecided otherwise.
+struct HyperbolicDecision {
+  Verdict verdict = Verdict::Undecided;
+  double margin = 0, tolerance = 0;
+};
+HyperbolicDecision decide_hyperbolic(const std::vector<Interval>& merged, double tolerance);
 
 /// Rank function cross-check (Dieci–Elia–Van Vleck): log singular values of Phi(s+N, s) for
 /// s = begin, begin+stride, ... (s+N <= end), each row divided by N (so entries are log growth

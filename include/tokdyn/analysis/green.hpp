@@ -75,6 +75,20 @@ class Bvp {
   /// from `iterations` power steps on M^{-T} M^{-1} (fixed start; a lower estimate of the norm, so an
   /// upper estimate of sigma_min that converges from above). > 0: the bounded solution is unique (R17).
   double smallest_singular_value_estimate(int iterations = 30) const;
+  /// The (L+1)d x (L+1)d BVP matrix M itself: rows [left_rows at u(0)], [-B(l) at u(l), I at
+  /// u(l+1)] for l = 0..L-1, [right_rows at u(L)]; columns u(0), ..., u(L). For validation.
+  Matrix dense_matrix() const;
+  /// sigma_min of M as a certificate (a value that is not above the true one):
+  ///  * "exact": dense SVD of M when (L+1)d <= dense_max; value = sigma_min - 4 N eps sigma_max
+  ///    (the SVD's backward error), so it is a lower bound up to that round-off;
+  ///  * "lower bound": otherwise, when the N solves fit max_flops, 1 / sqrt(||M^-1||_1 ||M^-1||_inf)
+  ///    (||X||_2 <= sqrt(||X||_1 ||X||_inf)), with the columns of M^-1 from the factorisation;
+  ///  * "none": too large for either; value NaN (the power estimate is not a certificate).
+  struct SigmaMinCertificate {
+    double value = 0;
+    std::string method;  ///< "exact", "lower bound" or "none"
+  };
+  SigmaMinCertificate smallest_singular_value_certificate(long dense_max = 1600, double max_flops = 4e10) const;
   /// The flops counted for the factorisation (panel LU, triangular solve, Schur update per layer).
   double factor_flops() const;
 

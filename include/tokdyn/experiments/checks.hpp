@@ -1,13 +1,27 @@
 #pragma once
-// The checks table every coupling-paper preset writes (checks.csv: one row per numerical check of a
-// statement of the paper, columns check, statement, quantity, value, expected, pass), and the run's
-// bookkeeping of failures (manifest note "checks_failed" and a warning). `pass` is "true", "false"
-// or "n/a": a check whose value cannot be computed (not finite) is neither passed nor failed; its
-// value cell is empty and `expected` says why it is not applicable. `coupling-all` joins the
-// tables of every coupling preset into its summary.csv with the same columns.
+// The verdict table every checking preset writes (checks.csv: one row per numerical check of a
+// statement of a paper). Columns:
+//   check           id, e.g. "R17 residual"
+//   statement       the paper's claim (with its source: theorem, lemma, equation)
+//   quantity        what was measured
+//   value           the number (empty when not computable: pass = n/a)
+//   expected        the criterion with its tolerance, in words
+//   reference_kind  what the value is compared against (issue 17), one of
+//                     paper        a number printed in the paper
+//                     closed_form  a formula evaluated independently of the code under test
+//                     independent  a separate implementation in the repository (named)
+//                     consistency  two code paths of tokdyn that share most of their code
+//                     bound        an inequality of the paper (the value must lie below / above it)
+//                     qualitative  a sign, an ordering or a trend the paper states
+//   reference       the reference itself, named (e.g. "-A^{-1} h", "green_explicit (kernel sum)")
+//   pass            true, false or n/a (last, as before the reference columns were added)
+// A quantity without a criterion is not a check: it goes to the preset's own CSV or the manifest.
+// `coupling-all` joins the tables into summary.csv with the same columns and counts the rows by kind.
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,31 +30,57 @@
 
 namespace tokdyn {
 
+/// What a check's value is compared against (see the table at the top of this file).
+enum class RefKind { Paper, ClosedForm, Independent, Consistency, Bound, Qualitative };
+inline constexpr std::array<const char*, 6> kRefKindNames = {"paper", "closed_form", "independent", "consistency", "bound", "qualitative"};
+inline const char* ref_kind_name(RefKind k) { return kRefKindNames[static_cast<std::size_t>(k)]; }
+/// Kinds whose reference does not share the code that computed the value.
+inline bool ref_is_independent(RefKind k) { return k == RefKind::Paper || k == RefKind::ClosedForm || k == RefKind::Independent; }
+
+/// A check's reference: its kind and the reference named.
+struct Ref {
+  RefKind kind;
+  std::string what;
+};
+inline Ref paper(std::string what) { return {RefKind::Paper, std::move(what)}; }
+inline Ref closed_form(std::string what) { return {RefKind::ClosedForm, std::move(what)}; }
+inline Ref independent(std::string what) { return {RefKind::Independent, std::move(what)}; }
+inline Ref consistency(std::string what) { return {RefKind::Consistency, std::move(what)}; }
+inline Ref bound(std::string what) { return {RefKind::Bound, std::move(what)}; }
+inline Ref qualitative(std::string what) { return {RefKind::Qualitative, std::move(what)}; }
+
 class CheckTable {
  public:
-  explicit CheckTable(const std::filesystem::path& file)
-      : csv_(file, {"check", "statement", "quantity", "value", "expected", "pass"}) {}
+  static std::vector<std::string> columns() {
+    return {"check", "statement", "quantity", "value", "expected", "reference_kind", "reference", "pass"};
+  }
+  explicit CheckTable(const std::filesystem::path& file) : csv_(file, columns()) {}
   /// One check: `check` is its id (e.g. "R17 residual"), `statement` the paper's claim,
-  /// `quantity` what was measured, `value` the number, `expected` the criterion in words.
+  /// `quantity` what was measured, `value` the number, `expected` the criterion in words, `ref`
+  /// what the value is compared against.
   void add(const std::string& check, const std::string& statement, const std::string& quantity, double value,
-           const std::string& expected, bool pass) {
+           const std::string& expected, bool pass, const Ref& ref) {
     if (!std::isfinite(value)) {
       not_applicable(check, statement, quantity,
-                     fmt::format("not computable here: the value is {} ({})", value, expected));
+                     fmt::format("not computable here: the value is {} ({})", value, expected), ref);
       return;
     }
-    csv_.cell(check).cell(statement).cell(quantity).cell(value).cell(expected).cell(std::string(pass ? "true" : "false"));
+    csv_.cell(check).cell(statement).cell(quantity).cell(value).cell(expected);
+    csv_.cell(std::string(ref_kind_name(ref.kind))).cell(ref.what).cell(std::string(pass ? "true" : "false"));
     csv_.end_row();
     ++total_;
     failed_ += pass ? 0 : 1;
+    count(ref.kind, pass ? 0 : 1);
   }
   /// A check that does not apply to this run (its value cannot be computed): `why` says so.
   void not_applicable(const std::string& check, const std::string& statement, const std::string& quantity,
-                      const std::string& why) {
-    csv_.cell(check).cell(statement).cell(quantity).empty().cell(why).cell(std::string("n/a"));
+                      const std::string& why, const Ref& ref) {
+    csv_.cell(check).cell(statement).cell(quantity).empty().cell(why);
+    csv_.cell(std::string(ref_kind_name(ref.kind))).cell(ref.what).cell(std::string("n/a"));
     csv_.end_row();
     ++total_;
     ++na_;
+    count(ref.kind, 2);
   }
   int failed() const { return failed_; }
   int total() const { return total_; }
@@ -51,6 +91,12 @@ class CheckTable {
     ctx.notes["checks"] = total_;
     ctx.notes["checks_failed"] = failed_;
     ctx.notes["checks_not_applicable"] = na_;
+    // By kind: {"paper": {"passed": p, "failed": f, "not_applicable": n}, ...} (run.cpp prints it).
+    nlohmann::json by = nlohmann::json::object();
+    for (std::size_t k = 0; k < kRefKindNames.size(); ++k)
+      if (by_kind_[k][0] + by_kind_[k][1] + by_kind_[k][2] > 0)
+        by[kRefKindNames[k]] = {{"passed", by_kind_[k][0]}, {"failed", by_kind_[k][1]}, {"not_applicable", by_kind_[k][2]}};
+    ctx.notes["checks_by_kind"] = by;
     if (failed_)
       ctx.warnings.push_back(fmt::format("{} check(s) of {} failed: see checks.csv", failed_, preset));
     if (na_)
@@ -59,8 +105,10 @@ class CheckTable {
   }
 
  private:
+  void count(RefKind k, int outcome) { ++by_kind_[static_cast<std::size_t>(k)][static_cast<std::size_t>(outcome)]; }
   CsvWriter csv_;
   int failed_ = 0, total_ = 0, na_ = 0;
+  std::array<std::array<int, 3>, 6> by_kind_{};  ///< per kind: passed, failed, not applicable
 };
 
 }  // namespace tokdyn

@@ -18,6 +18,10 @@ namespace tokdyn {
 /// (named by its index).
 std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const std::string& param, long min_layers = 1);
 
+/// The shape of a generators file from its .npy header alone (nothing else read): {L, d}; the same
+/// InputError as read_generators_npy for a header that is not float64 [L, d, d]. For estimates.
+std::pair<long, long> generators_shape(const std::string& file, const std::string& param);
+
 /// The comma-separated numbers of string parameter `key` (InputError naming it: empty list, an
 /// entry that is not a finite number).
 std::vector<double> number_list_param(const Params& p, const std::string& key);

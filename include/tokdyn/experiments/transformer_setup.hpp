@@ -19,11 +19,16 @@ std::vector<std::string> transformer_keys();
 void applies_only_when(std::vector<ParamSpec>& ps, const std::vector<std::string>& keys, const std::string& key,
                        const std::vector<std::string>& values);
 /// The Config of validated Params (InputError for combinations the schema cannot express).
-Config config_from(const Params& p);
-/// Seeded random weights (one set per untied layer, one tied, `loop` looped) or the `weights` file.
-std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::uint64_t seed_offset = 0);
+/// With a weights file, d and d_ff must be the file's (layers.0.W_Q is d x d, layers.0.W_1 d_ff x d):
+/// InputError naming both otherwise. weights_key: the preset's name of the file parameter (messages).
+Config config_from(const Params& p, const std::string& weights_key = "weights");
+/// Seeded random weights (one set per untied layer, one tied, `loop` looped) or the `weights` file:
+/// exactly L weight sets for tying = untied, exactly one for tied, the loop's period for looped.
+std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::uint64_t seed_offset = 0,
+                                       const std::string& weights_key = "weights");
 /// The stack; the model's warnings (ReLU is not C^1) go to the run's warnings.
-Transformer transformer_from(const Params& p, RunContext& ctx, std::uint64_t seed_offset = 0);
+Transformer transformer_from(const Params& p, RunContext& ctx, std::uint64_t seed_offset = 0,
+                             const std::string& weights_key = "weights");
 /// The reference's starting point x*(0): Gaussian entries of unit variance, stream (seed, 0xa11ce).
 Vec reference_start(const Config& c, std::uint64_t seed);
 

@@ -105,8 +105,10 @@ struct LayerWeights {
 /// the biases b_1, b_2; unit gains, zero LN biases. Stream (seed, r, tensor).
 LayerWeights random_weights(const Config& c, int r, double sigma_w, double sigma_b, std::uint64_t seed);
 /// Reads layers.{l}.* for l = 0..n-1 (tensor names above); InputError naming the file and tensor
-/// for a missing tensor, a wrong shape or a non-finite value.
+/// for a missing tensor, a wrong shape, a non-finite value, or a tensor that is not one of them.
 std::vector<LayerWeights> load_weights(const std::string& path, const Config& c);
+/// d and d_ff of a weights file (the shapes of layers.0.W_Q and layers.0.W_1), read from its header.
+std::pair<long, long> file_dimensions(const std::string& path);
 /// Counts the consecutive layers.{l}.W_Q tensors of a file (the number of weight sets).
 int count_layers(const std::string& path);
 
