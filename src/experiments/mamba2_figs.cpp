@@ -13,6 +13,7 @@
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/attention_within_checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/mamba2.hpp"
@@ -261,9 +262,53 @@ std::vector<std::pair<std::string, Switches>> pick(const std::string& sel, const
   return out;
 }
 
+/// Why the paper's numbers of Fig. `fig` do not apply to this run ("" when they do): the figure's
+/// schedule, every part of the block on, trained weights for the trained-block figures, depth 200.
+/// `random_rows`: Fig. 6's random-block configurations (no schedule or trained weights involved).
+std::string paper_values_na(const Setup& S, const Params& P, int fig, bool random_rows = false) {
+  const bool trained = !random_rows && (fig == 1 || fig == 2 || fig == 4 || fig == 6);
+  const char* sched = fig == 2 ? "single" : (fig == 3 || fig == 5 ? "random" : "cycle");
+  if (!random_rows && P.get_string("schedule") != sched)
+    return fmt::format("the paper's Fig. {} uses schedule={}; this run used schedule={}", fig, sched, P.get_string("schedule"));
+  if (S.model.cfg.d_model != 768 || S.model.cfg.n_layer != 24)
+    return fmt::format("the paper's model is mamba2-130m (d_model 768, 24 layers); this run's has d_model {}, {} layers",
+                       S.model.cfg.d_model, S.model.cfg.n_layer);
+  if (!S.base.conv || !S.base.silu_x || !S.base.d_skip || !S.base.mixer_norm)
+    return "the paper's block has its conv, SiLU on x, D skip and gated norm on; this run switched one off";
+  return attention_within::not_applicable_reason(S.depth, trained, !S.synthetic);
+}
+
+/// The paper's reported numbers of Figs. 1-5 for the variants run (checks.csv).
+void paper_checks(const Setup& S, const Params& P, RunContext& ctx, int fig, const PassResult& R) {
+  namespace aw = attention_within;
+  CheckTable checks(ctx.dir / "checks.csv");
+  const std::string why = paper_values_na(S, P, fig);
+  auto find = [&](const char* name) -> std::ptrdiff_t {
+    for (std::size_t v = 0; v < R.names.size(); ++v)
+      if (R.names[v] == name) return static_cast<std::ptrdiff_t>(v);
+    return -1;
+  };
+  auto gram = [&](const char* name) -> const GramObserver* {
+    const auto v = find(name);
+    return v < 0 ? nullptr : &R.gram[static_cast<std::size_t>(v)];
+  };
+  switch (fig) {
+    case 1: aw::fig1_checks(checks, gram("no_gate"), gram("gate"), why); break;
+    case 2:
+      if (const GramObserver* g = gram("no_gate")) aw::fig2_checks(checks, *g, why);
+      break;
+    case 3: aw::fig3_checks(checks, gram("silu"), gram("no_silu"), why); break;
+    default:
+      if (const auto v = find("silu"); v >= 0)
+        aw::fig45_checks(checks, R.pe[static_cast<std::size_t>(v)].q(), static_cast<int>(P.get_int("fig_run")),
+                         static_cast<int>(P.get_int("fig_token")), fig == 5, why);
+  }
+  checks.report(ctx, fmt::format("mamba2-fig{}", fig));
+}
+
 /// Figs. 1-3 (and 4-5): one schedule, one or two variants.
 void run_single_schedule(const Params& P, RunContext& ctx, const std::vector<std::pair<std::string, Switches>>& all,
-                         bool pe) {
+                         bool pe, int fig) {
   Setup S = make_setup(P, ctx);
   const Sched sched = sched_of(P.get_string("schedule"));
   const auto chosen = pick(P.get_string("variants"), all);
@@ -303,6 +348,7 @@ void run_single_schedule(const Params& P, RunContext& ctx, const std::vector<std
   }
   ctx.notes["schedule"] = describe_schedule(sched, P, S.model.cfg.n_layer);
   ctx.notes["variants"] = vj;
+  paper_checks(S, P, ctx, fig, R);
 }
 
 Switches sw_gate(bool gate, bool silu_bc) {
@@ -360,7 +406,7 @@ const ExperimentRegistration reg1{with_smoke(Experiment{
     "Attention Within Fig. 1: Mamba-2 blocks cycled to depth 200, SiLU on, output gate on vs off",
     common_params("cycle", 0, "both", {"both", "gate", "no_gate"}),
     [](const Params& P, RunContext& ctx) {
-      run_single_schedule(P, ctx, {{"gate", sw_gate(true, true)}, {"no_gate", sw_gate(false, true)}}, false);
+      run_single_schedule(P, ctx, {{"gate", sw_gate(true, true)}, {"no_gate", sw_gate(false, true)}}, false, 1);
     },
     "mamba2-fig1",
     [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
@@ -370,7 +416,7 @@ const ExperimentRegistration reg2{with_smoke(Experiment{
     "Attention Within Fig. 2: one Mamba-2 block repeated (layer=0 by default), gate off",
     common_params("single", 0, "no_gate", {"no_gate", "gate", "both"}),
     [](const Params& P, RunContext& ctx) {
-      run_single_schedule(P, ctx, {{"no_gate", sw_gate(false, true)}, {"gate", sw_gate(true, true)}}, false);
+      run_single_schedule(P, ctx, {{"no_gate", sw_gate(false, true)}, {"gate", sw_gate(true, true)}}, false, 2);
     },
     "mamba2-fig2",
     [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
@@ -380,7 +426,7 @@ const ExperimentRegistration reg3{with_smoke(Experiment{
     "Attention Within Fig. 3: freshly initialised Mamba-2 blocks redrawn at every layer, gate off, SiLU on B/C vs off",
     common_params("random", 0, "both", {"both", "silu", "no_silu"}),
     [](const Params& P, RunContext& ctx) {
-      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, false);
+      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, false, 3);
     },
     "mamba2-fig3",
     [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
@@ -390,7 +436,7 @@ const ExperimentRegistration reg4{with_smoke(Experiment{
     "Attention Within Fig. 4: q_1(t) along one trajectory through the cycled blocks, gate off, its windows and T*",
     with(common_params("cycle", 0, "silu", {"silu", "no_silu", "both"}), pe_params(8)),
     [](const Params& P, RunContext& ctx) {
-      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
+      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true, 4);
     },
     "mamba2-fig45",
     [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}})};
@@ -400,7 +446,7 @@ const ExperimentRegistration reg5{with_smoke(Experiment{
     "Attention Within Fig. 5: q_1(t) along one trajectory through random blocks redrawn per layer, gate off",
     with(common_params("random", 0, "silu", {"silu", "no_silu", "both"}), pe_params(34)),
     [](const Params& P, RunContext& ctx) {
-      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true);
+      run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true, 5);
     },
     "mamba2-fig45",
     [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}})};
@@ -432,6 +478,18 @@ void run_fig6(const Params& P, RunContext& ctx) {
     }
   write_tables(ctx.dir, mv, "config");
   write_tables(ctx.dir, qv, "config");
+  {
+    namespace aw = attention_within;
+    CheckTable checks(ctx.dir / "checks.csv");
+    const std::string why_trained = paper_values_na(S, P, 6);
+    const std::string why_random = paper_values_na(S, P, 6, true);
+    const std::optional<int> t_silu = pe_readings(A.pe[0].q()).text.t_star;
+    aw::fig6_checks(checks, "mamba2_silu", A.pe[0].q(), 0, why_trained);
+    aw::fig6_checks(checks, "mamba2_no_silu", A.pe[1].q(), t_silu ? *t_silu : 0, why_trained);
+    aw::fig6_checks(checks, "random_silu", B.pe[0].q(), 0, why_random);
+    aw::fig6_checks(checks, "random_no_silu", B.pe[1].q(), 0, why_random);
+    checks.report(ctx, "mamba2-fig6");
+  }
   ctx.notes["schedule_trained"] = describe_schedule(trained, P, S.model.cfg.n_layer);
   ctx.notes["schedule_random"] = describe_schedule(Sched::Random, P, S.model.cfg.n_layer);
   ctx.notes["gate"] = false;

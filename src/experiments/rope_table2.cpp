@@ -14,6 +14,7 @@
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/rope_circle_configs.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/experiments/rope_sphere_configs.hpp"
@@ -101,11 +102,33 @@ void run_fig4d(const Params& P, RunContext& ctx) {
 
 // ------------------------------------------------------------------ Table 2
 
+/// table2.csv (the paper's table beside tokdyn's, row by row) and checks.csv (the verdicts).
+/// Table 2's discrepancies are round-off, FD-truncation and integration-error magnitudes of two
+/// computations the paper calls independent (and tokdyn implements separately): they cannot be
+/// matched bit for bit, so each is checked against the order-of-magnitude threshold of
+/// specs/rope-attention-dynamics.md §3.2, with the paper's value beside it; the configuration
+/// counts are checked exactly against the paper's.
 struct Table2 {
   CsvWriter w;
-  explicit Table2(const std::filesystem::path& dir) : w(dir / "table2.csv", {"row", "quantity", "paper", "tokdyn", "count"}) {}
+  CheckTable checks;
+  explicit Table2(const std::filesystem::path& dir)
+      : w(dir / "table2.csv", {"row", "quantity", "paper", "tokdyn", "count"}), checks(dir / "checks.csv") {}
   void put(const std::string& row, const std::string& q, const std::string& paper, double v, long count) {
     w.cell(row).cell(q).cell(paper).cell(v).cell(count).end_row();
+  }
+  /// A discrepancy |value| <= threshold (or a residual value >= -threshold when `residual`).
+  void discrepancy(const std::string& id, const std::string& row, const std::string& what, double v, double threshold,
+                   const std::string& paper_value, const Ref& ref, bool residual = false) {
+    const std::string from_paper = paper_value.empty() ? std::string("not in the paper's table")
+                                                       : fmt::format("paper: {}", paper_value);
+    const std::string expected = residual ? fmt::format(">= -{:g} ({})", threshold, from_paper)
+                                          : fmt::format("<= {:g} ({})", threshold, from_paper);
+    checks.add(id, "Table 2, " + row, what, v, expected, residual ? v >= -threshold : std::abs(v) <= threshold, ref);
+  }
+  /// A configuration count against the paper's.
+  void count(const std::string& id, const std::string& row, const std::string& what, long v, long paper_count) {
+    checks.add(id, "Table 2, " + row + ": coverage", what, static_cast<double>(v), fmt::format("= {}", paper_count), v == paper_count,
+               paper(fmt::format("Table 2: {} {}", paper_count, what)));
   }
 };
 
@@ -139,6 +162,13 @@ void run_table2(const Params& P, RunContext& ctx) {
     T.put(r1, "full-spectrum error", "1.554e-15", rs.max_spectrum_error, rs.count);
     T.put(r1, "Bessel-Fourier gap error", "6.051e-15", rs.max_gap_error, rs.count);
     T.put(r1, "structural-zero counts = n - L (mask)", "", rs.counts_ok ? 1.0 : 0.0, rs.count);
+    T.discrepancy("T2.1 spectrum", r1, "max full-spectrum error (direct matrix spectrum vs congruence-filtered Bessel spectrum)",
+                  rs.max_spectrum_error, 1e-13, "1.554e-15", independent("dense eigensolve of the linearisation vs the Bessel-coefficient spectrum"));
+    T.discrepancy("T2.1 gap", r1, "max Bessel-Fourier gap error", rs.max_gap_error, 1e-13, "6.051e-15",
+                  independent("Bessel-series gap vs the stable Fourier L-grid gap"));
+    T.checks.add("T2.1 structural zeros", "Table 2, " + r1 + ": the mask leaves n - L structural zeros", "spectra whose zero count is n - L (1: all)",
+                 rs.counts_ok ? 1.0 : 0.0, "= 1 (every spectrum)", rs.counts_ok, closed_form("n - L zero eigenvalues of the congruence mask"));
+    T.count("T2.1 spectra", r1, "resonant spectra", rs.count, 144);
   });
   step(0.05);
   timed("resonant rate fits (12)", [&] {
@@ -153,6 +183,9 @@ void run_table2(const Params& P, RunContext& ctx) {
       step(0.3 / 12.0);
     }
     T.put(r1, "relative rate error", "1.059e-07", worst, count);
+    T.discrepancy("T2.1 rate", r1, "max relative error of the fitted nonlinear rate against the linear gap", worst, 1e-6, "1.059e-7",
+                  independent("nonlinear phase-flow integration (Bulirsch-Stoer) vs the spectral gap"));
+    T.count("T2.1 rate fits", r1, "rate fits", count, 12);
   });
 
   // Row 2: geometric contraction bounds.
@@ -206,6 +239,8 @@ void run_table2(const Params& P, RunContext& ctx) {
       Tokens dY;
       F.eval(0.0, Batch{Y, 1, 2}, dY);
       T.put(r2, "antipodal two-token velocity (stationary)", "", dY.cwiseAbs().maxCoeff(), 1);
+      T.discrepancy("T2.2 antipodal", r2, "max |velocity| of an antipodal two-token state", dY.cwiseAbs().maxCoeff(), 1e-15, "",
+                    closed_form("Prop. 6.4: an antipodal pair is stationary (velocity 0)"));
       ++evals;
       AttentionParams AQ = AP;
       AQ.beta = 16.0;
@@ -215,10 +250,16 @@ void run_table2(const Params& P, RunContext& ctx) {
       Mat A;
       attention(AQ, Wt, A);
       T.put(r2, "beta = 16 softmax floor: A_ij / a_{beta,n} - 1", "", A(0, 2) / softmax_floor(16.0, 5) - 1.0, 1);
+      T.discrepancy("T2.2 softmax floor", r2, "A_ij / a_{beta,n} - 1 at the sharpness witness (beta = 16, n = 5)",
+                    A(0, 2) / softmax_floor(16.0, 5) - 1.0, 1e-12, "", closed_form("the witness attains the softmax floor a_{beta,n} exactly"));
       ++evals;
     }
     T.put(r2, "minimum inequality residual", "-3.886e-16", min_res, evals);
     T.put(r2, "maximum trajectory excess", "2.961e-10", max_excess, 72 + 1);
+    T.discrepancy("T2.2 Dini residual", r2, "min residual of the Dini inequalities over the grids", min_res, 1e-13, "-3.886e-16",
+                  bound("the Dini inequalities of the contraction theorems (direct vector fields)"), true);
+    T.discrepancy("T2.2 trajectory excess", r2, "max excess of integrated trajectories over their comparison solutions", max_excess, 2e-8,
+                  "2.961e-10 (threshold: the paper's integration-comparison tolerance)", bound("the comparison solutions of the contraction theorems"));
     ctx.notes["geometric_count"] = fmt::format(
         "{} evaluations: sphere Dini grids {} (non-obtuse 1800, hemisphere 1800, equiangular 120), circle Dini 3240, "
         "integrated comparisons 72, separate two-token/antipodal/beta=16 cases 5. The paper reports 7057 without a breakdown; "
@@ -241,6 +282,16 @@ void run_table2(const Params& P, RunContext& ctx) {
     T.put(r3, "Jacobian error (analytic vs centred FD, h = 2e-7)", "3.070e-09", eq.max_jacobian_fd_error, eq.count);
     T.put(r3, "equilibrium residual (direct RHS)", "", eq.max_rhs, eq.count);
     T.put(r3, "spectrum error vs (41)-(43)", "", eq.max_spectrum_error, eq.count);
+    T.discrepancy("T2.3 drift formula", r3, "max |direct RHS - closed drift formula (A-5)| (nonresonant)", nr.max_drift_error, 1e-14, "3.764e-16",
+                  independent("direct right-hand side vs the closed drift formula"));
+    T.discrepancy("T2.3 Jacobian", r3, "max |analytic Jacobian - centred FD Jacobian| (h = 2e-7)", eq.max_jacobian_fd_error, 1e-7, "3.070e-9",
+                  independent("centred finite differences of the direct right-hand side"));
+    T.discrepancy("T2.3 equilibria", r3, "max |direct RHS| at the twisted states", eq.max_rhs, 1e-13, "",
+                  closed_form("twisted states are equilibria (right-hand side 0)"));
+    T.discrepancy("T2.3 spectra", r3, "max eigenvalue error against (41)-(43)", eq.max_spectrum_error, 1e-12, "",
+                  closed_form("the twisted-state eigenvalues (41)-(43)"));
+    T.count("T2.3 equilibria count", r3, "equilibrium configurations", eq.count, 70);
+    T.count("T2.3 nonresonant count", r3, "nonresonant configurations", nr.count, 50);
   });
   step(0.05);
 
@@ -260,6 +311,14 @@ void run_table2(const Params& P, RunContext& ctx) {
     T.put(r4, "gap disagreement (three formulations)", "1.527e-15", tw.max_disagreement, tw.count);
     T.put(r4, "PSD stress: min eigenvalue of S", "", ps.min_lambda_S, ps.count);
     T.put(r4, "PSD stress: min eigenvalue of scaled W", "", ps.min_lambda_W, ps.count);
+    T.discrepancy("T2.4 gap", r4, "max disagreement of the gap between the three formulations", tw.max_disagreement, 1e-13, "1.527e-15",
+                  independent("similarity transform vs normalized Laplacian vs generalized eigenproblem"));
+    T.discrepancy("T2.4 PSD S", r4, "min eigenvalue of S over the stress configurations", ps.min_lambda_S, 1e-12, "",
+                  bound("S is positive semidefinite"), true);
+    T.discrepancy("T2.4 PSD W", r4, "min eigenvalue of the scaled W over the stress configurations", ps.min_lambda_W, 1e-12, "",
+                  bound("the scaled W is positive semidefinite"), true);
+    T.count("T2.4 three-way count", r4, "three-way gap comparisons", tw.count, 9);
+    T.count("T2.4 PSD count", r4, "positive-semidefiniteness stress configurations", ps.count, 320);
     step(0.05);
     const auto fits = multifrequency_rate_fits();
     double worst = 0.0;
@@ -270,8 +329,12 @@ void run_table2(const Params& P, RunContext& ctx) {
       worst = std::max(worst, x.rel_error);
     }
     T.put(r4, "relative rate error", "2.805e-06", worst, static_cast<long>(fits.size()));
+    T.discrepancy("T2.4 rate", r4, "max relative error of the fitted sphere-flow rate against the gap", worst, 2e-5, "2.805e-6",
+                  independent("nonlinear sphere flow (retracted RK4) vs the multi-frequency gap"));
+    T.count("T2.4 rate fits", r4, "rate fits", static_cast<long>(fits.size()), 5);
   });
   if (ctx.progress) ctx.progress(1.0);
+  T.checks.report(ctx, "rope-table2");
   ctx.notes["integrators"] = "phase form (where the paper uses DOP853, rtol 1e-10, atol 1e-12): Boost.Odeint Bulirsch-Stoer with dense output for the 12 rate fits, Runge-Kutta-Fehlberg 7(8) for the integrated comparisons; sphere: RK4 retracted at every stage";
   ctx.notes["step_check"] = step_report_json(rk4_steps, StepPolicy::Refuse);
   ctx.notes["thresholds"] = "Table 2: the discrepancies are round-off / FD / integration magnitudes; tokdyn asserts the same order of magnitude in its tests";

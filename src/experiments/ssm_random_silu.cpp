@@ -11,6 +11,7 @@
 #include "tokdyn/analysis/ssm_bounds.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/attention_within_checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/ssm.hpp"
@@ -106,6 +107,22 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
     write_tables(ctx.dir, mv);
     // PE windows (§VI-B, eq. (23)) for every run and token; envelopes over runs per token.
     write_tables(ctx.dir, qv);
+  }
+  // The paper's reported numbers for random weights (Figs. 3, 5 and Fig. 6's random rows).
+  {
+    namespace aw = attention_within;
+    CheckTable checks(ctx.dir / "checks.csv");
+    const std::string why = aw::not_applicable_reason(depth, false, true);
+    const VariantResult* silu = nullptr;
+    const VariantResult* no_silu = nullptr;
+    for (const auto& R : res) (R.name == "silu" ? silu : no_silu) = &R;
+    aw::fig3_checks(checks, silu ? &silu->gram : nullptr, no_silu ? &no_silu->gram : nullptr, why);
+    if (silu) {
+      aw::fig45_checks(checks, silu->pe.q(), fig_run, fig_token, true, why);
+      aw::fig6_checks(checks, "random_silu", silu->pe.q(), 0, why);
+    }
+    if (no_silu) aw::fig6_checks(checks, "random_no_silu", no_silu->pe.q(), 0, why);
+    checks.report(ctx, "ssm-random-silu");
   }
   // Assumption III.1 along the run (certified channel bounds per layer; Remark IV.1's sign of
   // (S_BC)_{mu~mu~}; Assumption V.1's margin), and the run-level verdict.

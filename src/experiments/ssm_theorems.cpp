@@ -27,9 +27,11 @@
 #include "tokdyn/analysis/ssm_pe_certificate.hpp"
 #include "tokdyn/analysis/ssm_section5.hpp"
 #include "tokdyn/analysis/ssm_trajectory.hpp"
+#include "tokdyn/constants.hpp"
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/ssm_designs.hpp"
@@ -279,6 +281,47 @@ void check_common(const Params& P) {
 }
 
 // =============================================================================================
+// Check rows shared by both presets
+
+/// A value against a reference number of the engineering spec (specs/ssm-consensus.md), computed
+/// outside tokdyn: |value - expected| <= tol.
+void spec_value_row(CheckTable& t, const std::string& check, const std::string& statement, const std::string& quantity,
+                    double value, double expected, double tol, const std::string& spec_test, const std::string& why_na = {}) {
+  const Ref ref = independent(fmt::format("specs/ssm-consensus.md {}: {} (computed outside tokdyn)", spec_test, expected));
+  if (!why_na.empty()) {
+    t.not_applicable(check, statement, quantity, why_na, ref);
+    return;
+  }
+  t.add(check, statement, quantity, value, fmt::format("{} within {}", expected, tol), std::abs(value - expected) <= tol, ref);
+}
+
+/// Lemma III.1's certified constants of design G1 for l = 5 tokens (spec T7).
+void g1_constant_rows(CheckTable& t, const SpectralConstants& k, int len) {
+  const std::string why = len == 5 ? std::string() : fmt::format("the reference values are for l = 5 tokens; this run has {}", len);
+  const std::string st = "Lemma III.1: certified eigenvalue bounds of the G1 channels (l = 5)";
+  spec_value_row(t, "T7 gamma", st, "gamma", k.gamma, 1.0, 1e-9, "T7", why);
+  spec_value_row(t, "T7 Gamma", st, "Gamma", k.Gamma, 1.2147904932, 1e-9, "T7", why);
+  spec_value_row(t, "T7 Lambda", st, "Lambda", k.Lambda, 5.2530467501, 1e-9, "T7", why);
+  spec_value_row(t, "T7 lambda_max", st, "lambda_max", k.lambda_max, 1.3132616875, 1e-9, "T7", why);
+  spec_value_row(t, "T7 lambda_min", st, "lambda_min", k.lambda_min, 1.3132616875, 1e-9, "T7", why);
+}
+
+/// "Every run converged" (max_i V_i(t_end) < 1e-8 in every run): `converged_runs` of `runs`.
+/// Not applicable when even the predicted (slowest) rate cannot bring V from `v_start` below
+/// 1e-10 by t_end: the horizon is too short to tell.
+void convergence_row(CheckTable& t, const std::string& check, const std::string& statement, int converged_runs, int runs,
+                     double slowest_rate, double v_start, double t_end, const Ref& ref) {
+  const std::string quantity = "fraction of runs with max_i V_i(t_end) < 1e-8";
+  if (!(v_start * std::exp(-slowest_rate * t_end) <= 1e-10)) {
+    t.not_applicable(check, statement, quantity,
+                     fmt::format("t_end = {} is too short: at the predicted rate {:.3g} V would still be above 1e-10", t_end, slowest_rate), ref);
+    return;
+  }
+  const double f = static_cast<double>(converged_runs) / runs;
+  t.add(check, statement, quantity, f, "= 1 (every run)", converged_runs == runs, ref);
+}
+
+// =============================================================================================
 // ssm-theorem-pe
 
 struct PeVariant {
@@ -310,6 +353,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   CsvWriter rates(ctx.dir / "rates.csv", {"variant", "token", "fitted_rate_mean", "fitted_rate_min", "fitted_rate_max",
                                           "predicted_rate", "certified_rho", "max_V_end", "converged_runs", "runs"});
   CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  CheckTable checks(ctx.dir / "checks.csv");
   if (in.fixed()) {
     std::vector<std::pair<SsmSchedulePtr, Batch>> starts;
     for (std::size_t vi = 0; vi < variants.size(); ++vi) {
@@ -341,6 +385,22 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
     put_constant(consts, V.name, "eta0", pe.eta0);
     put_constant(consts, V.name, "c1", pe.c1);
     put_constant(consts, V.name, "M1", pe.M1);
+    if (vi == 0) g1_constant_rows(checks, k, len);
+    if (V.name == "pe" || V.name == "pef") {
+      const std::string why = V.c == 0.5 && V.T == 1.0
+                                  ? std::string()
+                                  : fmt::format("the reference values are for c = 0.5, T = 1; this run has c = {}, T = {}", V.c, V.T);
+      if (V.name == "pe") {
+        const std::string st = "Lemma IV.2: S-PE satisfies Assumption IV.1 (PE) on the cap c = 0.5, window T = 1";
+        spec_value_row(checks, "T12 rho", st, "PE rate rho", pe.rho, 0.448851, 1e-5, "T12", why);
+        spec_value_row(checks, "T12 eta0", st, "eta_0", pe.eta0, -2.587135, 1e-5, "T12", why);
+        spec_value_row(checks, "T12 c1", st, "cap c_1 of Lemma IV.2", pe.c1, 0.962382, 1e-5, "T12", why);
+        spec_value_row(checks, "T12 M1", st, "M_1 of Lemma IV.2", pe.M1, 20.8215, 1e-4, "T12", why);
+      } else {
+        spec_value_row(checks, "T13 rho", "PE is sufficient, not necessary: S-PEF fails Assumption IV.1 (rho < 0)",
+                       "PE rate rho", pe.rho, -1.906423, 1e-5, "T13", why);
+      }
+    }
     std::vector<double> certified(static_cast<std::size_t>(len), std::numeric_limits<double>::quiet_NaN());
     if (pe.rho > 0.0) {
       const TheoremIV1Certificate cert =
@@ -378,6 +438,9 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
     SsmParams pbar = design_g1();
     set_interaction_kernel(pbar, Sbar);
     const std::vector<double> predicted = predicted_V_rates(consensus_linearisation_diagonal(pbar, len, kMu, signs[0]), kMu);
+    double worst_rel = 0.0, worst_margin = kInf;  // rate checks: largest |fitted/predicted - 1|, min fitted - certified
+    bool all_fitted = true;
+    std::vector<int> runs_converged(static_cast<std::size_t>(runs), 1);
     for (int i = 0; i < len; ++i) {
       double fmin = std::numeric_limits<double>::infinity(), fmax = -fmin, fsum = 0.0, vmax = 0.0;
       int nfit = 0, converged = 0;
@@ -388,6 +451,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
         const double vend = v.back();
         vmax = std::max(vmax, vend);
         converged += vend < 1e-8;
+        if (!(vend < 1e-8)) runs_converged[static_cast<std::size_t>(r)] = 0;
         const double f = fitted_decay_rate(R.t, v, t0, t_end);
         if (std::isfinite(f)) {
           fmin = std::min(fmin, f);
@@ -396,6 +460,14 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
           ++nfit;
         }
       }
+      const double pred = predicted[static_cast<std::size_t>(i)];
+      if (nfit) {
+        worst_rel = std::max(worst_rel, std::abs(fsum / nfit / pred - 1.0));
+        if (std::isfinite(certified[static_cast<std::size_t>(i)]))
+          worst_margin = std::min(worst_margin, fmin - certified[static_cast<std::size_t>(i)]);
+      } else {
+        all_fitted = false;
+      }
       rates.cell(V.name).cell(i + 1);
       if (nfit) rates.cell(fsum / nfit).cell(fmin).cell(fmax); else rates.empty().empty().empty();
       rates.cell(predicted[static_cast<std::size_t>(i)]);
@@ -403,7 +475,31 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
       rates.cell(vmax).cell(converged).cell(runs);
       rates.end_row();
     }
+    // Verdicts of this variant: convergence (the theorem's conclusion), the decay rate against the
+    // linearisation's closed form, and against the certified rate (a lower bound).
+    const double slowest = *std::min_element(predicted.begin(), predicted.end());
+    const int nconv = static_cast<int>(std::count(runs_converged.begin(), runs_converged.end(), 1));
+    const std::string sv = V.name == "pe"    ? "Theorem IV.1: under PE (S-PE) every Z*_Sigma is locally exponentially stable"
+                           : V.name == "pef" ? "PE is sufficient, not necessary (spec T13): S-PEF's runs from the caps still converge"
+                                             : "Corollary IV.1: S-CAP, positive on a cap only, still makes every Z*_Sigma locally stable";
+    convergence_row(checks, fmt::format("{} converged", V.name), sv + " (runs start with V_i(0) <= v0)", nconv, runs, slowest,
+                    v0, t_end, qualitative("the statement's conclusion: every run from the caps converges"));
+    const Ref lin = closed_form("2 x slowest rate of (5) linearised at consensus, diagonal -S[(lambda_ii^mu~ - lambda_ii^mu) + "
+                                "sum_{j<i} lambda_ij^mu~] (spec §2.6, T15a), at the kernel averaged over the fit window");
+    const std::string rq = "max over tokens of |fitted decay rate of V_i (mean over runs) / predicted - 1|";
+    if (all_fitted)
+      checks.add(fmt::format("{} rate vs linearisation", V.name), "§2.6: the decay rate of V_i near consensus is that of the linearised flow", rq,
+                 worst_rel, "<= 0.1 (the kernel varies in time around its average)", worst_rel <= 0.1, lin);
+    else
+      checks.not_applicable(fmt::format("{} rate vs linearisation", V.name), "§2.6: the decay rate of V_i near consensus is that of the linearised flow",
+                            rq, "no decay rate could be fitted on [t_end/2, t_end] (V reached 0 or did not decay)", lin);
+    if (std::isfinite(worst_margin))
+      checks.add(fmt::format("{} rate >= certified", V.name),
+                 "Theorem IV.1's proof: V_i(t) <= M_i d_i e^{-rho_i t}, so rho_i is a lower bound on the decay rate",
+                 "min over tokens of (slowest fitted rate over runs - rho_i)", worst_margin, ">= 0", worst_margin >= 0.0,
+                 bound("certified rho_i of Theorem IV.1's proof (eps = rho/2)"));
   }
+  checks.report(ctx, "ssm-theorem-pe");
   ctx.notes["designs"] = "G1 channels; pe: S_BC = (1 + 1.2 sin 2 pi t) I; pef: (1 + 2 sin 2 pi t) I; cap: diag(1,-.5,-.5,-.5) + 0.5 sin t (e1 e2^T - e2 e1^T)";
   ctx.notes["realisation"] = "S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q(t) = exp(t K0), K0 skew with N(0, rotation^2) entries (stream seed, 0x6b30)";
   ctx.notes["initial_tokens"] = "run r of variant v: stream (seed, v, r); V_i(0) uniform in [0, v0], random signs and tangential directions";
@@ -452,6 +548,10 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   CsvWriter doa(ctx.dir / "doa.csv", {"design", "c_star", "c_eff", "c_eff_proof", "lambda_max", "lambda_min", "runs",
                                       "converged", "fraction", "trapped", "c_star_column", "alpha_pd"});
   CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  CheckTable checks(ctx.dir / "checks.csv");
+  // Spec T21/T22 integrate to t = 40: shorter runs cannot be classified against them.
+  const std::string short_run = t_end >= 40.0 ? std::string()
+                                              : fmt::format("the reference classifies runs at t = 40; this run stops at t_end = {}", t_end);
   auto start_of = [&](std::size_t vi) {
     const PdVariant& V = variants[vi];
     const int nruns = vi == 0 ? runs : doa_runs;
@@ -495,7 +595,8 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
     metrics.emplace_back(V.name, std::move(R.gram));
     const auto signs = final_signs(R);
     write_convergence(conv, V.name, R, signs, runs);
-    int converged = 0, trapped = 0;
+    int converged = 0, trapped = 0, unexplained = 0;
+    double trapped_angle_err = 0.0;  // d25-k11: max over trapped runs of ||z_2^1(t_end)| - 0.8570472|
     for (int r = 0; r < nruns; ++r) {
       std::vector<double> ls(static_cast<std::size_t>(V.len));
       for (int i = 0; i < V.len; ++i) ls[static_cast<std::size_t>(i)] = R.tail(r, i);
@@ -503,6 +604,53 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
           classify_trajectory(R.final_state.middleRows(static_cast<Eigen::Index>(r) * V.len, V.len), kMu, 1e-8, ls);
       converged += tc.converged;
       trapped += tc.trapped(an.c_eff);
+      unexplained += !tc.converged && !tc.trapped(an.c_eff);
+      if (!tc.converged && V.len == 2)
+        trapped_angle_err = std::max(trapped_angle_err, std::abs(std::abs(R.final_state(static_cast<Eigen::Index>(r) * 2 + 1, kMu)) - 0.8570472));
+    }
+    // Verdicts (Theorem V.1 / Lemma V.1, spec T21, T22, T26).
+    const std::string thm = "Theorem V.1: a run that does not converge has a token with limsup |z_i^mu~| <= c_eff (the trapping set)";
+    if (short_run.empty())
+      checks.add(fmt::format("{} non-converged runs trapped", V.name), thm, "runs neither converged nor trapped", unexplained, "= 0",
+                 unexplained == 0, bound("Theorem V.1's trapping threshold c_eff"));
+    else
+      checks.not_applicable(fmt::format("{} non-converged runs trapped", V.name), thm, "runs neither converged nor trapped", short_run,
+                            bound("Theorem V.1's trapping threshold c_eff"));
+    if (vi == 0) {
+      const std::string st = "Theorem V.1, isotropic case: S_BC(t) = g(t) I gives c_star = 0, so c_eff = 0";
+      const Ref zero = closed_form("c_star = c_eff = 0 for an isotropic kernel (every direction is principal)");
+      checks.add("s-iso c_star", st, "c_star", an.c_star, "|c_star| <= 1e-12", std::abs(an.c_star) <= 1e-12, zero);
+      checks.add("s-iso c_eff", st, "c_eff", an.c_eff, "|c_eff| <= 1e-12", std::abs(an.c_eff) <= 1e-12, zero);
+      const Ref q = qualitative("Theorem V.1: c_star = 0 gives a co-null domain of attraction (spec T21: 0 failures)");
+      const std::string sq = "Theorem V.1: with c_star = 0 almost every start converges (co-null domain of attraction)";
+      if (short_run.empty())
+        checks.add("s-iso every run converges", sq, "fraction of random starts converged", static_cast<double>(converged) / nruns, "= 1",
+                   converged == nruns, q);
+      else
+        checks.not_applicable("s-iso every run converges", sq, "fraction of random starts converged", short_run, q);
+    } else if (dlist[vi - 1] == 25 && klist[vi - 1] == 11) {
+      const std::string st = "Theorem V.1 / Prop V.1 on S-ANI2 (d = 25, k = 11): anisotropy constants";
+      spec_value_row(checks, "T22 c_star", st, "c_star", an.c_star, 28.6006993, 1e-6, "T22/T26");
+      spec_value_row(checks, "T22 c_eff", st, "c_eff", an.c_eff, 0.9981088, 1e-7, "T22/T26");
+      const std::string why = !pin_first ? std::string("the reference starts token 1 at +e^1 (pin_first = true)") : short_run;
+      const double p = 0.1511369, se = std::sqrt(p * (1.0 - p) / nruns);
+      const std::string sf = "S-ANI2 traps a positive fraction of starts outside the consensus: (0.7521609 - 0.2773502) / pi of the angles";
+      const Ref rf = independent("specs/ssm-consensus.md T22: trapped fraction 0.1511369 = basin width / pi (computed outside tokdyn)");
+      if (why.empty())
+        checks.add("T22 trapped fraction", sf, "fraction of starts trapped", static_cast<double>(trapped) / nruns,
+                   fmt::format("0.1511369 within 4 standard errors ({:.4f}, {} runs)", 4.0 * se, nruns),
+                   std::abs(static_cast<double>(trapped) / nruns - p) <= 4.0 * se, rf);
+      else
+        checks.not_applicable("T22 trapped fraction", sf, "fraction of starts trapped", why, rf);
+      const std::string sa = "S-ANI2 (d = 25, k = 11): trapped runs end at the equilibrium |z_2^1| = cos(0.5412853) = 0.8570472";
+      const Ref ra = independent("specs/ssm-consensus.md T22: theta* = 0.5412853 (computed outside tokdyn)");
+      if (!why.empty())
+        checks.not_applicable("T22 trapped equilibrium", sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", why, ra);
+      else if (converged == nruns)
+        checks.not_applicable("T22 trapped equilibrium", sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", "no run was trapped", ra);
+      else
+        checks.add("T22 trapped equilibrium", sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", trapped_angle_err, "<= 1e-6",
+                   trapped_angle_err <= 1e-6, ra);
     }
     doa.cell(V.name);
     if (std::isfinite(an.c_star)) doa.cell(an.c_star); else doa.empty();
@@ -518,6 +666,7 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
   write_metric_tables(ctx, metrics);
   write_integration_notes(ctx, in, log);
   ctx.notes["classification"] = "converged: max_i V_i(t_end) < 1e-8 with signs of the final state; trapped: some token with max |z_i^mu~| over [0.8 t_end, t_end] <= c_eff";
+  checks.report(ctx, "ssm-theorem-pd");
 }
 
 /// Runs x tokens x (n = 4) states, 4 RK4 stages per step, O(l^2 m n) per field evaluation.

@@ -1,0 +1,291 @@
+// The Attention Within's reported numbers as check rows (see the header).
+#include "tokdyn/experiments/attention_within_checks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "tokdyn/constants.hpp"
+
+namespace tokdyn::attention_within {
+
+namespace {
+
+/// The observation index of layer `layer`, or -1.
+long observation_of(const GramObserver& g, long layer) {
+  const auto& t = g.times();
+  for (std::size_t o = 0; o < t.size(); ++o)
+    if (std::lround(t[o]) == layer) return static_cast<long>(o);
+  return -1;
+}
+
+const char* metric_name(bool participation) { return participation ? "r" : "lambda_bar_1"; }
+
+/// A row comparing a value with the paper's, inside a band [lo, hi] (either end may be infinite).
+void band_row(CheckTable& t, const std::string& check, const std::string& statement, const std::string& quantity,
+              double value, double lo, double hi, const std::string& paper_value, const std::string& why_na) {
+  const std::string expected = std::isinf(hi) ? fmt::format(">= {} (paper: {}; band of specs/ssm-consensus.md)", lo, paper_value)
+                                              : fmt::format("in [{}, {}] (paper: {}; band of specs/ssm-consensus.md)", lo, hi, paper_value);
+  const Ref ref = paper(fmt::format("{}: {}", statement.substr(0, statement.find(':')), paper_value));
+  if (!why_na.empty()) {
+    t.not_applicable(check, statement, quantity, why_na, ref);
+    return;
+  }
+  t.add(check, statement, quantity, value, expected, value >= lo && value <= hi, ref);
+}
+
+/// Number of sign changes along a series (zeros skipped).
+double sign_changes(const std::vector<double>& q) {
+  int changes = 0, last = 0;
+  for (double v : q) {
+    const int s = v > 0 ? 1 : (v < 0 ? -1 : 0);
+    if (s != 0 && last != 0 && s != last) ++changes;
+    if (s != 0) last = s;
+  }
+  return changes;
+}
+
+}  // namespace
+
+double run_mean_at(const GramObserver& g, long layer, bool participation) {
+  const long o = observation_of(g, layer);
+  if (o < 0) return kNaN;
+  double mean = 0.0, sd = 0.0;
+  if (participation)
+    g.pr_stats(static_cast<std::size_t>(o), mean, sd);
+  else
+    g.lambda1_stats(static_cast<std::size_t>(o), mean, sd);
+  return mean;
+}
+
+double run_mean_over(const GramObserver& g, long from, long to, bool participation) {
+  double sum = 0.0;
+  for (long l = from; l <= to; ++l) {
+    const double v = run_mean_at(g, l, participation);
+    if (!std::isfinite(v)) return kNaN;
+    sum += v;
+  }
+  return sum / static_cast<double>(to - from + 1);
+}
+
+std::string not_applicable_reason(long depth, bool trained, bool trained_weights) {
+  if (trained && !trained_weights)
+    return "the paper's values are for the trained mamba2-130m weights; this run used a freshly initialised model "
+           "(give --set checkpoint=DIR)";
+  if (depth < kPaperDepth)
+    return fmt::format("the paper's values are at depth {}; this run stops at depth {}", kPaperDepth, depth);
+  return {};
+}
+
+void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver* gate, const std::string& why_na) {
+  const std::string st = "Fig. 1 (trained blocks cycled, SiLU on)";
+  struct Plateau {
+    const char* variant;
+    const GramObserver* g;
+    double l_lo, l_hi, r_lo, r_hi;
+    const char *l_paper, *r_paper;
+  };
+  const Plateau rows[] = {{"no_gate", no_gate, 0.70, 0.90, 1.2, 1.7, "~0.8 (N7)", "~1.4 (N8)"},
+                          {"gate", gate, 0.35, 0.55, 3.0, 5.0, "~0.45 (N9)", "~4 (N10)"}};
+  double l_mean[2] = {kNaN, kNaN}, r_mean[2] = {kNaN, kNaN};
+  for (int v = 0; v < 2; ++v) {
+    const Plateau& p = rows[v];
+    if (!p.g) continue;
+    for (bool part : {false, true}) {
+      const double m = why_na.empty() ? run_mean_over(*p.g, 101, 200, part) : kNaN;
+      (part ? r_mean : l_mean)[v] = m;
+      band_row(t, fmt::format("Fig1 {} {}", p.variant, metric_name(part)),
+               fmt::format("{}: the {} plateau {} the output gate", st, metric_name(part), v == 0 ? "without" : "with"),
+               fmt::format("{} over layers 101-200 (mean of the run-mean)", metric_name(part)), m,
+               part ? p.r_lo : p.l_lo, part ? p.r_hi : p.l_hi, part ? p.r_paper : p.l_paper, why_na);
+      // "Aggregation over the first layers, then a plateau": the two halves of 101-200 agree.
+      const double tol = part ? 0.3 : 0.05;
+      const Ref q = qualitative("Fig. 1: both curves plateau after the first layers");
+      const std::string check = fmt::format("Fig1 {} {} plateau", p.variant, metric_name(part));
+      const std::string quantity = fmt::format("|mean of {} over 151-200 - mean over 101-150|", metric_name(part));
+      if (!why_na.empty()) {
+        t.not_applicable(check, st + ": a plateau after the first layers", quantity, why_na, q);
+      } else {
+        const double d = std::abs(run_mean_over(*p.g, 151, 200, part) - run_mean_over(*p.g, 101, 150, part));
+        t.add(check, st + ": a plateau after the first layers", quantity, d, fmt::format("<= {} (band of specs/ssm-consensus.md T29)", tol),
+              d <= tol, q);
+      }
+    }
+  }
+  if (no_gate && gate) {
+    const Ref q = qualitative("Fig. 1: the gate keeps the tokens from converging to one direction");
+    const std::string s = st + ": the gate keeps the tokens from converging to one direction";
+    if (!why_na.empty()) {
+      t.not_applicable("Fig1 gate ordering lambda_bar_1", s, "plateau lambda_bar_1 without gate - with gate", why_na, q);
+      t.not_applicable("Fig1 gate ordering r", s, "plateau r with gate - without gate", why_na, q);
+    } else {
+      const double dl = l_mean[0] - l_mean[1], dr = r_mean[1] - r_mean[0];
+      t.add("Fig1 gate ordering lambda_bar_1", s, "plateau lambda_bar_1 without gate - with gate", dl, ">= 0.2 (spec T29)", dl >= 0.2, q);
+      t.add("Fig1 gate ordering r", s, "plateau r with gate - without gate", dr, ">= 1.5 (spec T29)", dr >= 1.5, q);
+    }
+  }
+}
+
+void fig2_checks(CheckTable& t, const GramObserver& g, const std::string& why_na) {
+  const std::string st = "Fig. 2 (one trained block repeated, gate off)";
+  const Ref ref = paper("Fig. 2: lambda_bar_1 > 0.95 within the first few layers, then stays (N11)");
+  const std::string s1 = st + ": lambda_bar_1 exceeds 0.95 within the first few layers and stays there";
+  if (!why_na.empty()) {
+    t.not_applicable("Fig2 lambda_bar_1 from layer 10", s1, "min over layers 10-200 of the run-mean lambda_bar_1", why_na, ref);
+  } else {
+    double mn = kInf;
+    for (long l = 10; l <= kPaperDepth; ++l) mn = std::min(mn, run_mean_at(g, l, false));
+    t.add("Fig2 lambda_bar_1 from layer 10", s1, "min over layers 10-200 of the run-mean lambda_bar_1", mn,
+          "> 0.95 (spec T30: 'the first few layers' read as 10)", mn > 0.95, ref);
+  }
+  band_row(t, "Fig2 r", st + ": r drops to about 1.05 and stays", "r over layers 101-200 (mean of the run-mean)",
+           why_na.empty() ? run_mean_over(g, 101, 200, true) : kNaN, 1.0, 1.1, "~1.05 (N12)", why_na);
+}
+
+void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no_silu, const std::string& why_na) {
+  const std::string st = "Fig. 3 (random weights redrawn per layer, gate off)";
+  if (silu) {
+    band_row(t, "Fig3 silu lambda_bar_1", st + ": with SiLU lambda_bar_1 increases steadily to about 0.88",
+             "run-mean lambda_bar_1 at layer 200", why_na.empty() ? run_mean_at(*silu, kPaperDepth, false) : kNaN, 0.78, 0.95,
+             "~0.88 (N13)", why_na);
+    band_row(t, "Fig3 silu r", st + ": with SiLU r decreases to about 1.3", "run-mean r at layer 200",
+             why_na.empty() ? run_mean_at(*silu, kPaperDepth, true) : kNaN, 1.1, 1.6, "~1.3 (N14)", why_na);
+    const Ref q = qualitative("Fig. 3: with SiLU lambda_bar_1 increases steadily");
+    const std::string s = st + ": with SiLU lambda_bar_1 increases steadily";
+    if (!why_na.empty())
+      t.not_applicable("Fig3 silu increases", s, "lambda_bar_1(200) - lambda_bar_1(10), run-means", why_na, q);
+    else {
+      const double d = run_mean_at(*silu, kPaperDepth, false) - run_mean_at(*silu, 10, false);
+      t.add("Fig3 silu increases", s, "lambda_bar_1(200) - lambda_bar_1(10), run-means", d, "> 0", d > 0.0, q);
+    }
+  }
+  if (no_silu) {
+    band_row(t, "Fig3 no_silu lambda_bar_1", st + ": without SiLU lambda_bar_1 falls to about 0.23",
+             "run-mean lambda_bar_1 at layer 200", why_na.empty() ? run_mean_at(*no_silu, kPaperDepth, false) : kNaN, 0.15, 0.32,
+             "~0.23 (N15)", why_na);
+    band_row(t, "Fig3 no_silu r", st + ": without SiLU r grows past 14", "run-mean r at layer 200",
+             why_na.empty() ? run_mean_at(*no_silu, kPaperDepth, true) : kNaN, 12.0, kInf, "past 14 (N16)", why_na);
+    const Ref q = qualitative("Fig. 3: without SiLU r is still increasing at the end (N16)");
+    const std::string s = st + ": without SiLU r is still increasing at the end of the run";
+    if (!why_na.empty())
+      t.not_applicable("Fig3 no_silu r rising", s, "r(200) - r(150), run-means", why_na, q);
+    else {
+      const double d = run_mean_at(*no_silu, kPaperDepth, true) - run_mean_at(*no_silu, 150, true);
+      t.add("Fig3 no_silu r rising", s, "r(200) - r(150), run-means", d, "> 0", d > 0.0, q);
+    }
+  }
+  if (silu && no_silu) {
+    const Ref q = qualitative("Fig. 3 / Lemma IV.1: the SiLU's positive mean interaction drives the clustering");
+    const std::string s = st + ": the curves separate, SiLU clusters and no SiLU does not";
+    if (!why_na.empty())
+      t.not_applicable("Fig3 separation", s, "lambda_bar_1(200): SiLU - no SiLU", why_na, q);
+    else {
+      const double d = run_mean_at(*silu, kPaperDepth, false) - run_mean_at(*no_silu, kPaperDepth, false);
+      t.add("Fig3 separation", s, "lambda_bar_1(200): SiLU - no SiLU", d, "> 0.2 (clearly apart)", d > 0.2, q);
+    }
+  }
+}
+
+void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool random_blocks, const std::string& why_na) {
+  const std::string fig = random_blocks ? "Fig5" : "Fig4";
+  const std::string st = random_blocks ? "Fig. 5 (random blocks redrawn per layer, gate off, SiLU on)"
+                                       : "Fig. 4 (trained blocks cycled, gate off, SiLU on)";
+  const int paper_t = random_blocks ? 34 : 8;
+  // The paper shows "one run" it does not identify: its T* should lie within the spread of T*
+  // over our runs for the same token (value: the distance from the paper's T* to that range).
+  const std::string quantity = fmt::format("distance from the paper's T* = {} to [min, max] over runs of T* of token {}", paper_t, token);
+  const std::string s = st + fmt::format(": W(T) of the first token of one run crosses zero at T = {}", paper_t);
+  const Ref ref = paper(random_blocks ? "Fig. 5: T* = 34 (N18)" : "Fig. 4: T* = 8 (N17)");
+  const bool have = !q.empty() && token >= 1 && static_cast<std::size_t>(token) <= q.front().size();
+  const std::string sign_statement = st + ": the sign of q alternates (pointwise positivity fails)";
+  const Ref sign_ref = qualitative("Fig. 4: the sign of q_1 alternates");
+  if (!why_na.empty() || !have) {
+    t.not_applicable(fig + " T*", s, quantity, why_na.empty() ? "no q recorded for that token" : why_na, ref);
+    if (!random_blocks) t.not_applicable(fig + " sign changes", sign_statement, "sign changes of q over the layers", why_na.empty() ? "no q recorded" : why_na, sign_ref);
+    return;
+  }
+  int lo = 0, hi = 0;
+  for (const auto& runs_q : q) {
+    const std::optional<int> ts = smallest_admissible_window(worst_window_average(runs_q[static_cast<std::size_t>(token - 1)]));
+    if (!ts) continue;
+    lo = lo ? std::min(lo, *ts) : *ts;
+    hi = std::max(hi, *ts);
+  }
+  const std::string expected = fmt::format("= 0 (the paper's run could be one of the {} runs)", q.size());
+  if (hi == 0) {
+    t.failed_without_value(fig + " T*", s, quantity, expected, "no run has an admissible window for that token", ref);
+  } else {
+    const double dist = paper_t < lo ? lo - paper_t : (paper_t > hi ? paper_t - hi : 0);
+    t.add(fig + " T*", s, quantity + fmt::format(" (here [{}, {}])", lo, hi), dist, expected, dist == 0.0, ref);
+  }
+  if (!random_blocks) {
+    const bool in_range = run >= 0 && static_cast<std::size_t>(run) < q.size();
+    if (!in_range) {
+      t.not_applicable(fig + " sign changes", sign_statement, "sign changes of q over the layers", "no q recorded for that run", sign_ref);
+      return;
+    }
+    const double c = sign_changes(q[static_cast<std::size_t>(run)][static_cast<std::size_t>(token - 1)]);
+    t.add(fig + " sign changes", sign_statement, fmt::format("sign changes of q of token {} of run {} over the layers", token, run), c, ">= 1",
+          c >= 1, sign_ref);
+  }
+}
+
+void fig6_checks(CheckTable& t, const std::string& config, const QRecord& q, int mamba2_silu_t_star, const std::string& why_na) {
+  const std::string st = "Fig. 6 (W(T) for trained/random blocks x SiLU on/off, gate off)";
+  const std::string check = "Fig6 " + config + " T*";
+  const std::string quantity = "T* of (23), the text's reading: largest over tokens and runs (none if any has none)";
+  if (config == "random_no_silu") {
+    const Ref ref = paper("Fig. 6: random weights without SiLU, no admissible window (N22)");
+    const std::string s = st + ": random blocks without SiLU have no admissible window";
+    const std::string qn = "max over T of the envelope min over runs and tokens of W(T)";
+    if (!why_na.empty()) {
+      t.not_applicable(check, s, qn, why_na, ref);
+      return;
+    }
+    const PeReadings R = pe_readings(q);
+    double mx = -kInf;
+    if (!R.envelope_token.empty())
+      for (std::size_t T = 0; T < R.envelope_token[0].size(); ++T) {
+        double env = kInf;
+        for (const auto& tok : R.envelope_token) env = std::min(env, tok[T]);
+        mx = std::max(mx, env);
+      }
+    t.add(check, s, qn, mx, "<= 0 (no T with W(T) > 0 for every token and run)", mx <= 0.0, ref);
+    return;
+  }
+  struct Row {
+    const char* config;
+    const char* paper_value;
+    double lo, hi;
+  };
+  const Row rows[] = {{"mamba2_silu", "10 (N19)", 5, 20}, {"mamba2_no_silu", "11 (N20)", 0, 0}, {"random_silu", "35 (N21)", 20, 60}};
+  const Row* row = nullptr;
+  for (const Row& r : rows)
+    if (config == r.config) row = &r;
+  if (!row) return;
+  const Ref ref = paper(fmt::format("Fig. 6: {} T* = {}", config, row->paper_value));
+  const std::string s = st + fmt::format(": {} has T* = {}", config, row->paper_value);
+  const bool relative = config == "mamba2_no_silu";
+  if (relative && mamba2_silu_t_star <= 0 && why_na.empty()) {
+    t.not_applicable(check, s, quantity, "needs the mamba2_silu configuration's T* (it has none)", ref);
+    return;
+  }
+  const std::string expected = relative ? fmt::format("within 5 of mamba2_silu's T* = {} ('essentially unchanged'; spec T34)", mamba2_silu_t_star)
+                                        : fmt::format("in [{}, {}] (paper: {}; band of spec T34)", row->lo, row->hi, row->paper_value);
+  if (!why_na.empty()) {
+    t.not_applicable(check, s, quantity, why_na, ref);
+    return;
+  }
+  const PeReadings R = pe_readings(q);
+  if (!R.text.t_star) {
+    t.failed_without_value(check, s, quantity, expected, "some token of some run has no admissible window", ref);
+    return;
+  }
+  const double v = *R.text.t_star;
+  const bool pass = relative ? std::abs(v - mamba2_silu_t_star) <= 5 : (v >= row->lo && v <= row->hi);
+  t.add(check, s, quantity, v, expected, pass, ref);
+}
+
+}  // namespace tokdyn::attention_within
