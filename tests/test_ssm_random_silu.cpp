@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <gtest/gtest.h>
 
+#include "tokdyn/analysis/pe_window.hpp"
+#include "tokdyn/experiments/attention_within_checks.hpp"
+#include "tokdyn/experiments/checks.hpp"
+#include "test_util.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -117,5 +122,65 @@ TEST(SsmRandomSilu, SiluClustersAndNoSiluDoesNot) {
   EXPECT_LT(s.back().second, 2.0);
   EXPECT_LT(ns.back().first, 0.5 * s.back().first);
   EXPECT_GT(ns.back().second, 2.0 * s.back().second);
+  // The verdict rows (paper's Fig. 3 numbers): computed from the same metrics the table shows.
+  const auto rows = tokdyn::testing::read_csv_rows(a / "checks.csv");
+  const auto sep = tokdyn::testing::check_row(rows, "Fig3 separation");
+  ASSERT_FALSE(sep.empty());
+  EXPECT_NEAR(std::stod(sep.at("value")), s.back().first - ns.back().first, 1e-12);
+  const auto l = tokdyn::testing::check_row(rows, "Fig3 silu lambda_bar_1");
+  ASSERT_FALSE(l.empty());
+  EXPECT_EQ(l.at("reference_kind"), "paper");
+  EXPECT_NE(l.at("reference").find("0.88"), std::string::npos);
+  EXPECT_NEAR(std::stod(l.at("value")), s.back().first, 1e-12);
+  for (const char* id : {"Fig3 no_silu r", "Fig5 T*", "Fig6 random_silu T*", "Fig6 random_no_silu T*"})
+    EXPECT_FALSE(tokdyn::testing::check_row(rows, id).empty()) << id;
   fs::remove_all(a);
+  // Shorter than the paper's 200 layers: every paper row is n/a, saying why.
+  const fs::path b = run_small("short", 2);
+  for (const auto& r : tokdyn::testing::read_csv_rows(b / "checks.csv")) {
+    EXPECT_EQ(r.at("pass"), "n/a") << r.at("check");
+    EXPECT_NE(r.at("expected").find("depth 200"), std::string::npos) << r.at("expected");
+  }
+  fs::remove_all(b);
+}
+
+// The PE rows: the paper's T* of "one run" it does not identify must lie in the spread of T* over
+// our runs; "no admissible window" is read off the envelope. On constructed q records with known
+// T* (spec T27: q = (-1, -1, 3) repeated has T* = 3).
+TEST(AttentionWithinChecks, PeRowsOnConstructedRecords) {
+  tokdyn::testing::TempDir d;
+  auto series = [](std::vector<double> pattern, int len) {
+    std::vector<double> q;
+    for (int k = 0; k < len; ++k) q.push_back(pattern[static_cast<std::size_t>(k) % pattern.size()]);
+    return q;
+  };
+  // Run 0: T* = 3; run 1: q = -1 for 9 layers then +10: T* = 10 (W(T) > 0 first at T = 10).
+  std::vector<double> late(9, -1.0);
+  for (int k = 0; k < 21; ++k) late.push_back(10.0);
+  const QRecord two{{series({-1, -1, 3}, 30)}, {late}};
+  ASSERT_EQ(*smallest_admissible_window(worst_window_average(two[1][0])), 10);
+  const QRecord one{{series({-1, -1, 3}, 30)}};
+  const QRecord negative{{series({-1.0}, 30)}, {series({-1, 0.5}, 30)}};
+  {
+    CheckTable t(d.path() / "checks.csv");
+    attention_within::fig45_checks(t, two, 0, 1, false, "");  // Fig. 4: 8 in [3, 10]
+    attention_within::fig45_checks(t, one, 0, 1, true, "");   // Fig. 5: 34 vs [3, 3]: 31 away
+    attention_within::fig6_checks(t, "random_no_silu", negative, 0, "");
+    attention_within::fig6_checks(t, "random_silu", negative, 0, "");  // none: fails without a value
+  }
+  const auto rows = tokdyn::testing::read_csv_rows(d.path() / "checks.csv");
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].at("check"), "Fig4 T*");
+  EXPECT_EQ(std::stod(rows[0].at("value")), 0.0);
+  EXPECT_EQ(rows[0].at("pass"), "true");
+  EXPECT_EQ(rows[1].at("check"), "Fig4 sign changes");
+  EXPECT_EQ(std::stod(rows[1].at("value")), 19.0);  // (-1,-1,3) x 10: a change into and out of every 3, but the first
+  EXPECT_EQ(rows[2].at("check"), "Fig5 T*");
+  EXPECT_EQ(std::stod(rows[2].at("value")), 31.0);
+  EXPECT_EQ(rows[2].at("pass"), "false");
+  EXPECT_EQ(rows[3].at("check"), "Fig6 random_no_silu T*");
+  EXPECT_LE(std::stod(rows[3].at("value")), 0.0);
+  EXPECT_EQ(rows[3].at("pass"), "true");
+  EXPECT_EQ(rows[4].at("value"), "");
+  EXPECT_EQ(rows[4].at("pass"), "false");
 }

@@ -20,6 +20,7 @@
 #include "tokdyn/models/ssm_designs.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/constants.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -289,4 +290,87 @@ TEST(SsmTheoremPresets, HugeDerivedCountsAreRefused) {
   EXPECT_NE(msg.find("parameter 'every'"), std::string::npos) << msg;
   msg = input_error("ssm-theorem-pe", {{"T", "1e-300"}, {"variants", "pe"}});
   EXPECT_NE(msg.find("PE window T"), std::string::npos) << msg;
+}
+
+// Issue 17: the verdict rows compare against references that do not share tokdyn's code; the test
+// asserts the numbers against those references itself (not the preset's pass column).
+TEST(SsmTheoremPresets, PeChecksAgainstTheSpecsIndependentValues) {
+  using tokdyn::testing::check_row;
+  const fs::path out = run_preset("ssm-theorem-pe", "checks", 2, pe_sets(2, 5, 12.0));
+  const auto rows = tokdyn::testing::read_csv_rows(out / "checks.csv");
+  auto value = [&](const std::string& id, const std::string& kind) {
+    const auto r = check_row(rows, id);
+    EXPECT_FALSE(r.empty()) << id;
+    if (r.empty()) return static_cast<double>(NAN);
+    EXPECT_EQ(r.at("reference_kind"), kind) << id;
+    EXPECT_FALSE(r.at("value").empty()) << id << ": " << r.at("expected");
+    return r.at("value").empty() ? static_cast<double>(NAN) : std::stod(r.at("value"));
+  };
+  // Values of specs/ssm-consensus.md (T7, T12, T13), computed outside tokdyn.
+  EXPECT_NEAR(value("T7 Gamma", "independent"), 1.2147904932, 1e-9);
+  EXPECT_NEAR(value("T7 Lambda", "independent"), 5.2530467501, 1e-9);
+  EXPECT_NEAR(value("T12 rho", "independent"), 0.448851, 1e-5);
+  EXPECT_NEAR(value("T12 c1", "independent"), 0.962382, 1e-5);
+  EXPECT_NEAR(value("T13 rho", "independent"), -1.906423, 1e-5);
+  // Every run from the caps converged; the rate follows the linearisation; the certified rate is below it.
+  EXPECT_EQ(value("pe converged", "qualitative"), 1.0);
+  EXPECT_EQ(value("cap converged", "qualitative"), 1.0);
+  EXPECT_LE(value("pe rate vs linearisation", "closed_form"), 0.1);
+  EXPECT_GE(value("pe rate >= certified", "bound"), 0.0);
+  const auto by = manifest(out)["notes"]["checks_by_kind"];
+  EXPECT_EQ(by["independent"]["failed"], 0) << by.dump();
+  fs::remove_all(out);
+
+  // Where the references do not apply, the rows say why (n/a), never a silent pass.
+  const fs::path o2 = run_preset("ssm-theorem-pe", "checks_na", 1,
+                                 {{"runs", "1"}, {"tokens", "4"}, {"t_end", "1"}, {"c", "0.6"}, {"variants", "pe"}});
+  const auto r2 = tokdyn::testing::read_csv_rows(o2 / "checks.csv");
+  const auto t7 = check_row(r2, "T7 Gamma"), t12 = check_row(r2, "T12 rho"), conv = check_row(r2, "pe converged");
+  ASSERT_FALSE(t7.empty());
+  ASSERT_FALSE(t12.empty());
+  ASSERT_FALSE(conv.empty());
+  EXPECT_EQ(t7.at("pass"), "n/a");
+  EXPECT_NE(t7.at("expected").find("l = 5"), std::string::npos) << t7.at("expected");
+  EXPECT_EQ(t12.at("pass"), "n/a");
+  EXPECT_NE(t12.at("expected").find("c = 0.5"), std::string::npos) << t12.at("expected");
+  EXPECT_EQ(conv.at("pass"), "n/a");
+  EXPECT_NE(conv.at("expected").find("too short"), std::string::npos) << conv.at("expected");
+  fs::remove_all(o2);
+}
+
+TEST(SsmTheoremPresets, PdChecksAgainstClosedFormsAndTheReducedEquation) {
+  using tokdyn::testing::check_row;
+  const int doa = 150;
+  const fs::path out = run_preset("ssm-theorem-pd", "checks", 2,
+                                  {{"runs", "6"}, {"tokens", "3"}, {"doa_runs", std::to_string(doa)}, {"ani2_d", "25"}, {"ani2_k", "11"},
+                                   {"seed", "3"}});
+  const auto rows = tokdyn::testing::read_csv_rows(out / "checks.csv");
+  auto value = [&](const std::string& id) {
+    const auto r = check_row(rows, id);
+    EXPECT_FALSE(r.empty() || r.at("value").empty()) << id;
+    return r.empty() || r.at("value").empty() ? static_cast<double>(NAN) : std::stod(r.at("value"));
+  };
+  EXPECT_LE(std::abs(value("s-iso c_star")), 1e-12);  // closed form: c_star = 0 for an isotropic kernel
+  EXPECT_EQ(value("s-iso every run converges"), 1.0);
+  EXPECT_EQ(value("s-iso non-converged runs trapped"), 0.0);
+  EXPECT_EQ(value("s-ani2-d25-k11 non-converged runs trapped"), 0.0);
+  EXPECT_NEAR(value("T22 c_star"), 28.6006993, 1e-6);
+  // The trapping basin and equilibrium from this test's own bisection on the reduced equation of
+  // token 2 (token 1 pinned at +e^1): fraction of angles in the basin, and |cos theta*|.
+  const SsmFlow f(design_s_ani2(11.0, 25.0), SsmOptions{});
+  std::vector<double> zeros;
+  const auto g = [&](double th) { return reduced_theta_dot(f, th); };
+  for (int q = 1; q + 1 < 20000; ++q) {
+    double a = kPi * q / 20000, b = kPi * (q + 1) / 20000;
+    if ((g(a) > 0) == (g(b) > 0)) continue;
+    for (int it = 0; it < 200 && b - a > 1e-15; ++it) ((g(0.5 * (a + b)) > 0) == (g(a) > 0) ? a : b) = 0.5 * (a + b);
+    zeros.push_back(0.5 * (a + b));
+  }
+  ASSERT_EQ(zeros.size(), 3u);
+  const double p = (zeros[2] - zeros[0]) / kPi, se = std::sqrt(p * (1 - p) / doa);
+  EXPECT_NEAR(p, 0.1511369, 1e-6);  // the spec's value, by an independent route
+  EXPECT_NEAR(value("T22 trapped fraction"), p, 4 * se);
+  EXPECT_NEAR(std::cos(zeros[1]), 0.8570472, 1e-6);
+  EXPECT_LE(value("T22 trapped equilibrium"), 1e-6);
+  fs::remove_all(out);
 }

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -101,6 +102,48 @@ inline CliResult run_cli(const std::filesystem::path& cwd, const std::vector<std
   r.out = slurp(out_f);
   r.err = slurp(err_f);
   return r;
+}
+
+/// Rows of a CSV file with a header (RFC 4180 quoting, as CsvWriter writes it), each a map from
+/// column name to cell.
+inline std::vector<std::map<std::string, std::string>> read_csv_rows(const std::filesystem::path& f) {
+  const std::string text = slurp(f);
+  std::vector<std::vector<std::string>> lines(1);
+  std::string cell;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') cell += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cell += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      lines.back().push_back(std::move(cell)), cell.clear();
+    } else if (c == '\n') {
+      lines.back().push_back(std::move(cell)), cell.clear();
+      lines.emplace_back();
+    } else {
+      cell += c;
+    }
+  }
+  if (!cell.empty() || !lines.back().empty()) lines.back().push_back(std::move(cell));
+  if (lines.back().empty()) lines.pop_back();
+  std::vector<std::map<std::string, std::string>> rows;
+  for (std::size_t r = 1; r < lines.size(); ++r) {
+    std::map<std::string, std::string> m;
+    for (std::size_t k = 0; k < lines[0].size() && k < lines[r].size(); ++k) m[lines[0][k]] = lines[r][k];
+    rows.push_back(std::move(m));
+  }
+  return rows;
+}
+
+/// The row of a checks.csv whose `check` is `id` (empty map when absent).
+inline std::map<std::string, std::string> check_row(const std::vector<std::map<std::string, std::string>>& rows, const std::string& id) {
+  for (const auto& r : rows)
+    if (r.count("check") && r.at("check") == id) return r;
+  return {};
 }
 
 }  // namespace tokdyn::testing
