@@ -40,6 +40,31 @@ TEST(CouplingPresets, RunSmall) {
   EXPECT_TRUE(fs::exists(d.path() / "coupling-bounded-step" / "singular.csv"));
   EXPECT_TRUE(fs::exists(d.path() / "coupling-rank-collapse" / "rate.csv"));
   EXPECT_TRUE(fs::exists(d.path() / "coupling-qk-specificity" / "final.csv"));
+  // R1 and R4 (issue 17: every checkable statement has rows), against closed forms and a reduced
+  // formula evaluated without attention; R5 against the closed-form kernel 1/t.
+  const auto rows = tokdyn::testing::read_csv_rows(d.path() / "coupling-frozen-kernel" / "checks.csv");
+  int r1 = 0, r4 = 0, r5 = 0;
+  for (const auto& row : rows) {
+    const std::string id = row.at("check");
+    if (id != "R1" && id != "R4" && id != "R5") continue;
+    EXPECT_NE(row.at("reference_kind"), "consistency") << id << ": " << row.at("statement");
+    const double v = std::stod(row.at("value"));
+    if (id == "R1") {
+      ++r1;
+      EXPECT_TRUE(row.at("reference_kind") == "bound" ? v >= 0 : v <= 1e-12) << row.at("quantity");
+    }
+    if (id == "R4") {
+      ++r4;
+      EXPECT_LE(v, 1e-13) << row.at("quantity");
+    }
+    if (id == "R5" && row.at("quantity") == "max |alpha - alpha*|") {
+      ++r5;
+      EXPECT_LE(v, 1e-14);
+    }
+  }
+  EXPECT_EQ(r1, 3);
+  EXPECT_EQ(r4, 2);
+  EXPECT_EQ(r5, 1);
 }
 
 TEST(CouplingPresets, BadInputExitsTwo) {

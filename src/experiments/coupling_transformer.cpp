@@ -20,6 +20,7 @@
 #include "tokdyn/models/transformer.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/constants.hpp"
 
 namespace tokdyn {
 // A named namespace (not an anonymous one): its using-directive must not reach the other files of
@@ -31,11 +32,78 @@ using namespace tokdyn::tf;
 // ---- shared architecture parameters -------------------------------------------------------------
 
 Mat kernel_of(const Config& c, int T) {
-  // The frozen kernel alpha(X*) for positionless masks: the softmax of the mask bias (Thm 3(1)).
+  // The frozen kernel alpha(X*) for positionless masks: uniform weights over the positions the mask
+  // admits (Thm 3(1); causal: 1/t), in closed form: no softmax involved.
   const Mat B = score_bias(c, T);
-  Mat A(T, T);
-  for (int t = 0; t < T; ++t) softmax_row(B.row(t), A.row(t));
+  Mat A = Mat::Zero(T, T);
+  for (int t = 0; t < T; ++t) {
+    const double admitted = static_cast<double>((B.row(t).array() > -kInf).count());
+    for (int s = 0; s < T; ++s)
+      if (B(t, s) > -kInf) A(t, s) = 1.0 / admitted;
+  }
   return A;
+}
+
+/// R1 (§2): p* = softmax(u) maximises F(p) = <p, u> + H(p) over the simplex, with F(p*) = LSE(u)
+/// and F(p) = LSE(u) - KL(p || p*). Largest deviations, relative to max(1, |LSE(u)|), over random u
+/// at scales 1e-2..1e2 and random p (closed forms; LSE computed here, not by the softmax).
+struct R1Result {
+  double at_max = 0.0, kl_identity = 0.0, worst_gap = kInf;  ///< worst_gap: min over p of F(p*) - F(p) (>= 0)
+};
+R1Result softmax_variational(std::uint64_t seed, int n) {
+  R1Result r;
+  auto F = [](const RowVec& p, const RowVec& u) {
+    double f = p.dot(u);
+    for (double x : p) f -= x > 0 ? x * std::log(x) : 0.0;
+    return f;
+  };
+  int draw = 0;
+  for (double scale : {1e-2, 1.0, 1e2})
+    for (int k = 0; k < 8; ++k, ++draw) {
+      Rng rng(seed, {0x5f1, static_cast<std::uint64_t>(draw)});
+      RowVec u(n);
+      for (int i = 0; i < n; ++i) u[i] = scale * rng.normal();
+      RowVec ps(n);
+      softmax_row(u, ps);
+      const double m = u.maxCoeff();
+      const double lse = m + std::log((u.array() - m).exp().sum());
+      const double unit = std::max(1.0, std::abs(lse));
+      r.at_max = std::max(r.at_max, std::abs(F(ps, u) - lse) / unit);
+      for (int q = 0; q < 4; ++q) {
+        RowVec p(n);
+        for (int i = 0; i < n; ++i) p[i] = std::exp(rng.normal());
+        p /= p.sum();
+        double kl = 0.0;
+        for (int i = 0; i < n; ++i) kl += p[i] * std::log(p[i] / ps[i]);
+        r.kl_identity = std::max(r.kl_identity, std::abs(F(p, u) - (lse - kl)) / unit);
+        r.worst_gap = std::min(r.worst_gap, F(ps, u) - F(p, u));
+      }
+    }
+  return r;
+}
+
+/// R4 (Lemma 2): the block maps X = 1 x^T to 1 x'^T with x' the reduced formula
+/// x_h = x + W_V S_1(x), x' = x_h + W_2 phi(W_1 S_2(x_h) + b_1) + b_2 (Pre-LN), evaluated here
+/// without the attention path. Returns {max_t |x'_t - x'_1| / |x'|, |x'_1 - formula| / |x'|}.
+std::pair<double, double> homogeneous_invariance(const Transformer& tf, long k, const Vec& x, int T) {
+  const Config& c = tf.config();
+  const LayerWeights& W = tf.weights(k);
+  Batch Z;
+  Z.len = T;
+  Z.runs = 1;
+  Z.Z = homogeneous(x, T);
+  tf.apply(k, Z);
+  const Tokens& out = Z.Z;
+  Mat s1, s2;
+  apply_norm(c, W.g_attn, W.beta_attn, x.transpose(), s1);
+  const Vec xh = x + W.W_V * s1.row(0).transpose();
+  apply_norm(c, W.g_mlp, W.beta_mlp, xh.transpose(), s2);
+  const Vec pre = W.W_1 * s2.row(0).transpose() + W.b_1;
+  const Vec xp = xh + W.W_2 * pre.unaryExpr([&](double z) { return activation(c.phi, z); }) + W.b_2;
+  const double unit = std::max(1.0, xp.norm());
+  double spread = 0.0;
+  for (int t = 1; t < T; ++t) spread = std::max(spread, (out.row(t) - out.row(0)).norm() / unit);
+  return {spread, (out.row(0).transpose() - xp).norm() / unit};
 }
 
 double max_abs(const Mat& M) { return M.cwiseAbs().maxCoeff(); }
@@ -233,8 +301,31 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
   ctx.notes["x0"] = "x*(0) ~ N(0, I_d) from stream (seed, 0xa11ce)";
   ctx.notes["kernel"] = "alpha* = softmax of the mask bias (causal: 1/t)";
   ctx.notes["jacobian_dense"] = dense;
+  {
+    const R1Result r1 = softmax_variational(seed, 16);
+    const Ref lse = closed_form("LSE(u) = max u + log sum exp(u - max u), KL(p || p*) summed directly");
+    checks.add("R1", "§2: softmax(u) maximises <p, u> + H(p) over the simplex, with maximum LSE(u)", "max |F(p*) - LSE(u)| / max(1, |LSE|)",
+               r1.at_max, "<= 1e-12", r1.at_max <= 1e-12, lse);
+    checks.add("R1", "§2: F(p) = LSE(u) - KL(p || p*) for every p in the simplex", "max |F(p) - LSE(u) + KL(p || p*)| / max(1, |LSE|)",
+               r1.kl_identity, "<= 1e-12", r1.kl_identity <= 1e-12, lse);
+    checks.add("R1", "§2: p* is the maximiser", "min over random p of F(p*) - F(p)", r1.worst_gap, ">= 0", r1.worst_gap >= 0.0,
+               bound("F(p) <= F(p*) (KL >= 0)"));
+    if (c.placement == Placement::PreLN) {
+      double spread = 0.0, formula = 0.0;
+      for (int l = 0; l < std::min(L, 4); ++l) {
+        const auto [sp, fo] = homogeneous_invariance(tf, l + 1, ref.x[static_cast<std::size_t>(l)], T);
+        spread = std::max(spread, sp);
+        formula = std::max(formula, fo);
+      }
+      checks.add("R4", "Lemma 2: the block maps the homogeneous manifold H = {1 x^T} into itself", "max_t |x'_t - x'_1| / max(1, |x'|), first 4 layers",
+                 spread, "<= 1e-13", spread <= 1e-13, closed_form("every row of a state in H is the same (x'_t = x'_1)"));
+      checks.add("R4", "Lemma 2: on H the common token follows the reduced map", "|x'_1 - reduced formula| / max(1, |x'|), first 4 layers",
+                 formula, "<= 1e-13", formula <= 1e-13,
+                 independent("x + W_V S_1(x), then + W_2 phi(W_1 S_2(x_h) + b_1) + b_2, evaluated without attention (coupling_transformer.cpp)"));
+    }
+  }
   checks.add("R5", "Thm 3(1): alpha(X*) = 1/t (causal) for any W_Q, W_K scale and temperature (F3)", "max |alpha - alpha*|", r5_dev,
-             "<= 1e-14", r5_dev <= 1e-14, consistency("kernel_of: softmax_row of score_bias, the QK scores dropped"));
+             "<= 1e-14", r5_dev <= 1e-14, closed_form("uniform weights over the positions the mask admits (causal: 1/t)"));
   checks.add("R5", "Thm 3: the kernel's variation annihilates 1 (rows of d alpha sum to 0)", "max |d alpha 1| (central difference)", r5_rowsum,
              "<= 1e-8", r5_rowsum <= 1e-8, closed_form("d alpha 1 = 0 (alpha 1 = 1 on every state)"));
   if (have_dense) {
