@@ -122,7 +122,7 @@ std::vector<std::string> files_under(const fs::path& dir) {
 }  // namespace
 
 RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
-                          bool show_progress, bool overwrite) {
+                          bool show_progress, bool overwrite, bool write_inputs) {
   threads = std::max(threads, 1);
   as_input_error([&] { check_resources(e, p, threads, show_progress); });  // runs the preset's estimate
   OutputFolder folder(out, overwrite);
@@ -143,6 +143,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     ctx.dir = tmp;
     ctx.threads = threads;
     ctx.figures = figures;
+    ctx.write_inputs = write_inputs;
     if (line) {
       ProgressLine* l = line.get();
       ctx.progress = [l](double f) { l->update(f); };

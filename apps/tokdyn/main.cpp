@@ -100,6 +100,7 @@ struct RunArgs {
   bool overwrite = false;
   bool no_figures = false;
   bool quiet = false;
+  bool inputs = false;
 };
 
 /// An integer option: one line naming the option and the expected range.
@@ -134,7 +135,7 @@ int run_command(const RunArgs& a) {
   const fs::path out = a.out.empty() ? fs::path("results") / e->name : fs::path(a.out);
 
   const auto t0 = std::chrono::steady_clock::now();
-  const RunOutcome r = run_experiment(*e, p, out, a.threads, !a.no_figures, !a.quiet, a.overwrite);
+  const RunOutcome r = run_experiment(*e, p, out, a.threads, !a.no_figures, !a.quiet, a.overwrite, a.inputs);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("wrote {} ({} files, {:.1f} s{})\n", message_line(out.string()), r.files, secs,
              r.replaced ? ", replaced the previous result" : "");
@@ -191,6 +192,8 @@ int main(int argc, char** argv) {
   run->add_flag("--overwrite", ra.overwrite, "Replace the previous tokdyn result in the output directory");
   run->add_flag("--no-figures", ra.no_figures, "Do not draw figures");
   run->add_flag("--quiet,-q", ra.quiet, "No progress line");
+  run->add_flag("--inputs", ra.inputs,
+                "Write every randomly drawn input to inputs/ however large (by default only files up to 16 MiB)");
 
   std::string mc_size = "130m", mc_out;
   long mc_seed = 0;

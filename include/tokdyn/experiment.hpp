@@ -117,6 +117,7 @@ struct RunContext {
   std::filesystem::path dir;        ///< temporary results directory (exists, empty at start)
   int threads = 1;                  ///< worker threads for this run
   bool figures = true;              ///< figures will be drawn after the run (see Experiment::figure_kind)
+  bool write_inputs = false;        ///< write every drawn input, however large (--inputs; experiments/inputs.hpp)
   ProgressFn progress;              ///< fraction done in [0, 1]; may be empty
   nlohmann::json notes = nlohmann::json::object();  ///< extra facts for manifest.json
   /// Things the user must know about how the run was done (e.g. a step refined for stability):
@@ -209,7 +210,7 @@ struct RunOutcome {
 /// `<out>.tmp-<pid>`, writes manifest.json (config, seed, version, wall time, threads), draws the
 /// figures, and publishes the folder atomically. On any error nothing is left behind.
 RunOutcome run_experiment(const Experiment& e, const Params& p, const std::filesystem::path& out, int threads,
-                          bool figures, bool show_progress, bool overwrite = false);
+                          bool figures, bool show_progress, bool overwrite = false, bool write_inputs = false);
 
 /// Refuses a run that cannot fit this machine (InputError with the estimate) and, when
 /// `announce`, prints the estimated work of a long run on stderr.

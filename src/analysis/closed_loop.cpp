@@ -38,6 +38,7 @@ class Affine final : public Injection {
   Matrix jacobian(long, const Vector&) const override { return B_; }
   double lipschitz() const override { return lip_; }
   std::string name() const override { return name_; }
+  std::vector<std::pair<std::string, std::vector<Matrix>>> parameters() const override { return {{"c", {c_}}, {"B", {B_}}}; }
 
  private:
   Vector c_;
@@ -68,6 +69,9 @@ class TanhMlp final : public Injection {
   }
   double lipschitz() const override { return lip_; }
   std::string name() const override { return "tanh-mlp"; }
+  std::vector<std::pair<std::string, std::vector<Matrix>>> parameters() const override {
+    return {{"c", {c_}}, {"W1", {W1_}}, {"b1", {b1_}}, {"W2", {W2_}}};
+  }
 
  private:
   Vector c_;
@@ -88,6 +92,7 @@ class DepthLinear final : public Injection {
   Matrix jacobian(long l, const Vector&) const override { return at(l); }
   double lipschitz() const override { return lip_; }
   std::string name() const override { return name_; }
+  std::vector<std::pair<std::string, std::vector<Matrix>>> parameters() const override { return {{"c", {c_}}, {"B", B_}}; }
 
  private:
   const Matrix& at(long l) const {

@@ -121,13 +121,43 @@ DepthSpectrum depth_spectrum(const LayerMap& F, const Batch& Z0, const DepthSpec
   S.depth = opt.depth;
   S.burn_in = opt.burn_in;
   S.dim = tangent_dimension(F, Z0);
-  Tokens V = initial_tangents(F, Z0, k, opt.seed);  // checks k
+  // The initial frame before projection and orthonormalisation (written by callers as v0.npy, so that
+  // feeding it back repeats the same operations: the same bits): given, or Gaussian from the stream
+  // (seed, 0xd5ec) exactly as initial_tangents() draws it.
+  if (k < 1 || k > S.dim)
+    throw std::invalid_argument(fmt::format("depth spectrum: k: expected 1 <= k <= the tangent dimension {}, got {}", S.dim, k));
+  Tokens V;
+  if (opt.tangents) {
+    if (opt.tangents->rows() != static_cast<Eigen::Index>(k) * len || opt.tangents->cols() != d)
+      throw std::invalid_argument(fmt::format("the initial tangent frame has {} x {} entries; expected k x tokens x d = {} x {} x {}",
+                                              opt.tangents->rows() / std::max(len, 1), opt.tangents->cols(), k, len, d));
+    if (!all_finite(*opt.tangents)) throw std::invalid_argument("the initial tangent frame is not finite");
+    V = *opt.tangents;
+  } else {
+    V.resize(static_cast<Eigen::Index>(k) * len, d);
+    Rng(opt.seed, {0xd5ec}).fill_normal(V);
+  }
+  S.tangents0 = V;
+  if (F.on_sphere()) project_tangent(Z0.Z, k, len, V);
+  {
+    Eigen::Map<Eigen::MatrixXd> Vm(V.data(), static_cast<Eigen::Index>(len) * d, k);
+    double scale = 0.0;
+    for (Eigen::Index j = 0; j < k; ++j) scale = std::max(scale, Vm.col(j).norm());
+    RowVec logs(k);
+    qr_log_step(Vm, logs);
+    for (int j = 0; j < k; ++j)
+      if (!(scale > 0.0) || !(logs[j] > std::log(scale) + std::log(1e-10)))
+        throw std::invalid_argument(fmt::format("the initial tangent frame is rank-deficient{}: tangent {} is (to 1e-10) a combination of "
+                                                "the ones before it; expected k independent tangent vectors",
+                                                F.on_sphere() ? " on the tangent space of the sphere" : "", j + 1));
+  }
   const TangentStep step = step_in ? step_in : apply_and_jvp(F);
   const Eigen::Index n = static_cast<Eigen::Index>(len) * d;
 
   S.log_r.resize(opt.depth, k);
   Batch Z = Z0, Znext, Zrep{Tokens(), k, len};
   Tokens W;
+  if (opt.keep_states) S.states.push_back(Z0.Z);
   for (long l = 1; l <= opt.depth; ++l) {
     Zrep.Z = Z.Z.replicate(k, 1);
     step(l, Z, Zrep, V, Znext, W);
@@ -150,6 +180,7 @@ DepthSpectrum depth_spectrum(const LayerMap& F, const Batch& Z0, const DepthSpec
     qr_log_step(Eigen::Map<Eigen::MatrixXd>(W.data(), n, k), S.log_r.row(l - 1));
     std::swap(V, W);
     std::swap(Z, Znext);
+    if (opt.keep_states) S.states.push_back(Z.Z);
     if (progress) progress(static_cast<double>(l) / static_cast<double>(opt.depth));
   }
 

@@ -17,6 +17,7 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/inputs.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/io/csv.hpp"
@@ -56,7 +57,14 @@ std::vector<Matrix> family_generators(const Params& P) {
 
 void run_spectra(const Params& P, RunContext& ctx) {
   const std::string file = P.get_string("generators");
-  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(file.empty() ? family_generators(P) : read_generators_npy(file, "generators"));
+  std::vector<Matrix> drawn;
+  if (file.empty()) {
+    drawn = family_generators(P);
+    write_input_stack(ctx, "generators.npy", drawn,
+                      fmt::format("the family {} generators A(l), l = 0..L-1 ([L, d, d]); --set generators=<this folder>/inputs/generators.npy reruns on them",
+                                  P.get_string("family")));
+  }
+  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(file.empty() ? std::move(drawn) : read_generators_npy(file, "generators"));
   const long L = c.length(), d = c.dim();
   // The default burn-in (40 layers) shrinks to a tenth of a shorter cocycle; an explicit one is kept.
   const long burn = P.is_explicit("burn_in") ? P.get_int("burn_in") : std::min(P.get_int("burn_in"), L / 10);
@@ -227,6 +235,7 @@ void run_euler(const Params& P, RunContext& ctx) {
   const long halvings = P.get_int("halvings");
   // R8: A(l) of family G5 (smooth between i.i.d. knots); A(.) continuous by linear interpolation.
   const auto B = cocycle::family_g5(L, d, P.get_double("scale"), P.get_double("delta"), P.get_int("smooth"), seed);
+  write_input_stack(ctx, "generators.npy", B, "the family G5 layer maps B(l) = I + A(l) of the Euler check ([L, d, d])");
   const Matrix I = Matrix::Identity(d, d);
   auto layers_A = [&](double s) {
     std::vector<Matrix> A;
@@ -349,6 +358,9 @@ void run_looped(const Params& P, RunContext& ctx) {
   rng.fill_normal(e);
   rng.fill_normal(h);
   h *= 10.0;
+  write_input_vector(ctx, "abar.npy", abar, "the diagonal of the looped map's Abar (h <- Abar h + e)");
+  write_input_vector(ctx, "h0.npy", h, "the looped recurrence's start h(0)");
+  write_input_vector(ctx, "e.npy", e, "the looped recurrence's input e");
   // h* = (I - Abar)^{-1} Bbar e (C.1; the undefined Deltabar is 0 for the linear recurrence, F20).
   const Eigen::VectorXd hstar = (e.array() / (1.0 - abar.array())).matrix();
   const double d0 = (h - hstar).norm();
@@ -420,16 +432,7 @@ const ExperimentRegistration reg_spectra{with_smoke(Experiment{
     run_spectra, "cocycle-spectra",
     [](const Params& P) {
       // The file's own shape when one is given (its header alone is read), else the family's sizes.
-      double L = static_cast<double>(P.get_int("depth")), d = static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d"));
-      if (!P.get_string("generators").empty()) {
-        try {
-          const auto [fL, fd] = generators_shape(P.get_string("generators"), "generators");
-          L = static_cast<double>(fL);
-          d = static_cast<double>(fd);
-        } catch (const InputError&) {
-          // not a generators file: the run's reader refuses it with the full reason
-        }
-      }
+      const auto [L, d] = generators_shape_or(P, "generators", static_cast<double>(P.get_int("depth")), static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d")));
       const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
       return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
     }}, {{"depth", "40"}},

@@ -159,10 +159,10 @@ void run_data(const Params& p, RunContext& ctx) {
         checks.add(c.id, "Prop 13: independent blocks, the Bayes predictor is block-local: R_full = R_local per sequence",
                    fmt::format("{}: exact, V = {}, P = {}, {} blocks: max |R_full - R_local| over {} sequences", c.what, eV, eP, eK,
                                std::pow(eV, eP * eK)),
-                   maxd, "<= 1e-14", maxd <= 1e-14, consistency("hmm::exact_risks: Bayes filter (Full) vs marginal prior (Local)"));
+                   maxd, "<= 1e-14", maxd <= 1e-14, closed_form("0: Prop 13 - with independent blocks the Bayes filter equals the marginal prior, sequence by sequence (value: hmm::exact_risks, Full vs Local)"));
         checks.add(c.id, "Prop 13: independent blocks, R_full = R_local per sequence",
                    fmt::format("{}: Monte Carlo, {}, P = {}, {} blocks: max |R_full - R_local| over {} sequences", c.what, hmm::family_name(fam), P, K, Nc),
-                   mcd, "<= 1e-14", mcd <= 1e-14, consistency("hmm::monte_carlo: Full vs Local predictor on the same sequences"));
+                   mcd, "<= 1e-14", mcd <= 1e-14, closed_form("0: Prop 13 - independent blocks, R_full = R_local per sequence (value: hmm::monte_carlo, Full vs Local)"));
       } else {
         checks.add(c.id, "F13: a random but constant latent makes blocks dependent: R_local - R_full > 0",
                    fmt::format("{}: exact, V = {}, P = {}, {} blocks: R_local - R_full", c.what, eV, eP, eK), ex[1] - ex[0], "> 1e-4",
@@ -243,7 +243,7 @@ void run_data(const Params& p, RunContext& ctx) {
     if (have_iid)
       checks.add("R22a", "flat at the i.i.d. point of the grid (q = (S-1)/S)",
                  fmt::format("Monte Carlo: max |R_full - R_local| per sequence at q = {}", q_iid), flat, "<= 1e-14", flat <= 1e-14,
-                 consistency("hmm::monte_carlo: Full vs Local predictor on the same sequences"));
+                 closed_form("0: at the i.i.d. point the blocks are independent (Prop 13), R_full = R_local per sequence"));
   }
 
   // ---- R22 profile risk R*(rho) (C.3 Step 2; F14) ----------------------------------------------------
@@ -291,7 +291,7 @@ void run_data(const Params& p, RunContext& ctx) {
                    std::min(bayes_gap, below) >= -1e-12, bound("Bayes optimality: R*(rho) >= R_full, R*(0) >= R_local"));
         if (st.name == "independent") {
           checks.add("R22 profile", "Prop 13: independent blocks, the profile risk R*(rho) is flat in rho", tag + ": max_rho |R*(rho) - R*(0)|", spread,
-                     "<= 1e-9", spread <= 1e-9, consistency("hmm::fit_profile at rho vs at rho = 0"));
+                     "<= 1e-9", spread <= 1e-9, closed_form("0: Prop 13 - independent blocks carry no information across blocks, so R*(rho) = R*(0)"));
         } else if (ri == "bounded") {
           if (std::isfinite(mono))
             checks.add("R22 profile", "persistence, bounded read-in: R*(rho) decreases as |rho| opens", tag + ": min over |rho_i| > |rho_j| of R*(rho_j) - R*(rho_i)",
@@ -313,16 +313,16 @@ void run_data(const Params& p, RunContext& ctx) {
             checks.add("R22 profile", "persistence, bounded read-in: opening the gate lowers the risk", tag + ": R*(0) - min_rho R*(rho)", widest,
                        "> 1e-4", widest > 1e-4, qualitative("C.3 Step 2: R*(0) > min_rho R*(rho) under persistence"));
           checks.add("R22 profile", "the bounded family is symmetric in rho", tag + ": max |R*(rho) - R*(-rho)|", sym, "<= 1e-10", sym <= 1e-10,
-                     consistency("hmm::fit_profile at rho vs at -rho"));
+                     closed_form("0: (rho, W_r) -> (-rho, -W_r) leaves the bounded family invariant"));
         } else if (std::isfinite(drop)) {
           checks.add("F14", "free read-in: R*(rho) is the same for every rho != 0 (rho confounded with the read-in scale)",
                      tag + ": max over rho != 0 of |R*(rho) - R*(rho_1)|", spread_nz, "<= 1e-9", spread_nz <= 1e-9,
-                     consistency("hmm::fit_profile at rho vs at rho_1 (free read-in)"));
+                     closed_form("0: F14 - with a free read-in only rho W_r enters the model"));
           checks.add("F14", "free read-in: only on/off is identifiable: R*(0) > R*(rho != 0)", tag + ": min over rho != 0 of R*(0) - R*(rho)", drop, "> 1e-4",
                      drop > 1e-4, qualitative("F14: R*(0) > R*(rho != 0) (only on/off identifiable)"));
           checks.add("F14", "free read-in: the fitted |W_r| scales as 1/|rho| (|rho| |W_r| constant)", tag + ": max / min of |rho| |W_r| over rho != 0",
                      rw_hi / rw_lo, "<= 1 + 1e-6", rw_hi / rw_lo <= 1.0 + 1e-6,
-                     consistency("hmm::fit_profile: |rho| |W_r| across the rho != 0 fits"));
+                     closed_form("ratio 1: F14 - only rho W_r enters, so |rho| |W_r| is the same for every rho != 0"));
         }
       }
     }

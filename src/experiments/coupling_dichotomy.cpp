@@ -24,6 +24,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/inputs.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/constants.hpp"
@@ -126,6 +127,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     const double kappa = p.get_double("kappa");
     const long Lg = p.get_int("g1_L"), burn = Lg / 2;
     const auto B = cocycle::family_g1(Lg, sigma, kappa, seed);
+    write_input_stack(ctx, "g1_generators.npy", B, "the weight-tied G1 generators of check (a) ([L, d, d])");
     const Cocycle c = Cocycle::from_matrices(B);
     const auto qr = cocycle::qr_iterate(c);
     const auto ly = cocycle::lyapunov_spectrum(qr.log_diag, burn);

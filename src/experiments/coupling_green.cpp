@@ -289,16 +289,7 @@ const ExperimentRegistration reg_coupling_green{with_smoke(Experiment{
     green_params(), run_green, "coupling-green",
     [](const Params& p) {
       // The generators file's own shape when given (header only), else the family's d and L.
-      double L = static_cast<double>(p.get_int("L")), d = static_cast<double>(p.get_int("d"));
-      if (!p.get_string("generators").empty()) {
-        try {
-          const auto [fL, fd] = generators_shape(p.get_string("generators"), "generators");
-          L = static_cast<double>(fL);
-          d = static_cast<double>(fd);
-        } catch (const InputError&) {
-          // not a generators file: the run's reader refuses it with the full reason
-        }
-      }
+      const auto [L, d] = generators_shape_or(p, "generators", static_cast<double>(p.get_int("L")), static_cast<double>(p.get_int("d")));
       const double N = (L + 1) * d;
       // Layer maps, the BVP's factors, bundles and projectors: a few L d^2 blocks.
       double bytes = 8.0 * 10.0 * L * d * d + 64e6, flops = 6.0 * L * d * d * d;

@@ -27,6 +27,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/inputs.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/constants.hpp"
@@ -142,6 +143,8 @@ void run_margin(const Params& p, RunContext& ctx) {
   const auto B = cocycle::family_g1(L, sigma, p.get_double("kappa"), seed);
   const cl::OpenLoop ol = cl::open_loop(B, std::max(1L, L / 4), std::max(1L, L / 50));
   const cl::InjectionPtr psi = cl::random_injection(p.get_string("psi"), d, p.get_double("psi_scale"), p.get_double("psi_offset"), seed);
+  write_input_stack(ctx, "generators.npy", B, "the G1 generators A(l), l = 0..L-1 of the R20 sweep ([L, d, d]; --set generators=... of cocycle-spectra reads them)");
+  write_input_injection(ctx, "psi", *psi, "the R20 sweep's injection");
   const cl::Problem prob = cl::make_problem(B, psi);
   const double Lpsi = psi->lipschitz();
   if (!(Lpsi > 0)) throw InputError("parameter 'psi_scale': psi has Lipschitz constant 0 (expected a non-constant psi)");
@@ -234,6 +237,7 @@ void run_margin(const Params& p, RunContext& ctx) {
     const auto [m4, v4] = g4_sector_params(p);
     const auto B4 = cocycle::family_g4(L, m4, v4, 1.0, p.get_double("g4_omega"), seed);
     const long d4 = static_cast<long>(m4.size());
+    write_input_stack(ctx, "g4_generators.npy", B4, "the rotating G4 generators of the (A7) check ([L, d, d])");
     const cl::OpenLoop o4 = cl::open_loop(B4, std::max(1L, L / 4), std::max(1L, L / 50));
     CsvWriter al(ctx.dir / "aligned.csv", {"psi", "rho", "projector_deviation"});
     double dev[2] = {0.0, 0.0};
@@ -241,6 +245,7 @@ void run_margin(const Params& p, RunContext& ctx) {
     for (int kind = 0; kind < 2; ++kind) {
       const std::string name = kind == 0 ? "intertwining" : "same-index";
       const cl::InjectionPtr ps = cl::random_injection(name, d4, scale, 0.0, seed + 7, &o4.bundles);
+      write_input_injection(ctx, "psi_" + name, *ps, "the (A7) check's aligned injection");
       const cl::Problem pa = cl::make_problem(B4, ps);
       const double r0 = 1.0 / (2.0 * o4.K * ps->lipschitz());
       for (double f : {0.1, 0.25, 0.5}) {

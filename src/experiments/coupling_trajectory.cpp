@@ -22,6 +22,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/inputs.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/analysis/norms.hpp"
@@ -75,6 +76,8 @@ void run_trajectory(const Params& p, RunContext& ctx) {
   const cl::OpenLoop ol = cl::open_loop(B, std::max(1L, L / 4), std::max(1L, L / 50));
   const cl::InjectionPtr psi =
       cl::random_injection(p.get_string("psi"), d, p.get_double("psi_scale"), p.get_double("psi_offset"), seed, &ol.bundles);
+  write_input_stack(ctx, "generators.npy", B, fmt::format("the open loop's generators A(l) (family {}; [L, d, d])", p.get_string("family")));
+  write_input_injection(ctx, "psi", *psi, "the general problem's injection");
   const cl::Problem prob = cl::make_problem(B, psi);
   const double Lpsi = psi->lipschitz();
   if (!(Lpsi > 0)) throw InputError("parameter 'psi_scale': psi has Lipschitz constant 0 (expected a non-constant psi)");

@@ -343,7 +343,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
     checks.add("R6", "Thm 3(3): spec J = union over j of spec (I + M~)(I + V/j)", "max eigenvalue mismatch", r6_union, "<= 1e-8",
                r6_union <= 1e-8, closed_form("union over j = 1..T of the eigenvalues of sector_map(g, 1/j)"));
   checks.add("R7", "Prop 8: x*, A(l) and J do not depend on W_Q, W_K (bit for bit)", "all layers equal", r7_same ? 1.0 : 0.0, "1",
-             r7_same, consistency("the same pipeline with W_Q, W_K redrawn (reference_trajectory)"));
+             r7_same, closed_form("bitwise equal (Prop 8): W_Q, W_K enter neither the reduced map nor the generators on H (value: reference_trajectory with W_Q, W_K redrawn)"));
   if (neg_min < 1e300)
     checks.add("R5 control", "RoPE / ALiBi break the frozen kernel (negative control)", "min over layers of max |alpha - alpha*|", neg_min,
                ">= 0.05", neg_min >= 0.05, qualitative("RoPE / ALiBi: alpha(X*) departs from alpha* (negative control)"));

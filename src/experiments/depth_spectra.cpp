@@ -6,6 +6,8 @@
 // tangent step) in the table `builders()` below, plus its knobs in the schema (tagged with the
 // models they apply to, so a knob set for another model is refused).
 #include <algorithm>
+#include <filesystem>
+#include <functional>
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,6 +39,9 @@ struct ModelSetup {
   std::unique_ptr<LayerMap> map;
   Batch Z0;                 ///< one run of `tokens` tokens
   TangentStep step;         ///< empty: apply_and_jvp(*map)
+  /// The attention weights of layer k at the state entering it, [heads, tokens, tokens] row-major
+  /// (models with attention only; empty function otherwise).
+  std::function<std::vector<double>(long, const Tokens&, int&)> attention;
   nlohmann::json notes = nlohmann::json::object();
 };
 
@@ -86,6 +91,12 @@ ModelSetup build_rope(const Params& P, RunContext&) {
   const double h = P.get_double("h");
   ModelSetup S;
   S.map = std::make_unique<rope::AttentionStep>(AP, len, h);
+  S.attention = [AP](long, const Tokens& state, int& heads) {
+    Mat A;  // heads*n x n: rows [h n, (h+1) n) are head h (row-major: already [heads, n, n])
+    rope::attention(AP, state, A);
+    heads = AP.heads;
+    return std::vector<double>(A.data(), A.data() + A.size());
+  };
   Rng rng(static_cast<std::uint64_t>(P.get_int("seed")), {0});
   Tokens X = rng.sphere_tokens(len, AP.d);
   if (P.get_string("init") == "hemisphere")
@@ -179,6 +190,16 @@ ModelSetup build_transformer(const Params& P, RunContext& ctx) {
   Rng(static_cast<std::uint64_t>(P.get_int("seed")), {0x7f}).fill_normal(X, 1.0);
   S.Z0 = Batch{X, 1, len};
   S.map = std::make_unique<tf::Transformer>(std::move(model));
+  S.attention = [m = static_cast<const tf::Transformer*>(S.map.get()), len](long k, const Tokens& state, int& heads) {
+    const Mat A = m->attention_heads(k, Batch{state, 1, len}).front();  // T x (H T): head h in columns [h T, (h+1) T)
+    heads = static_cast<int>(A.cols() / len);
+    std::vector<double> out;
+    out.reserve(static_cast<std::size_t>(A.size()));
+    for (int h = 0; h < heads; ++h)
+      for (int t = 0; t < len; ++t)
+        for (int s = 0; s < len; ++s) out.push_back(A(t, static_cast<Eigen::Index>(h) * len + s));
+    return out;
+  };
   S.notes["model"] = fmt::format("Transformer block (4): d = {}, d_ff = {}, {} {}, {}, mask {}, tying {}", c.d, c.d_ff,
                                  P.get_string("placement"), P.get_string("norm"), P.get_string("activation"),
                                  P.get_string("mask"), P.get_string("tying"));
@@ -218,7 +239,7 @@ const std::map<std::string, std::vector<std::string>>& knob_models() {
       {"beta", {"rope"}},      {"h", {"rope"}},         {"rope", {"rope"}},       {"causal", {"rope"}},
       {"heads", {"rope", "transformer"}},     {"freqs", {"rope"}},     {"positions", {"rope"}},  {"init", {"rope"}},
       {"checkpoint", {"mamba2"}}, {"layers", {"mamba2"}}, {"layer", {"mamba2"}}, {"update", {"mamba2"}},
-      {"vocab", {"mamba2"}}};
+      {"vocab", {"mamba2"}},   {"attention", {"rope", "transformer"}}};
     for (const ParamSpec& q : transformer_knobs()) out[q.key] = {"transformer"};
     return out;
   }();
@@ -276,7 +297,56 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   if (o.k > dim)
     throw InputError(fmt::format("parameter 'k': expected at most the tangent dimension {} = tokens x {} of model={}, got {}", dim,
                                  dim / S.Z0.len, model, o.k));
-  const DepthSpectrum R = depth_spectrum(*S.map, S.Z0, o, S.step, ctx.progress);
+  // A tangent frame from the user (v0 = FILE.npy [k, tokens, d]) replaces the Gaussian one.
+  Tokens frame;
+  const std::string v0 = P.get_string("v0");
+  if (!v0.empty()) {
+    std::vector<std::size_t> shape;
+    const std::vector<double> v = read_npy_double(v0, shape);
+    const std::size_t len = static_cast<std::size_t>(S.Z0.len), dd = static_cast<std::size_t>(S.Z0.Z.cols());
+    if (shape.size() != 3 || shape[0] != static_cast<std::size_t>(o.k) || shape[1] != len || shape[2] != dd)
+      throw InputError(fmt::format("parameter 'v0' ({}): shape [{}]; expected [k, tokens, d] = [{}, {}, {}] for model={}", v0,
+                                   fmt::join(shape, ", "), o.k, len, dd, model));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw InputError(fmt::format("parameter 'v0' ({}): entry {} is {}; expected finite numbers", v0, i, v[i]));
+    frame = Eigen::Map<const Tokens>(v.data(), static_cast<Eigen::Index>(o.k) * S.Z0.len, S.Z0.Z.cols());
+    o.tangents = &frame;
+    S.notes["v0"] = fmt::format("{} (then projected onto the tangent space and orthonormalised; v0.npy: the frame given)", v0);
+  }
+  const std::vector<long> att = P.get_int_list("attention");
+  for (long k : att)
+    if (k > o.depth) throw InputError(fmt::format("parameter 'attention': expected layers in [1, depth = {}], got {}", o.depth, k));
+  if (!att.empty() && !S.attention)
+    throw InputError(fmt::format("parameter 'attention': model={} has no attention weights (models rope and transformer have)", model));
+  o.keep_states = P.get_bool("trajectory") || !att.empty();
+  DepthSpectrum R;
+  try {
+    R = depth_spectrum(*S.map, S.Z0, o, S.step, ctx.progress);
+  } catch (const std::invalid_argument& e) {
+    if (!v0.empty() && std::string(e.what()).rfind("the initial tangent frame", 0) == 0)
+      throw InputError(fmt::format("parameter 'v0' ({}): {}", v0, e.what()));
+    throw;
+  }
+  write_npy(ctx.dir / "v0.npy", R.tangents0.data(),
+            {static_cast<std::size_t>(o.k), static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.Z.cols())});
+  if (!att.empty()) {
+    std::filesystem::create_directories(ctx.dir / "attention");
+    for (long k : att) {
+      int heads = 1;
+      const std::vector<double> a = S.attention(k, R.states[static_cast<std::size_t>(k - 1)], heads);
+      write_npy(ctx.dir / "attention" / fmt::format("layer_{}.npy", k), a.data(),
+                {static_cast<std::size_t>(heads), static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.len)});
+    }
+    S.notes["attention"] = "attention/layer_K.npy [heads, tokens, tokens]: the attention weights of layer K at the state entering it, x(K-1)";
+  }
+  if (P.get_bool("trajectory")) {
+    std::vector<double> buf;
+    buf.reserve(R.states.size() * static_cast<std::size_t>(R.states.front().size()));
+    for (const Tokens& X : R.states) buf.insert(buf.end(), X.data(), X.data() + X.size());
+    write_npy(ctx.dir / "trajectory.npy", buf.data(),
+              {R.states.size(), static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.Z.cols())});
+  }
 
   CsvWriter ly(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma"});
   for (int i = 0; i < R.k; ++i) {
@@ -320,7 +390,12 @@ std::vector<ParamSpec> depth_spectra_params() {
      p_int("burn_in", 20, "first layers not averaged (< depth)", 0, 10000000),
      p_int("tokens", 16, "tokens of the trajectory (T)", 1, 100000),
      p_int("seed", 0, "seed of the initial tokens / token ids (and of the SSM weights)", 0, kMaxSeed),
-     p_int("tangent_seed", 0, "seed of the initial tangent vectors", 0, kMaxSeed),
+     p_int("tangent_seed", 0, "seed of the initial tangent vectors", 0, kMaxSeed).when("v0", {""}),
+     p_string("v0", "", "float64 .npy [k, tokens, d]: the initial tangent frame (projected onto the tangent space and "
+              "orthonormalised; empty: Gaussian from tangent_seed); the frame before that step is always written to v0.npy").file(),
+     p_bool("trajectory", false, "write the trajectory x(0..depth) to trajectory.npy [depth + 1, tokens, d]"),
+     p_int_list("attention", {}, "rope, transformer: write the attention weights of these layers to attention/layer_K.npy "
+                "[heads, tokens, tokens]", 1, 10000000),
      p_string("x0", "", "float64 .npy [tokens, d]: the start state (empty: the model's drawn or embedded tokens); "
               "the start used is always written to x0.npy").file(),
      // ssm
@@ -383,7 +458,8 @@ const ExperimentRegistration reg_depth_spectra{with_smoke(Experiment{
         d = 768.0;  // unknown until the checkpoint is read: sized as mamba2-130m
         per_row = 4.0 * (d * 3352.0 + 1536.0 * d) + 8.0 * T * 1536.0;
       }
-      const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + weights + mixing + 64e6;
+      const double traj = P.get_bool("trajectory") ? 2.0 * 8.0 * (depth + 1.0) * T * d : 0.0;  // kept states and their .npy buffer
+      const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + weights + mixing + traj + 64e6;
       const double flops = depth * (k * T * per_row + 4.0 * T * d * k * k);
       return ResourceEstimate{bytes, flops, "k replicas of the T x d state and their tangents, one jvp per layer"};
     }}, {{"depth", "12"}, {"burn_in", "2"}, {"k", "2"}, {"tokens", "4"}, {"n", "4"}, {"m", "4"}},

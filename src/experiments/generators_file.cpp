@@ -48,6 +48,17 @@ std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const 
   return B;
 }
 
+std::pair<double, double> generators_shape_or(const Params& p, const std::string& param, double fallback_L, double fallback_d) {
+  const std::string& file = p.get_string(param);
+  if (file.empty()) return {fallback_L, fallback_d};
+  try {
+    const auto [L, d] = generators_shape(file, param);
+    return {static_cast<double>(L), static_cast<double>(d)};
+  } catch (const InputError&) {
+    return {fallback_L, fallback_d};  // not a generators file: the run's reader refuses it with the full reason
+  }
+}
+
 std::vector<double> number_list_param(const Params& p, const std::string& key) { return p.get_double_list(key); }
 
 std::pair<std::vector<double>, std::vector<double>> g4_sector_params(const Params& p) {

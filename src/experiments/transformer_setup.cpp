@@ -1,5 +1,6 @@
 // The Transformer presets' shared architecture parameters and model construction.
 #include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/experiments/inputs.hpp"
 
 #include <algorithm>
 
@@ -104,7 +105,16 @@ std::vector<LayerWeights> weights_from(const Params& p, const Config& c, std::ui
 Transformer transformer_from(const Params& p, RunContext& ctx, std::uint64_t seed_offset, const std::string& weights_key) {
   const Config c = config_from(p, weights_key);
   for (const auto& w : c.warnings()) ctx.warnings.push_back(w);
-  return Transformer(c, weights_from(p, c, seed_offset, weights_key), parse_tying(p.get_string("tying")));
+  std::vector<LayerWeights> w = weights_from(p, c, seed_offset, weights_key);
+  if (p.get_string("weights").empty()) {  // (the file is always under "weights"; weights_key is the user's name for it)
+    // Drawn here: written so that anyone can recompute (and --set <key>=inputs/... reruns on them).
+    const std::string file = seed_offset == 0 ? std::string("tf_weights.safetensors") : fmt::format("tf_weights_{}.safetensors", seed_offset);
+    write_input_transformer(ctx, file, w,
+                            fmt::format("the {} randomly drawn weight set(s) of the Transformer stack (tying = {}); rerun on them with "
+                                        "--set {}=<this folder>/inputs/{} --set tying={}",
+                                        w.size(), p.get_string("tying"), weights_key, file, p.get_string("tying")));
+  }
+  return Transformer(c, std::move(w), parse_tying(p.get_string("tying")));
 }
 
 Vec reference_start(const Config& c, std::uint64_t seed) {

@@ -17,11 +17,20 @@ namespace {
 
 // A user-supplied string (tensor name, dtype ...) in quotes, shortened if very long.
 [[maybe_unused]] std::string quote(const std::string& s) {
+  // Appended piece by piece: GCC 12 reports a false -Wrestrict on "'" + std::string&& when inlined.
   constexpr std::size_t kMax = 120;
-  if (s.size() <= kMax) return "'" + s + "'";
-  std::size_t cut = kMax;  // do not split a UTF-8 sequence
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
-  return "'" + s.substr(0, cut) + "...'";
+  std::size_t cut = s.size();
+  if (cut > kMax) {
+    cut = kMax;  // do not split a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+  }
+  std::string q;
+  q.reserve(cut + 5);
+  q.push_back('\'');
+  q.append(s, 0, cut);
+  if (cut < s.size()) q.append("...");
+  q.push_back('\'');
+  return q;
 }
 
 [[maybe_unused]] std::string shape_str(const std::vector<std::uint64_t>& shape) {

@@ -31,6 +31,7 @@ unsigned write_size(DType d) {
     case DType::F16:
     case DType::BF16: return 2;
     case DType::F32: return 4;
+    case DType::F64: return 8;
     default: return 0;
   }
 }
@@ -81,7 +82,7 @@ void write_file(const std::filesystem::path& path, const std::vector<TensorToWri
       throw std::invalid_argument(one_line(file + ": tensor name " + quote(t.name) + " given twice"));
     if (!write_size(t.dtype))
       throw std::invalid_argument(one_line(file + ": tensor " + quote(t.name) + ": cannot store dtype " +
-                                           dtype_name(t.dtype) + " (only F16, BF16, F32)"));
+                                           dtype_name(t.dtype) + " (only F16, BF16, F32, F64)"));
     if (!checked_numel(t.shape, numels[i]) || numels[i] > (std::numeric_limits<std::uint64_t>::max() >> 3))
       throw std::invalid_argument(one_line(file + ": tensor " + quote(t.name) + ": shape " + shape_str(t.shape) +
                                            " is too large"));
@@ -138,9 +139,13 @@ void write_file(const std::filesystem::path& path, const std::vector<TensorToWri
       const auto& t = tensors[i];
       const std::uint64_t total = numels[i];
       if (total == 0) continue;
-      if (!t.data)
+      if (t.dtype == DType::F64 ? !t.data64 : !t.data)
         throw std::invalid_argument(one_line(file + ": tensor " + quote(t.name) + " has shape " + shape_str(t.shape) +
                                              " but no data"));
+      if (t.dtype == DType::F64) {  // exact: the doubles' little-endian bytes
+        write_all(out.fd, t.data64, static_cast<std::size_t>(total * 8), tmp);
+        continue;
+      }
       if (t.dtype == DType::F32) {
         write_all(out.fd, t.data, static_cast<std::size_t>(total * 4), tmp);
         continue;

@@ -55,6 +55,10 @@ class Injection {
   /// A global Lipschitz estimate sup_{l,u} ||Dpsi_l(u)||_2 (Thm 10's L_psi).
   virtual double lipschitz() const = 0;
   virtual std::string name() const = 0;
+  /// Its defining tensors, named as in the formula (e.g. {"c", {c}}, {"W1", {W1}}; a depth-dependent
+  /// map gives one matrix per layer; a vector is a one-column matrix): what a run writes so that
+  /// psi can be rebuilt elsewhere (issue 17).
+  virtual std::vector<std::pair<std::string, std::vector<Matrix>>> parameters() const = 0;
 };
 using InjectionPtr = std::shared_ptr<const Injection>;
 

@@ -49,6 +49,11 @@ struct DepthSpectrumOptions {
   long depth = 100;        ///< layers applied
   long burn_in = 0;        ///< first layers whose log R_ii are not averaged (0 <= burn_in < depth)
   std::uint64_t seed = 0;  ///< initial tangents: Gaussian, stream (seed, 0xd5ec), projected, orthonormalised
+  /// A given initial tangent frame instead (k * len x d: tangent i is rows i*len..(i+1)*len-1),
+  /// projected onto the tangent space and orthonormalised like the drawn one; std::invalid_argument
+  /// when it has the wrong shape, is not finite or is (numerically) rank-deficient there.
+  const Tokens* tangents = nullptr;
+  bool keep_states = false;  ///< keep the trajectory x(0..depth) in DepthSpectrum::states
 };
 
 struct DepthSpectrum {
@@ -57,6 +62,8 @@ struct DepthSpectrum {
   long dim = 0;          ///< tangent-space dimension (T d, or T (d-1) on spheres)
   Vec mu;                ///< k finite-time Lyapunov exponents (in QR order: column i of Q)
   Vec gamma;             ///< growth scales e^{mu_i} (0 where some R_ii was exactly 0)
+  Tokens tangents0;      ///< the initial frame before projection and orthonormalisation (k * len x d)
+  std::vector<Tokens> states;  ///< x(0..depth) when keep_states
   Mat log_r;             ///< depth x k: log R_l[i, i] of every layer l = 1..depth (burn-in included); -inf where R_ii = 0
   Mat mu_running;        ///< (depth - burn_in) x k: row j = exponents over layers burn_in+1 .. burn_in+1+j
   Batch final_state;     ///< Z_depth

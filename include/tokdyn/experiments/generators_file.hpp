@@ -21,6 +21,10 @@ std::vector<Eigen::MatrixXd> read_generators_npy(const std::string& file, const 
 /// The shape of a generators file from its .npy header alone (nothing else read): {L, d}; the same
 /// InputError as read_generators_npy for a header that is not float64 [L, d, d]. For estimates.
 std::pair<long, long> generators_shape(const std::string& file, const std::string& param);
+/// For a preset's estimate: {L, d} of the generators file of parameter `param` when one is given
+/// and its header reads, else {fallback_L, fallback_d} (a bad file is refused by the run's reader,
+/// with the full reason, after the estimate).
+std::pair<double, double> generators_shape_or(const Params& p, const std::string& param, double fallback_L, double fallback_d);
 
 /// The comma-separated numbers of string parameter `key` (InputError naming it: empty list, an
 /// entry that is not a finite number).

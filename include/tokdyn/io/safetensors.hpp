@@ -100,12 +100,14 @@ class Tensors {
   void add_file(const std::filesystem::path& file);
 };
 
-/// One tensor to write: float data (numel(shape) values, C order) stored as F16, BF16 or F32.
+/// One tensor to write: float data (numel(shape) values, C order) stored as F16, BF16 or F32, or
+/// double data (`data64`) stored exactly as F64.
 struct TensorToWrite {
   std::string name;
   DType dtype;
   std::vector<std::uint64_t> shape;
-  const float* data;
+  const float* data = nullptr;
+  const double* data64 = nullptr;  ///< the data when dtype is F64
 };
 
 /// Writes the reference layout: header JSON ("__metadata__" first if any, then the tensors) padded
