@@ -190,7 +190,7 @@ def plot_ssm_random_silu(d):
     sub = "paper SSM model, random weights redrawn per layer, gate off\nn=%s, m=%s, tau=%s, %s tokens, mean ± std over %s runs" % (
         p.get("n", "?"), p.get("m", "?"), p.get("tau", "?"), p.get("tokens", "?"), p.get("runs", "?"))
     metrics_figure(d, "fig3_metrics.png", "Fig. 3 layout — " + sub,
-                   paper={"silu": (0.88, 1.3), "no_silu": (0.23, 14.0)})
+                   paper=paper_values(man, "fig3"))
     notes = man.get("notes", {})
     run = int(notes.get("fig_run", 0))
     tok = int(notes.get("fig_token", 1))
@@ -198,6 +198,19 @@ def plot_ssm_random_silu(d):
                     "Fig. 5 layout — token %d of run %d, random weights, SiLU on" % (tok, run))
     pe_envelope_figure(d, "fig6_pe_windows.png", "Fig. 6 layout (random weights) — envelope over runs and tokens",
                        labels={"silu": "random + SiLU", "no_silu": "random, no SiLU"})
+
+
+def paper_values(man, key=None):
+    """The paper's reported values the run recorded (manifest notes.paper_values, written by the
+    preset from the one place tokdyn defines them): {variant: (lambda1, r)} for Figs. 1-3, the
+    number itself for T* entries. `key` picks one figure of a preset that has several (fig3 ...)."""
+    v = man.get("notes", {}).get("paper_values", {})
+    if key is not None:
+        v = v.get(key, {})
+    out = {}
+    for name, val in v.items():
+        out[name] = (val["lambda1"], val["r"]) if isinstance(val, dict) else val
+    return out
 
 
 def mamba2_sub(man):
@@ -214,14 +227,14 @@ def plot_mamba2(kind, d):
     sub = mamba2_sub(man)
     if kind == "mamba2-fig1":
         metrics_figure(d, "fig1_metrics.png", "Fig. 1 — Mamba-2 blocks cycled, SiLU on, gate on vs off\n" + sub,
-                       paper={"no_gate": (0.8, 1.4), "gate": (0.45, 4.0)}, note=note)
+                       paper=paper_values(man), note=note)
     elif kind == "mamba2-fig2":
         layer = man.get("params", {}).get("layer", 0)
         metrics_figure(d, "fig2_metrics.png", "Fig. 2 — one block (layer %s) repeated, gate off\n%s" % (layer, sub),
-                       paper={"no_gate": (0.95, 1.05)}, note=note)
+                       paper=paper_values(man), note=note)
     elif kind == "mamba2-fig3":
         metrics_figure(d, "fig3_metrics.png", "Fig. 3 — random blocks redrawn per layer, gate off\n" + sub,
-                       paper={"silu": (0.88, 1.3), "no_silu": (0.23, 14.0)}, note=note)
+                       paper=paper_values(man), note=note)
     elif kind == "mamba2-fig45":
         notes = man.get("notes", {})
         p = man.get("params", {})
@@ -233,13 +246,12 @@ def plot_mamba2(kind, d):
         variant = "silu" if variant == "both" else variant
         pe_token_figure(d, "fig5_pe_token.png" if random else "fig4_pe_token.png", variant, run, tok,
                         "%s — q_%d of run %d, %s, gate off, %s (paper: T* = %d)\n%s" % (
-                            name, tok, run, what, variant, 34 if random else 8, sub), window=win, note=note)
+                            name, tok, run, what, variant, paper_values(man).get("t_star", 0), sub), window=win, note=note)
         metrics_figure(d, "metrics.png", "%s run — Gram metrics\n%s" % (name, sub), note=note)
     elif kind == "mamba2-fig6":
         pe_envelope_figure(d, "fig6_pe_windows.png",
                            "Fig. 6 — worst-case window average (envelope over runs and tokens), gate off\n" + sub,
-                           note=note, paper={"mamba2_silu": 10, "mamba2_no_silu": 11, "random_silu": 35,
-                                             "random_no_silu": None})
+                           note=note, paper=paper_values(man))
         metrics_figure(d, "metrics.png", "Fig. 6 runs — Gram metrics\n" + sub, note=note)
 
 

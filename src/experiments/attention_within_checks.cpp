@@ -13,6 +13,16 @@ namespace tokdyn::attention_within {
 
 namespace {
 
+// The paper's reported values (§VI; spec N7-N22), defined once: the check rows below and the
+// figures (through paper_values() in the manifest) both read them.
+struct Plateau {
+  double lambda1, r;
+};
+constexpr Plateau kFig1NoGate{0.8, 1.4}, kFig1Gate{0.45, 4.0}, kFig2NoGate{0.95, 1.05};
+constexpr Plateau kFig3Silu{0.88, 1.3}, kFig3NoSilu{0.23, 14.0};
+constexpr int kFig4TStar = 8, kFig5TStar = 34;
+constexpr int kFig6Mamba2Silu = 10, kFig6Mamba2NoSilu = 11, kFig6RandomSilu = 35;  // random, no SiLU: none
+
 /// The observation index of layer `layer`, or -1.
 long observation_of(const GramObserver& g, long layer) {
   const auto& t = g.times();
@@ -49,6 +59,21 @@ double sign_changes(const std::vector<double>& q) {
 
 }  // namespace
 
+nlohmann::json paper_values(int fig) {
+  auto plateau = [](const Plateau& p) { return nlohmann::json{{"lambda1", p.lambda1}, {"r", p.r}}; };
+  switch (fig) {
+    case 1: return {{"no_gate", plateau(kFig1NoGate)}, {"gate", plateau(kFig1Gate)}};
+    case 2: return {{"no_gate", plateau(kFig2NoGate)}};
+    case 3: return {{"silu", plateau(kFig3Silu)}, {"no_silu", plateau(kFig3NoSilu)}};
+    case 4: return {{"t_star", kFig4TStar}};
+    case 5: return {{"t_star", kFig5TStar}};
+    case 6:
+      return {{"mamba2_silu", kFig6Mamba2Silu}, {"mamba2_no_silu", kFig6Mamba2NoSilu}, {"random_silu", kFig6RandomSilu},
+              {"random_no_silu", nullptr}};
+    default: return nlohmann::json::object();
+  }
+}
+
 double run_mean_at(const GramObserver& g, long layer, bool participation) {
   const long o = observation_of(g, layer);
   if (o < 0) return kNaN;
@@ -81,17 +106,17 @@ std::string not_applicable_reason(long depth, bool trained, bool trained_weights
 
 void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver* gate, const std::string& why_na) {
   const std::string st = "Fig. 1 (trained blocks cycled, SiLU on)";
-  struct Plateau {
+  struct Row {
     const char* variant;
     const GramObserver* g;
     double l_lo, l_hi, r_lo, r_hi;
-    const char *l_paper, *r_paper;
+    std::string l_paper, r_paper;
   };
-  const Plateau rows[] = {{"no_gate", no_gate, 0.70, 0.90, 1.2, 1.7, "~0.8 (N7)", "~1.4 (N8)"},
-                          {"gate", gate, 0.35, 0.55, 3.0, 5.0, "~0.45 (N9)", "~4 (N10)"}};
+  const Row rows[] = {{"no_gate", no_gate, 0.70, 0.90, 1.2, 1.7, fmt::format("~{} (N7)", kFig1NoGate.lambda1), fmt::format("~{} (N8)", kFig1NoGate.r)},
+                      {"gate", gate, 0.35, 0.55, 3.0, 5.0, fmt::format("~{} (N9)", kFig1Gate.lambda1), fmt::format("~{} (N10)", kFig1Gate.r)}};
   double l_mean[2] = {kNaN, kNaN}, r_mean[2] = {kNaN, kNaN};
   for (int v = 0; v < 2; ++v) {
-    const Plateau& p = rows[v];
+    const Row& p = rows[v];
     if (!p.g) continue;
     for (bool part : {false, true}) {
       const double m = why_na.empty() ? run_mean_over(*p.g, 101, 200, part) : kNaN;
@@ -130,7 +155,7 @@ void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver*
 
 void fig2_checks(CheckTable& t, const GramObserver& g, const std::string& why_na) {
   const std::string st = "Fig. 2 (one trained block repeated, gate off)";
-  const Ref ref = paper("Fig. 2: lambda_bar_1 > 0.95 within the first few layers, then stays (N11)");
+  const Ref ref = paper(fmt::format("Fig. 2: lambda_bar_1 > {} within the first few layers, then stays (N11)", kFig2NoGate.lambda1));
   const std::string s1 = st + ": lambda_bar_1 exceeds 0.95 within the first few layers and stays there";
   if (!why_na.empty()) {
     t.not_applicable("Fig2 lambda_bar_1 from layer 10", s1, "min over layers 10-200 of the run-mean lambda_bar_1", why_na, ref);
@@ -138,10 +163,10 @@ void fig2_checks(CheckTable& t, const GramObserver& g, const std::string& why_na
     double mn = kInf;
     for (long l = 10; l <= kPaperDepth; ++l) mn = std::min(mn, run_mean_at(g, l, false));
     t.add("Fig2 lambda_bar_1 from layer 10", s1, "min over layers 10-200 of the run-mean lambda_bar_1", mn,
-          "> 0.95 (spec T30: 'the first few layers' read as 10)", mn > 0.95, ref);
+          fmt::format("> {} (spec T30: 'the first few layers' read as 10)", kFig2NoGate.lambda1), mn > kFig2NoGate.lambda1, ref);
   }
   band_row(t, "Fig2 r", st + ": r drops to about 1.05 and stays", "r over layers 101-200 (mean of the run-mean)",
-           why_na.empty() ? run_mean_over(g, 101, 200, true) : kNaN, 1.0, 1.1, "~1.05 (N12)", why_na);
+           why_na.empty() ? run_mean_over(g, 101, 200, true) : kNaN, 1.0, 1.1, fmt::format("~{} (N12)", kFig2NoGate.r), why_na);
 }
 
 void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no_silu, const std::string& why_na) {
@@ -149,9 +174,9 @@ void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no
   if (silu) {
     band_row(t, "Fig3 silu lambda_bar_1", st + ": with SiLU lambda_bar_1 increases steadily to about 0.88",
              "run-mean lambda_bar_1 at layer 200", why_na.empty() ? run_mean_at(*silu, kPaperDepth, false) : kNaN, 0.78, 0.95,
-             "~0.88 (N13)", why_na);
+             fmt::format("~{} (N13)", kFig3Silu.lambda1), why_na);
     band_row(t, "Fig3 silu r", st + ": with SiLU r decreases to about 1.3", "run-mean r at layer 200",
-             why_na.empty() ? run_mean_at(*silu, kPaperDepth, true) : kNaN, 1.1, 1.6, "~1.3 (N14)", why_na);
+             why_na.empty() ? run_mean_at(*silu, kPaperDepth, true) : kNaN, 1.1, 1.6, fmt::format("~{} (N14)", kFig3Silu.r), why_na);
     const Ref q = qualitative("Fig. 3: with SiLU lambda_bar_1 increases steadily");
     const std::string s = st + ": with SiLU lambda_bar_1 increases steadily";
     if (!why_na.empty())
@@ -164,9 +189,9 @@ void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no
   if (no_silu) {
     band_row(t, "Fig3 no_silu lambda_bar_1", st + ": without SiLU lambda_bar_1 falls to about 0.23",
              "run-mean lambda_bar_1 at layer 200", why_na.empty() ? run_mean_at(*no_silu, kPaperDepth, false) : kNaN, 0.15, 0.32,
-             "~0.23 (N15)", why_na);
+             fmt::format("~{} (N15)", kFig3NoSilu.lambda1), why_na);
     band_row(t, "Fig3 no_silu r", st + ": without SiLU r grows past 14", "run-mean r at layer 200",
-             why_na.empty() ? run_mean_at(*no_silu, kPaperDepth, true) : kNaN, 12.0, kInf, "past 14 (N16)", why_na);
+             why_na.empty() ? run_mean_at(*no_silu, kPaperDepth, true) : kNaN, 12.0, kInf, fmt::format("past {} (N16)", kFig3NoSilu.r), why_na);
     const Ref q = qualitative("Fig. 3: without SiLU r is still increasing at the end (N16)");
     const std::string s = st + ": without SiLU r is still increasing at the end of the run";
     if (!why_na.empty())
@@ -192,12 +217,12 @@ void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool rand
   const std::string fig = random_blocks ? "Fig5" : "Fig4";
   const std::string st = random_blocks ? "Fig. 5 (random blocks redrawn per layer, gate off, SiLU on)"
                                        : "Fig. 4 (trained blocks cycled, gate off, SiLU on)";
-  const int paper_t = random_blocks ? 34 : 8;
+  const int paper_t = random_blocks ? kFig5TStar : kFig4TStar;
   // The paper shows "one run" it does not identify: its T* should lie within the spread of T*
   // over our runs for the same token (value: the distance from the paper's T* to that range).
   const std::string quantity = fmt::format("distance from the paper's T* = {} to [min, max] over runs of T* of token {}", paper_t, token);
   const std::string s = st + fmt::format(": W(T) of the first token of one run crosses zero at T = {}", paper_t);
-  const Ref ref = paper(random_blocks ? "Fig. 5: T* = 34 (N18)" : "Fig. 4: T* = 8 (N17)");
+  const Ref ref = paper(fmt::format("Fig. {}: T* = {} (N{})", random_blocks ? 5 : 4, paper_t, random_blocks ? 18 : 17));
   const bool have = !q.empty() && token >= 1 && static_cast<std::size_t>(token) <= q.front().size();
   const std::string sign_statement = st + ": the sign of q alternates (pointwise positivity fails)";
   const Ref sign_ref = qualitative("Fig. 4: the sign of q_1 alternates");
@@ -260,7 +285,9 @@ void fig6_checks(CheckTable& t, const std::string& config, const QRecord& q, int
     const char* paper_value;
     double lo, hi;
   };
-  const Row rows[] = {{"mamba2_silu", "10 (N19)", 5, 20}, {"mamba2_no_silu", "11 (N20)", 0, 0}, {"random_silu", "35 (N21)", 20, 60}};
+  const std::string n19 = fmt::format("{} (N19)", kFig6Mamba2Silu), n20 = fmt::format("{} (N20)", kFig6Mamba2NoSilu),
+                    n21 = fmt::format("{} (N21)", kFig6RandomSilu);
+  const Row rows[] = {{"mamba2_silu", n19.c_str(), 5, 20}, {"mamba2_no_silu", n20.c_str(), 0, 0}, {"random_silu", n21.c_str(), 20, 60}};
   const Row* row = nullptr;
   for (const Row& r : rows)
     if (config == r.config) row = &r;

@@ -304,6 +304,7 @@ void paper_checks(const Setup& S, const Params& P, RunContext& ctx, int fig, con
                          static_cast<int>(P.get_int("fig_token")), fig == 5, why);
   }
   checks.report(ctx, fmt::format("mamba2-fig{}", fig));
+  ctx.notes["paper_values"] = aw::paper_values(fig);
 }
 
 /// Figs. 1-3 (and 4-5): one schedule, one or two variants.
@@ -489,6 +490,7 @@ void run_fig6(const Params& P, RunContext& ctx) {
     aw::fig6_checks(checks, "random_silu", B.pe[0].q(), 0, why_random);
     aw::fig6_checks(checks, "random_no_silu", B.pe[1].q(), 0, why_random);
     checks.report(ctx, "mamba2-fig6");
+    ctx.notes["paper_values"] = aw::paper_values(6);
   }
   ctx.notes["schedule_trained"] = describe_schedule(trained, P, S.model.cfg.n_layer);
   ctx.notes["schedule_random"] = describe_schedule(Sched::Random, P, S.model.cfg.n_layer);

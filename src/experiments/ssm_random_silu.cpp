@@ -123,6 +123,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
     }
     if (no_silu) aw::fig6_checks(checks, "random_no_silu", no_silu->pe.q(), 0, why);
     checks.report(ctx, "ssm-random-silu");
+    ctx.notes["paper_values"] = {{"fig3", aw::paper_values(3)}, {"fig5", aw::paper_values(5)}, {"fig6", aw::paper_values(6)}};
   }
   // Assumption III.1 along the run (certified channel bounds per layer; Remark IV.1's sign of
   // (S_BC)_{mu~mu~}; Assumption V.1's margin), and the run-level verdict.

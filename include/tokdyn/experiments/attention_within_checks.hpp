@@ -9,6 +9,8 @@
 // mamba2-fig1..6 presets (the real block).
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/observers.hpp"
@@ -16,6 +18,10 @@
 namespace tokdyn::attention_within {
 
 inline constexpr long kPaperDepth = 200;  ///< kappa of every figure of §VI (N5)
+
+/// The paper's reported values of Fig. `fig` (1-6), for the figures (manifest notes.paper_values):
+/// {variant: {"lambda1", "r"}} for Figs. 1-3, {"t_star"} for Figs. 4-5, {config: T* or null} for Fig. 6.
+nlohmann::json paper_values(int fig);
 
 /// Run-mean of lambda_bar_1 (or r when `participation`) at layer `layer` (the observation whose
 /// time is `layer`); NaN when the run did not reach it.
