@@ -196,8 +196,10 @@ def plot_ssm_random_silu(d):
     tok = int(notes.get("fig_token", 1))
     pe_token_figure(d, "fig5_pe_token.png", "silu", run, tok,
                     "Fig. 5 layout — token %d of run %d, random weights, SiLU on" % (tok, run))
+    fig6 = paper_values(man, "fig6")
     pe_envelope_figure(d, "fig6_pe_windows.png", "Fig. 6 layout (random weights) — envelope over runs and tokens",
-                       labels={"silu": "random + SiLU", "no_silu": "random, no SiLU"})
+                       labels={"silu": "random + SiLU", "no_silu": "random, no SiLU"},
+                       paper={"silu": fig6.get("random_silu"), "no_silu": fig6.get("random_no_silu")} if fig6 else None)
 
 
 def paper_values(man, key=None):
