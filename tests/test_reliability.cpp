@@ -385,6 +385,25 @@ TEST(Resources, DiskFullIsReportedWithItsCauseAndLeavesNothing) {
   EXPECT_TRUE(entries(mnt).empty());
 }
 
+// The safetensors writer (make-checkpoint, a run's inputs/tf_weights.safetensors) reports a full
+// disk as a resource failure (exit 3, ENOSPC), not an internal error, and leaves nothing behind.
+TEST(Resources, DiskFullWhileWritingSafetensorsIsAResourceFailure) {
+  if (getuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  TempDir d;
+  const fs::path mnt = d.path() / "small";
+  fs::create_directories(mnt);
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=8k") != 0) GTEST_SKIP() << "cannot mount a tmpfs here";
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  const Result r = run_in(d.path(), {"make-checkpoint", "--size", "tiny", "--out", (mnt / "ck").string()});
+  EXPECT_EQ(r.code, 3) << r.err;
+  expect_one_line(r.err);
+  EXPECT_NE(r.err.find("ENOSPC"), std::string::npos) << r.err;
+  EXPECT_TRUE(entries(mnt).empty());
+}
+
 TEST(Resources, PermissionDeniedIsReportedWithItsCause) {
   TempDir d;
   chmod(d.path().c_str(), 0755);

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "safetensors_internal.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/io/file.hpp"
 
 namespace tokdyn::st {
 
@@ -57,7 +59,7 @@ void write_all(int fd, const void* data, std::size_t n, const std::string& file)
     const ssize_t w = ::write(fd, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(one_line("cannot write '" + file + "': " + std::strerror(errno)));
+      throw_write_error(file, errno);  // ResourceError (exit 3): disk full, permission, I/O
     }
     p += w;
     n -= static_cast<std::size_t>(w);
@@ -127,7 +129,7 @@ void write_file(const std::filesystem::path& path, const std::vector<TensorToWri
   Fd out;
   out.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out.fd < 0)
-    throw std::runtime_error(one_line("cannot create '" + tmp + "': " + std::strerror(errno)));
+    throw_write_error(tmp, errno, "create");
   try {
     std::uint8_t len[8];
     std::uint64_t n = header.size();
@@ -165,9 +167,9 @@ void write_file(const std::filesystem::path& path, const std::vector<TensorToWri
     }
     const int fd = out.fd;
     out.fd = -1;
-    if (::close(fd) != 0) throw std::runtime_error(one_line("cannot write '" + tmp + "': " + std::strerror(errno)));
+    if (::close(fd) != 0) throw_write_error(tmp, errno);
     if (::rename(tmp.c_str(), file.c_str()) != 0)
-      throw std::runtime_error(one_line("cannot rename '" + tmp + "' to '" + file + "': " + std::strerror(errno)));
+      throw_write_error(file, errno, "move the finished temporary file into");
   } catch (...) {
     if (out.fd >= 0) {
       ::close(out.fd);

@@ -114,7 +114,8 @@ struct TensorToWrite {
 /// with spaces to a multiple of 8; tensors laid out sorted by (dtype alignment descending, then name);
 /// data little-endian. Writes "<path>.tmp-<pid>" then renames it, so nothing half-written remains.
 /// Throws std::invalid_argument for bad tensors (duplicate/reserved name, unsupported dtype, null
-/// data for a non-empty tensor, invalid UTF-8) and std::runtime_error for I/O failures.
+/// data for a non-empty tensor, invalid UTF-8) and ResourceError (exit code 3, a std::runtime_error)
+/// for I/O failures: disk full, permission denied, an I/O error, named with their errno.
 void write_file(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
                 const std::map<std::string, std::string>& metadata = {});
 
