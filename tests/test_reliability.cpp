@@ -368,16 +368,27 @@ TEST(Figures, FailureKeepsTheResultsAndExitsWithItsOwnCode) {
 // ------------------------------------------------------------------------------------------------
 // Disk full, permission denied
 
+/// An 8 KiB tmpfs at `path` (a full disk after a few files), unmounted on destruction.
+struct SmallTmpfs {
+  fs::path path;
+  bool mounted = false;
+  explicit SmallTmpfs(fs::path p) : path(std::move(p)) {
+    fs::create_directories(path);
+    mounted = mount("tmpfs", path.c_str(), "tmpfs", 0, "size=8k") == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted) umount2(path.c_str(), MNT_DETACH);
+  }
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+};
+
 TEST(Resources, DiskFullIsReportedWithItsCauseAndLeavesNothing) {
   if (getuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
   TempDir d;
-  const fs::path mnt = d.path() / "small";
-  fs::create_directories(mnt);
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=8k") != 0) GTEST_SKIP() << "cannot mount a tmpfs here";
-  struct Unmount {
-    fs::path p;
-    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
-  } unmount{mnt};
+  const SmallTmpfs small(d.path() / "small");
+  if (!small.mounted) GTEST_SKIP() << "cannot mount a tmpfs here";
+  const fs::path& mnt = small.path;
   const Result r = run_in(d.path(), {"run", kQuick, "--out", (mnt / "r").string(), "--no-figures", "--set", "n=2000"});
   EXPECT_EQ(r.code, 3) << r.err;
   expect_one_line(r.err);
@@ -390,13 +401,9 @@ TEST(Resources, DiskFullIsReportedWithItsCauseAndLeavesNothing) {
 TEST(Resources, DiskFullWhileWritingSafetensorsIsAResourceFailure) {
   if (getuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
   TempDir d;
-  const fs::path mnt = d.path() / "small";
-  fs::create_directories(mnt);
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=8k") != 0) GTEST_SKIP() << "cannot mount a tmpfs here";
-  struct Unmount {
-    fs::path p;
-    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
-  } unmount{mnt};
+  const SmallTmpfs small(d.path() / "small");
+  if (!small.mounted) GTEST_SKIP() << "cannot mount a tmpfs here";
+  const fs::path& mnt = small.path;
   const Result r = run_in(d.path(), {"make-checkpoint", "--size", "tiny", "--out", (mnt / "ck").string()});
   EXPECT_EQ(r.code, 3) << r.err;
   expect_one_line(r.err);

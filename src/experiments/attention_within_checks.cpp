@@ -39,11 +39,7 @@ void band_row(CheckTable& t, const std::string& check, const std::string& statem
   const std::string expected = std::isinf(hi) ? fmt::format(">= {} (paper: {}; band of specs/ssm-consensus.md)", lo, paper_value)
                                               : fmt::format("in [{}, {}] (paper: {}; band of specs/ssm-consensus.md)", lo, hi, paper_value);
   const Ref ref = paper(fmt::format("{}: {}", statement.substr(0, statement.find(':')), paper_value));
-  if (!why_na.empty()) {
-    t.not_applicable(check, statement, quantity, why_na, ref);
-    return;
-  }
-  t.add(check, statement, quantity, value, expected, value >= lo && value <= hi, ref);
+  t.add_unless(why_na, check, statement, quantity, [&] { return value; }, expected, [&](double v) { return v >= lo && v <= hi; }, ref);
 }
 
 /// Number of sign changes along a series (zeros skipped).
@@ -127,29 +123,20 @@ void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver*
                part ? p.r_lo : p.l_lo, part ? p.r_hi : p.l_hi, part ? p.r_paper : p.l_paper, why_na);
       // "Aggregation over the first layers, then a plateau": the two halves of 101-200 agree.
       const double tol = part ? 0.3 : 0.05;
-      const Ref q = qualitative("Fig. 1: both curves plateau after the first layers");
-      const std::string check = fmt::format("Fig1 {} {} plateau", p.variant, metric_name(part));
-      const std::string quantity = fmt::format("|mean of {} over 151-200 - mean over 101-150|", metric_name(part));
-      if (!why_na.empty()) {
-        t.not_applicable(check, st + ": a plateau after the first layers", quantity, why_na, q);
-      } else {
-        const double d = std::abs(run_mean_over(*p.g, 151, 200, part) - run_mean_over(*p.g, 101, 150, part));
-        t.add(check, st + ": a plateau after the first layers", quantity, d, fmt::format("<= {} (band of specs/ssm-consensus.md T29)", tol),
-              d <= tol, q);
-      }
+      t.add_unless(why_na, fmt::format("Fig1 {} {} plateau", p.variant, metric_name(part)), st + ": a plateau after the first layers",
+                   fmt::format("|mean of {} over 151-200 - mean over 101-150|", metric_name(part)),
+                   [&] { return std::abs(run_mean_over(*p.g, 151, 200, part) - run_mean_over(*p.g, 101, 150, part)); },
+                   fmt::format("<= {} (band of specs/ssm-consensus.md T29)", tol), [&](double d) { return d <= tol; },
+                   qualitative("Fig. 1: both curves plateau after the first layers"));
     }
   }
   if (no_gate && gate) {
     const Ref q = qualitative("Fig. 1: the gate keeps the tokens from converging to one direction");
     const std::string s = st + ": the gate keeps the tokens from converging to one direction";
-    if (!why_na.empty()) {
-      t.not_applicable("Fig1 gate ordering lambda_bar_1", s, "plateau lambda_bar_1 without gate - with gate", why_na, q);
-      t.not_applicable("Fig1 gate ordering r", s, "plateau r with gate - without gate", why_na, q);
-    } else {
-      const double dl = l_mean[0] - l_mean[1], dr = r_mean[1] - r_mean[0];
-      t.add("Fig1 gate ordering lambda_bar_1", s, "plateau lambda_bar_1 without gate - with gate", dl, ">= 0.2 (spec T29)", dl >= 0.2, q);
-      t.add("Fig1 gate ordering r", s, "plateau r with gate - without gate", dr, ">= 1.5 (spec T29)", dr >= 1.5, q);
-    }
+    t.add_unless(why_na, "Fig1 gate ordering lambda_bar_1", s, "plateau lambda_bar_1 without gate - with gate",
+                 [&] { return l_mean[0] - l_mean[1]; }, ">= 0.2 (spec T29)", [](double d) { return d >= 0.2; }, q);
+    t.add_unless(why_na, "Fig1 gate ordering r", s, "plateau r with gate - without gate", [&] { return r_mean[1] - r_mean[0]; },
+                 ">= 1.5 (spec T29)", [](double d) { return d >= 1.5; }, q);
   }
 }
 
@@ -157,14 +144,15 @@ void fig2_checks(CheckTable& t, const GramObserver& g, const std::string& why_na
   const std::string st = "Fig. 2 (one trained block repeated, gate off)";
   const Ref ref = paper(fmt::format("Fig. 2: lambda_bar_1 > {} within the first few layers, then stays (N11)", kFig2NoGate.lambda1));
   const std::string s1 = st + ": lambda_bar_1 exceeds 0.95 within the first few layers and stays there";
-  if (!why_na.empty()) {
-    t.not_applicable("Fig2 lambda_bar_1 from layer 10", s1, "min over layers 10-200 of the run-mean lambda_bar_1", why_na, ref);
-  } else {
-    double mn = kInf;
-    for (long l = 10; l <= kPaperDepth; ++l) mn = std::min(mn, run_mean_at(g, l, false));
-    t.add("Fig2 lambda_bar_1 from layer 10", s1, "min over layers 10-200 of the run-mean lambda_bar_1", mn,
-          fmt::format("> {} (spec T30: 'the first few layers' read as 10)", kFig2NoGate.lambda1), mn > kFig2NoGate.lambda1, ref);
-  }
+  t.add_unless(
+      why_na, "Fig2 lambda_bar_1 from layer 10", s1, "min over layers 10-200 of the run-mean lambda_bar_1",
+      [&] {
+        double mn = kInf;
+        for (long l = 10; l <= kPaperDepth; ++l) mn = std::min(mn, run_mean_at(g, l, false));
+        return mn;
+      },
+      fmt::format("> {} (spec T30: 'the first few layers' read as 10)", kFig2NoGate.lambda1),
+      [](double mn) { return mn > kFig2NoGate.lambda1; }, ref);
   band_row(t, "Fig2 r", st + ": r drops to about 1.05 and stays", "r over layers 101-200 (mean of the run-mean)",
            why_na.empty() ? run_mean_over(g, 101, 200, true) : kNaN, 1.0, 1.1, fmt::format("~{} (N12)", kFig2NoGate.r), why_na);
 }
@@ -177,14 +165,10 @@ void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no
              fmt::format("~{} (N13)", kFig3Silu.lambda1), why_na);
     band_row(t, "Fig3 silu r", st + ": with SiLU r decreases to about 1.3", "run-mean r at layer 200",
              why_na.empty() ? run_mean_at(*silu, kPaperDepth, true) : kNaN, 1.1, 1.6, fmt::format("~{} (N14)", kFig3Silu.r), why_na);
-    const Ref q = qualitative("Fig. 3: with SiLU lambda_bar_1 increases steadily");
-    const std::string s = st + ": with SiLU lambda_bar_1 increases steadily";
-    if (!why_na.empty())
-      t.not_applicable("Fig3 silu increases", s, "lambda_bar_1(200) - lambda_bar_1(10), run-means", why_na, q);
-    else {
-      const double d = run_mean_at(*silu, kPaperDepth, false) - run_mean_at(*silu, 10, false);
-      t.add("Fig3 silu increases", s, "lambda_bar_1(200) - lambda_bar_1(10), run-means", d, "> 0", d > 0.0, q);
-    }
+    t.add_unless(why_na, "Fig3 silu increases", st + ": with SiLU lambda_bar_1 increases steadily",
+                 "lambda_bar_1(200) - lambda_bar_1(10), run-means",
+                 [&] { return run_mean_at(*silu, kPaperDepth, false) - run_mean_at(*silu, 10, false); }, "> 0", [](double d) { return d > 0.0; },
+                 qualitative("Fig. 3: with SiLU lambda_bar_1 increases steadily"));
   }
   if (no_silu) {
     band_row(t, "Fig3 no_silu lambda_bar_1", st + ": without SiLU lambda_bar_1 falls to about 0.23",
@@ -192,24 +176,14 @@ void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no
              fmt::format("~{} (N15)", kFig3NoSilu.lambda1), why_na);
     band_row(t, "Fig3 no_silu r", st + ": without SiLU r grows past 14", "run-mean r at layer 200",
              why_na.empty() ? run_mean_at(*no_silu, kPaperDepth, true) : kNaN, 12.0, kInf, fmt::format("past {} (N16)", kFig3NoSilu.r), why_na);
-    const Ref q = qualitative("Fig. 3: without SiLU r is still increasing at the end (N16)");
-    const std::string s = st + ": without SiLU r is still increasing at the end of the run";
-    if (!why_na.empty())
-      t.not_applicable("Fig3 no_silu r rising", s, "r(200) - r(150), run-means", why_na, q);
-    else {
-      const double d = run_mean_at(*no_silu, kPaperDepth, true) - run_mean_at(*no_silu, 150, true);
-      t.add("Fig3 no_silu r rising", s, "r(200) - r(150), run-means", d, "> 0", d > 0.0, q);
-    }
+    t.add_unless(why_na, "Fig3 no_silu r rising", st + ": without SiLU r is still increasing at the end of the run", "r(200) - r(150), run-means",
+                 [&] { return run_mean_at(*no_silu, kPaperDepth, true) - run_mean_at(*no_silu, 150, true); }, "> 0",
+                 [](double d) { return d > 0.0; }, qualitative("Fig. 3: without SiLU r is still increasing at the end (N16)"));
   }
   if (silu && no_silu) {
-    const Ref q = qualitative("Fig. 3 / Lemma IV.1: the SiLU's positive mean interaction drives the clustering");
-    const std::string s = st + ": the curves separate, SiLU clusters and no SiLU does not";
-    if (!why_na.empty())
-      t.not_applicable("Fig3 separation", s, "lambda_bar_1(200): SiLU - no SiLU", why_na, q);
-    else {
-      const double d = run_mean_at(*silu, kPaperDepth, false) - run_mean_at(*no_silu, kPaperDepth, false);
-      t.add("Fig3 separation", s, "lambda_bar_1(200): SiLU - no SiLU", d, "> 0.2 (clearly apart)", d > 0.2, q);
-    }
+    t.add_unless(why_na, "Fig3 separation", st + ": the curves separate, SiLU clusters and no SiLU does not", "lambda_bar_1(200): SiLU - no SiLU",
+                 [&] { return run_mean_at(*silu, kPaperDepth, false) - run_mean_at(*no_silu, kPaperDepth, false); }, "> 0.2 (clearly apart)",
+                 [](double d) { return d > 0.2; }, qualitative("Fig. 3 / Lemma IV.1: the SiLU's positive mean interaction drives the clustering"));
   }
 }
 

@@ -317,8 +317,6 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   const std::vector<long> att = P.get_int_list("attention");
   for (long k : att)
     if (k > o.depth) throw InputError(fmt::format("parameter 'attention': expected layers in [1, depth = {}], got {}", o.depth, k));
-  if (!att.empty() && !S.attention)
-    throw InputError(fmt::format("parameter 'attention': model={} has no attention weights (models rope and transformer have)", model));
   o.keep_states = P.get_bool("trajectory") || !att.empty();
   DepthSpectrum R;
   try {
@@ -458,7 +456,8 @@ const ExperimentRegistration reg_depth_spectra{with_smoke(Experiment{
         d = 768.0;  // unknown until the checkpoint is read: sized as mamba2-130m
         per_row = 4.0 * (d * 3352.0 + 1536.0 * d) + 8.0 * T * 1536.0;
       }
-      const double traj = P.get_bool("trajectory") ? 2.0 * 8.0 * (depth + 1.0) * T * d : 0.0;  // kept states and their .npy buffer
+      // Kept states (trajectory, or the states the attention weights are read at) and the .npy buffer.
+      const double traj = P.get_bool("trajectory") || !P.get_int_list("attention").empty() ? 2.0 * 8.0 * (depth + 1.0) * T * d : 0.0;
       const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + weights + mixing + traj + 64e6;
       const double flops = depth * (k * T * per_row + 4.0 * T * d * k * k);
       return ResourceEstimate{bytes, flops, "k replicas of the T x d state and their tangents, one jvp per layer"};

@@ -288,11 +288,8 @@ void check_common(const Params& P) {
 void spec_value_row(CheckTable& t, const std::string& check, const std::string& statement, const std::string& quantity,
                     double value, double expected, double tol, const std::string& spec_test, const std::string& why_na = {}) {
   const Ref ref = independent(fmt::format("specs/ssm-consensus.md {}: {} (computed outside tokdyn)", spec_test, expected));
-  if (!why_na.empty()) {
-    t.not_applicable(check, statement, quantity, why_na, ref);
-    return;
-  }
-  t.add(check, statement, quantity, value, fmt::format("{} within {}", expected, tol), std::abs(value - expected) <= tol, ref);
+  t.add_unless(why_na, check, statement, quantity, [&] { return value; }, fmt::format("{} within {}", expected, tol),
+               [&](double v) { return std::abs(v - expected) <= tol; }, ref);
 }
 
 /// Lemma III.1's certified constants of design G1 for l = 5 tokens (spec T7).
@@ -610,12 +607,9 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
     }
     // Verdicts (Theorem V.1 / Lemma V.1, spec T21, T22, T26).
     const std::string thm = "Theorem V.1: a run that does not converge has a token with limsup |z_i^mu~| <= c_eff (the trapping set)";
-    if (short_run.empty())
-      checks.add(fmt::format("{} non-converged runs trapped", V.name), thm, "runs neither converged nor trapped", unexplained, "= 0",
-                 unexplained == 0, bound("Theorem V.1's trapping threshold c_eff"));
-    else
-      checks.not_applicable(fmt::format("{} non-converged runs trapped", V.name), thm, "runs neither converged nor trapped", short_run,
-                            bound("Theorem V.1's trapping threshold c_eff"));
+    checks.add_unless(short_run, fmt::format("{} non-converged runs trapped", V.name), thm, "runs neither converged nor trapped",
+                      [&] { return static_cast<double>(unexplained); }, "= 0", [](double n) { return n == 0.0; },
+                      bound("Theorem V.1's trapping threshold c_eff"));
     if (vi == 0) {
       const std::string st = "Theorem V.1, isotropic case: S_BC(t) = g(t) I gives c_star = 0, so c_eff = 0";
       const Ref zero = closed_form("c_star = c_eff = 0 for an isotropic kernel (every direction is principal)");
@@ -623,11 +617,8 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
       checks.add("s-iso c_eff", st, "c_eff", an.c_eff, "|c_eff| <= 1e-12", std::abs(an.c_eff) <= 1e-12, zero);
       const Ref q = qualitative("Theorem V.1: c_star = 0 gives a co-null domain of attraction (spec T21: 0 failures)");
       const std::string sq = "Theorem V.1: with c_star = 0 almost every start converges (co-null domain of attraction)";
-      if (short_run.empty())
-        checks.add("s-iso every run converges", sq, "fraction of random starts converged", static_cast<double>(converged) / nruns, "= 1",
-                   converged == nruns, q);
-      else
-        checks.not_applicable("s-iso every run converges", sq, "fraction of random starts converged", short_run, q);
+      checks.add_unless(short_run, "s-iso every run converges", sq, "fraction of random starts converged",
+                        [&] { return static_cast<double>(converged) / nruns; }, "= 1", [](double f) { return f == 1.0; }, q);
     } else if (dlist[vi - 1] == 25 && klist[vi - 1] == 11) {
       const std::string st = "Theorem V.1 / Prop V.1 on S-ANI2 (d = 25, k = 11): anisotropy constants";
       spec_value_row(checks, "T22 c_star", st, "c_star", an.c_star, 28.6006993, 1e-6, "T22/T26");
@@ -636,21 +627,14 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
       const double p = 0.1511369, se = std::sqrt(p * (1.0 - p) / nruns);
       const std::string sf = "S-ANI2 traps a positive fraction of starts outside the consensus: (0.7521609 - 0.2773502) / pi of the angles";
       const Ref rf = independent("specs/ssm-consensus.md T22: trapped fraction 0.1511369 = basin width / pi (computed outside tokdyn)");
-      if (why.empty())
-        checks.add("T22 trapped fraction", sf, "fraction of starts trapped", static_cast<double>(trapped) / nruns,
-                   fmt::format("0.1511369 within 4 standard errors ({:.4f}, {} runs)", 4.0 * se, nruns),
-                   std::abs(static_cast<double>(trapped) / nruns - p) <= 4.0 * se, rf);
-      else
-        checks.not_applicable("T22 trapped fraction", sf, "fraction of starts trapped", why, rf);
+      checks.add_unless(why, "T22 trapped fraction", sf, "fraction of starts trapped", [&] { return static_cast<double>(trapped) / nruns; },
+                        fmt::format("0.1511369 within 4 standard errors ({:.4f}, {} runs)", 4.0 * se, nruns),
+                        [&](double f) { return std::abs(f - p) <= 4.0 * se; }, rf);
       const std::string sa = "S-ANI2 (d = 25, k = 11): trapped runs end at the equilibrium |z_2^1| = cos(0.5412853) = 0.8570472";
       const Ref ra = independent("specs/ssm-consensus.md T22: theta* = 0.5412853 (computed outside tokdyn)");
-      if (!why.empty())
-        checks.not_applicable("T22 trapped equilibrium", sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", why, ra);
-      else if (converged == nruns)
-        checks.not_applicable("T22 trapped equilibrium", sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", "no run was trapped", ra);
-      else
-        checks.add("T22 trapped equilibrium", sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", trapped_angle_err, "<= 1e-6",
-                   trapped_angle_err <= 1e-6, ra);
+      checks.add_unless(!why.empty() ? why : (converged == nruns ? std::string("no run was trapped") : std::string()), "T22 trapped equilibrium",
+                        sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", [&] { return trapped_angle_err; }, "<= 1e-6",
+                        [](double e) { return e <= 1e-6; }, ra);
     }
     doa.cell(V.name);
     if (std::isfinite(an.c_star)) doa.cell(an.c_star); else doa.empty();

@@ -72,6 +72,18 @@ class CheckTable {
     failed_ += pass ? 0 : 1;
     count(ref.kind, pass ? 0 : 1);
   }
+  /// A check that may not apply to this run: n/a with `why_not` when it is non-empty (its value is
+  /// then not computed), else `value()` judged by `passes(value)`.
+  template <class Value, class Passes>
+  void add_unless(const std::string& why_not, const std::string& check, const std::string& statement, const std::string& quantity,
+                  Value&& value, const std::string& expected, Passes&& passes, const Ref& ref) {
+    if (!why_not.empty()) {
+      not_applicable(check, statement, quantity, why_not, ref);
+      return;
+    }
+    const double v = value();
+    add(check, statement, quantity, v, expected, passes(v), ref);
+  }
   /// A check whose criterion needs a value that does not exist (e.g. "T* exists and is <= 20" when
   /// no window is admissible): the value cell is empty, `why` says what is missing, pass = false.
   void failed_without_value(const std::string& check, const std::string& statement, const std::string& quantity,
