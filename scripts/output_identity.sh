@@ -48,7 +48,8 @@ trap 'rm -rf "$work"' EXIT
 "$tokdyn" make-checkpoint --size tiny --seed 5 --out "$work/ck" >/dev/null
 
 # Small sizes: every preset, every code path it has, in seconds.
-m2="--set checkpoint=$work/ck --set runs=3 --set tokens=6 --set depth=12"
+m2s="--set runs=3 --set tokens=6 --set depth=12"
+m2="--set checkpoint=$work/ck $m2s"
 runs=(
   "ssm-random-silu --set runs=3 --set depth=6 --set tokens=5 --set n=16 --set m=4"
   "ssm-random-silu --set runs=2 --set depth=4 --set tokens=4 --set n=8 --set m=3 --set form=recurrence --set weights=gaussian"
@@ -57,9 +58,9 @@ runs=(
   "ssm-lemma-silu-bias --set draws=2000"
   "mamba2-fig1 $m2 --set taps=0,5 --set mixing=3"
   "mamba2-fig2 $m2 --set layer=1"
-  "mamba2-fig3 $m2 --set size=tiny --set checkpoint="
+  "mamba2-fig3 $m2s --set size=tiny"
   "mamba2-fig4 $m2 --set window=4"
-  "mamba2-fig5 $m2 --set size=tiny --set checkpoint= --set window=4"
+  "mamba2-fig5 $m2s --set size=tiny --set window=4"
   "mamba2-fig6 $m2"
   "rope-flow --set n=8 --set d=4 --set runs=2 --set t_end=2"
   "rope-flow --set n=8 --set d=4 --set runs=2 --set t_end=2 --set integrator=fehlberg78 --set causal=true"
@@ -67,6 +68,18 @@ runs=(
   "rope-fig1a" "rope-fig1b --set points=21" "rope-fig1c --set points=21" "rope-fig2a --set samples=51"
   "rope-fig2b" "rope-fig2c --set samples=51" "rope-fig3a --set points=31" "rope-fig3b" "rope-fig3c --set fd_max_n=12"
   "rope-fig4a --set points=31" "rope-fig4b --set ns=32,48 --set points=9" "rope-fig4c" "rope-fig4d"
+  # The coupling paper: every coupling preset at its defaults (~25 s), the cocycle families, and the
+  # depth spectra of every model.
+  "coupling-all"
+  "cocycle-spectra --set family=G1 --set depth=200"
+  "cocycle-spectra --set family=G2 --set depth=150 --set d=6"
+  "cocycle-spectra --set family=G3 --set depth=150"
+  "cocycle-spectra --set family=G4 --set depth=150"
+  "cocycle-spectra --set family=G5 --set depth=150 --set d=5 --set bundles=clv"
+  "depth-spectra --set model=ssm --set depth=30 --set burn_in=5 --set k=4 --set tokens=6 --set n=8 --set m=4"
+  "depth-spectra --set model=rope --set depth=30 --set burn_in=5 --set k=4 --set tokens=6 --set attention=3"
+  "depth-spectra --set model=transformer --set depth=20 --set burn_in=4 --set k=4 --set tokens=5"
+  "depth-spectra --set model=mamba2 --set checkpoint=$work/ck --set depth=12 --set burn_in=2 --set k=3 --set tokens=4"
 )
 out=$work/hashes.txt
 : > "$out"
