@@ -5,49 +5,28 @@ plot_ssm_theorem_pe(dir): theorem_pe_metrics.png (lambda_bar_1 and r against t p
     theorem_pe_convergence.png (1 - b_i = V_i against t, log scale, per design and token, with
     the predicted linearised rate and the certified rate of Theorem IV.1's proof).
 plot_ssm_theorem_pd(dir): theorem_pd_metrics.png, theorem_pd_convergence.png and
-    theorem_pd_doa.png (converged fraction against c_star and against c_eff).
-Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
-import csv
+    theorem_pd_doa.png (converged fraction against c_star and against c_eff)."""
 import math
-import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from .common import by, num, plt, read_table, save
 
 TINY = 1e-300
 
 
 def _read(d, name):
-    path = os.path.join(d, name)
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _num(x):
-    return float("nan") if x in ("", None) else float(x)
-
-
-def _group(rows, *keys):
-    out = {}
-    for r in rows:
-        out.setdefault(tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]], []).append(r)
-    return out
+    return read_table(d, name, missing_ok=True)
 
 
 def _metrics_figure(d, out, title):
-    rows = _group(_read(d, "metrics.csv"), "variant")
+    rows = by(_read(d, "metrics.csv"), "variant")
     if not rows:
         return
     fig, ax = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True)
     for i, (v, rs) in enumerate(rows.items()):
-        t = [_num(r.get("t", r["layer"])) for r in rs]
+        t = [num(r.get("t", r["layer"])) for r in rs]
         for a, m, s in ((ax[0], "lambda1_mean", "lambda1_std"), (ax[1], "pr_mean", "pr_std")):
-            mu = [_num(r[m]) for r in rs]
-            sd = [_num(r[s]) for r in rs]
+            mu = [num(r[m]) for r in rs]
+            sd = [num(r[s]) for r in rs]
             a.plot(t, mu, color="C%d" % i, label=v)
             a.fill_between(t, [x - y for x, y in zip(mu, sd)], [x + y for x, y in zip(mu, sd)],
                            color="C%d" % i, alpha=0.15, lw=0)
@@ -56,9 +35,7 @@ def _metrics_figure(d, out, title):
     ax[1].set_xlabel("t")
     ax[0].legend(fontsize=8)
     ax[0].set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, out), dpi=120)
-    plt.close(fig)
+    save(fig, [], d, out, dpi=120)
 
 
 def _median(xs):
@@ -71,7 +48,7 @@ def _convergence_figure(d, out, title, rates=None, max_runs=8):
     rows = _read(d, "convergence.csv")
     if not rows:
         return
-    by_var = _group(rows, "variant")
+    by_var = by(rows, "variant")
     nv = len(by_var)
     ncol = min(3, nv)
     nrow = (nv + ncol - 1) // ncol
@@ -80,14 +57,14 @@ def _convergence_figure(d, out, title, rates=None, max_runs=8):
     for a in flat[nv:]:
         a.axis("off")
     for ax, (v, rs) in zip(flat, by_var.items()):
-        by_tok = _group(rs, "token")
+        by_tok = by(rs, "token")
         for ti, (tok, trs) in enumerate(sorted(by_tok.items(), key=lambda kv: int(kv[0]))):
             col = "C%d" % ti
-            by_run = _group(trs, "run")
+            by_run = by(trs, "run")
             series = {}
             for run, prs in by_run.items():
-                t = [_num(r["t"]) for r in prs]
-                y = [max(_num(r["V"]), TINY) for r in prs]
+                t = [num(r["t"]) for r in prs]
+                y = [max(num(r["V"]), TINY) for r in prs]
                 series[run] = (t, y)
                 if int(run) < max_runs:
                     ax.semilogy(t, y, color=col, lw=0.5, alpha=0.35)
@@ -109,9 +86,7 @@ def _convergence_figure(d, out, title, rates=None, max_runs=8):
         ax.set_ylim(1e-30, 10.0)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, out), dpi=120)
-    plt.close(fig)
+    save(fig, [], d, out, dpi=120)
 
 
 def plot_ssm_theorem_pe(d):
@@ -119,7 +94,7 @@ def plot_ssm_theorem_pe(d):
                     "Thm IV.1 / Cor IV.1 designs (G1): Gram metrics, mean ± std over runs")
     rates = {}
     for r in _read(d, "rates.csv"):
-        rates[(r["variant"], r["token"])] = (_num(r["predicted_rate"]), _num(r["certified_rho"]))
+        rates[(r["variant"], r["token"])] = (num(r["predicted_rate"]), num(r["certified_rho"]))
     _convergence_figure(d, "theorem_pe_convergence.png",
                         "V_i(t) from the caps: median (thick), runs (thin), predicted rate (dashed), "
                         "certified rate of Thm IV.1 (dotted)", rates)
@@ -133,10 +108,10 @@ def plot_ssm_theorem_pd(d):
     rows = _read(d, "doa.csv")
     if not rows:
         return
-    cs = [_num(r["c_star"]) for r in rows]
-    ce = [_num(r["c_eff"]) for r in rows]
-    fr = [_num(r["fraction"]) for r in rows]
-    n = [_num(r["runs"]) for r in rows]
+    cs = [num(r["c_star"]) for r in rows]
+    ce = [num(r["c_eff"]) for r in rows]
+    fr = [num(r["fraction"]) for r in rows]
+    n = [num(r["runs"]) for r in rows]
     se = [math.sqrt(max(f * (1 - f), 1e-12) / k) for f, k in zip(fr, n)]
     fig, ax = plt.subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
     ax[0].errorbar(cs, fr, yerr=se, fmt="o-", capsize=3)
@@ -152,6 +127,7 @@ def plot_ssm_theorem_pd(d):
         ax[0].annotate(r["design"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
     ax[0].set_ylim(-0.05, 1.05)
     fig.suptitle("Domain of attraction of consensus shrinks as the kernel grows anisotropic (Thm V.1)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "theorem_pd_doa.png"), dpi=120)
-    plt.close(fig)
+    save(fig, [], d, "theorem_pd_doa.png", dpi=120)
+
+
+KINDS = {"ssm-theorem-pe": plot_ssm_theorem_pe, "ssm-theorem-pd": plot_ssm_theorem_pd}

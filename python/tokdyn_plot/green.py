@@ -8,12 +8,11 @@ flag F7), drawn from the written CSV files only.
     (1) sup |P_+ du| and sup |P_- du| against eta for the fast, slow and skew modes (log-log), with
         Thm 7's O(eta^2) bound for the fast-mode P_+ change (F7: the measured change is round-off);
     (2) the profiles along the window at the largest eta;
-    (3) the identification table (R24): |first-order change| of each row's observable.
-Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
+    (3) the identification table (R24): |first-order change| of each row's observable."""
 import math
 import os
 
-from plot import by, num, plt, read_csv, save
+from .common import by, num, plt, read_csv, save
 
 FLOOR = 1e-18  # exact zeros drawn at the floor of a log axis
 
@@ -105,10 +104,4 @@ def plot_coupling_fast_slow(d):
     save(fig, ax, d, "fast_slow.png")
 
 
-def plot_green(kind, d):
-    if kind == "coupling-green":
-        plot_coupling_green(d)
-    elif kind == "coupling-fast-slow":
-        plot_coupling_fast_slow(d)
-    else:
-        raise SystemExit("plot_green.py: unknown kind " + kind)
+KINDS = {"coupling-green": plot_coupling_green, "coupling-fast-slow": plot_coupling_fast_slow}

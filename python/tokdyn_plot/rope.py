@@ -1,27 +1,23 @@
-"""Figures of "Self-Attention Dynamics with Rotary Position Embeddings" (presets rope-fig*),
-drawn from the CSV files of one results directory (called by plot.py)."""
+"""Figures of "Self-Attention Dynamics with Rotary Position Embeddings" (presets rope-fig*,
+rope-table2, rope-flow), drawn from the CSV files of one results directory."""
+import json
 import math
 import os
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from plot import by, num, read_csv, save
-
-
-def _rows(d, f):
-    return read_csv(os.path.join(d, f))
+from .common import by, num, plt, read_table, save
 
 
 def _summary(d):
     try:
-        return {r["quantity"]: r["value"] for r in _rows(d, "summary.csv")}
+        return {r["quantity"]: r["value"] for r in read_table(d, "summary.csv")}
     except OSError:
         return {}
 
 
 def plot_rope_fig1a(d):
-    rows = _rows(d, "spectrum.csv")
+    rows = read_table(d, "spectrum.csv")
     s = _summary(d)
     q = np.array([int(r["q"]) for r in rows])
     lam = np.array([num(r["lambda"]) for r in rows])
@@ -42,7 +38,7 @@ def plot_rope_fig1a(d):
 
 
 def plot_rope_fig1b(d):
-    rows = _rows(d, "gaps.csv")
+    rows = read_table(d, "gaps.csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, (L, rs) in enumerate(by(rows, "L").items()):
         b = [num(r["beta"]) for r in rs]
@@ -61,7 +57,7 @@ def plot_rope_fig1b(d):
 
 
 def plot_rope_fig1c(d):
-    rows = _rows(d, "ratio.csv")
+    rows = read_table(d, "ratio.csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, (L, rs) in enumerate(by(rows, "L").items()):
         ax.plot([num(r["x"]) for r in rs], [num(r["ratio"]) for r in rs], color="C%d" % i, label="L = %s" % L)
@@ -75,7 +71,7 @@ def plot_rope_fig1c(d):
 
 
 def plot_rope_fig2a(d):
-    rows = _rows(d, "trajectories.csv")
+    rows = read_table(d, "trajectories.csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     tau_max = 0.0
     for i, (c, rs) in enumerate(by(rows, "case").items()):
@@ -93,7 +89,7 @@ def plot_rope_fig2a(d):
 
 
 def plot_rope_fig2b(d):
-    rows = _rows(d, "trajectories.csv")
+    rows = read_table(d, "trajectories.csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     drawn_bound = False
     for i, (c, rs) in enumerate(by(rows, "case").items()):
@@ -110,7 +106,7 @@ def plot_rope_fig2b(d):
 
 
 def plot_rope_fig2c(d):
-    rows = _rows(d, "trajectories.csv")
+    rows = read_table(d, "trajectories.csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, (c, rs) in enumerate(by(rows, "case").items()):
         t = [num(r["tau"]) for r in rs]
@@ -126,7 +122,7 @@ def plot_rope_fig2c(d):
 
 
 def plot_rope_fig3a(d):
-    rows = _rows(d, "field.csv")
+    rows = read_table(d, "field.csv")
     t1 = sorted({num(r["theta1"]) for r in rows})
     t2 = sorted({num(r["theta2"]) for r in rows})
     F = np.full((len(t2), len(t1)), np.nan)
@@ -138,7 +134,7 @@ def plot_rope_fig3a(d):
     m = ax.pcolormesh(t1, t2, F, cmap="RdBu_r", vmin=-3, vmax=3, shading="auto")
     ax.contour(t1, t2, F, levels=[0.0], colors="k", linewidths=1)
     fig.colorbar(m, ax=ax, label=r"$\dot E_+$")
-    for r in _rows(d, "witnesses.csv"):
+    for r in read_table(d, "witnesses.csv"):
         x, y, v = num(r["theta1"]), num(r["theta2"]), num(r["dE"])
         ax.plot([x], [y], "o", color="k")
         ax.annotate(r"$\dot E_+=%+.6f$" % v, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=8)
@@ -149,7 +145,7 @@ def plot_rope_fig3a(d):
 
 
 def plot_rope_fig3b(d):
-    rows = _rows(d, "spectra.csv")
+    rows = read_table(d, "spectra.csv")
     fig, axs = plt.subplots(1, 2, figsize=(8.0, 3.6))
     for ax, (c, rs) in zip(axs, by(rows, "case").items()):
         ev = [num(r["eigenvalue"]) for r in rs]
@@ -168,7 +164,7 @@ def plot_rope_fig3b(d):
 
 
 def plot_rope_fig3c(d):
-    rows = _rows(d, "drift.csv")
+    rows = read_table(d, "drift.csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     err = 0.0
     for i, (w, rs) in enumerate(by(rows, "omega").items()):
@@ -188,7 +184,7 @@ def plot_rope_fig3c(d):
 
 
 def plot_rope_fig4a(d):
-    rows = _rows(d, "gap_curve.csv")
+    rows = read_table(d, "gap_curve.csv")
     a = [num(r["a"]) for r in rows]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.plot(a, [num(r["gamma"]) for r in rows], color="0.5", lw=6, alpha=0.35, label=r"$\gamma = \min$")
@@ -204,7 +200,7 @@ def plot_rope_fig4a(d):
 
 
 def plot_rope_fig4b(d):
-    rows = _rows(d, "gap_curve.csv")
+    rows = read_table(d, "gap_curve.csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, (n, rs) in enumerate(by(rows, "n").items()):
         muted = n == "128"
@@ -218,7 +214,7 @@ def plot_rope_fig4b(d):
 
 
 def plot_rope_fig4c(d):
-    rows = _rows(d, "two_token.csv")
+    rows = read_table(d, "two_token.csv")
     fig, ax = plt.subplots(figsize=(5.6, 4.0))
     for i, (w, rs) in enumerate(by(rows, "label").items()):
         ax.plot([num(r["delta"]) for r in rs], [num(r["gamma"]) for r in rs], "o-", color="C%d" % i, label=w)
@@ -231,7 +227,7 @@ def plot_rope_fig4c(d):
 
 
 def plot_rope_fig4d(d):
-    rows = _rows(d, "rates.csv")
+    rows = read_table(d, "rates.csv")
     g = [num(r["gamma"]) for r in rows]
     f = [num(r["gamma_fit"]) for r in rows]
     err = max(num(r["rel_error"]) for r in rows)
@@ -250,7 +246,7 @@ def plot_rope_fig4d(d):
 
 def plot_rope_table2(d):
     """Table 2 as a figure: paper's discrepancy vs tokdyn's, per quantity (log scale)."""
-    rows = [r for r in _rows(d, "table2.csv") if r["paper"] not in ("", None)]
+    rows = [r for r in read_table(d, "table2.csv") if r["paper"] not in ("", None)]
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
     y = np.arange(len(rows))
     pv = [abs(num(r["paper"])) for r in rows]
@@ -268,22 +264,14 @@ def plot_rope_table2(d):
     save(fig, [ax], d, "table2.png")
 
 
-def plot_rope(kind, d):
-    fn = globals().get("plot_" + kind.replace("-", "_"))
-    if fn is None:
-        raise SystemExit("plot.py: unknown figure kind '%s'" % kind)
-    fn(d)
-
-
 def plot_rope_flow(d):
     """rope-flow: lambda_bar_1 and r (mean over runs) and the minimum pairwise inner product c of
     every run, against floor-scaled time tau = 2 a t."""
-    import json
     with open(os.path.join(d, "manifest.json")) as f:
         man = json.load(f)
     p = man.get("params", {})
-    geo = _rows(d, "geometry.csv")
-    met = _rows(d, "metrics.csv")
+    geo = read_table(d, "geometry.csv")
+    met = read_table(d, "metrics.csv")
     fig, ax = plt.subplots(3, 1, figsize=(6.4, 7.0), sharex=True)
     t = [num(r["t"]) for r in met]
     ax[0].plot(t, [num(r["lambda1_mean"]) for r in met], color="C0")
@@ -298,3 +286,22 @@ def plot_rope_flow(d):
         p.get("n"), p.get("d"), p.get("beta"), p.get("heads"), "causal" if p.get("causal") else "bidirectional",
         p.get("integrator")), fontsize=9)
     save(fig, list(ax), d, "flow_metrics.png")
+
+
+KINDS = {
+    "rope-fig1a": plot_rope_fig1a,
+    "rope-fig1b": plot_rope_fig1b,
+    "rope-fig1c": plot_rope_fig1c,
+    "rope-fig2a": plot_rope_fig2a,
+    "rope-fig2b": plot_rope_fig2b,
+    "rope-fig2c": plot_rope_fig2c,
+    "rope-fig3a": plot_rope_fig3a,
+    "rope-fig3b": plot_rope_fig3b,
+    "rope-fig3c": plot_rope_fig3c,
+    "rope-fig4a": plot_rope_fig4a,
+    "rope-fig4b": plot_rope_fig4b,
+    "rope-fig4c": plot_rope_fig4c,
+    "rope-fig4d": plot_rope_fig4d,
+    "rope-table2": plot_rope_table2,
+    "rope-flow": plot_rope_flow,
+}

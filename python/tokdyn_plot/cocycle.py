@@ -1,19 +1,10 @@
 """Figures of the coupling paper's cocycle presets (cocycle-spectra, coupling-euler,
 coupling-looped), drawn from the CSV files of a results directory only."""
-import os
-
-import matplotlib.pyplot as plt
-
-from plot import by, num, read_csv, save
+from .common import by, num, plt, read_table, save
 
 
 def _rows(d, name):
-    p = os.path.join(d, name)
-    return read_csv(p) if os.path.exists(p) else []
-
-
-def plot_cocycle(kind, d):
-    {"cocycle-spectra": plot_spectra, "coupling-euler": plot_euler, "coupling-looped": plot_looped}[kind](d)
+    return read_table(d, name, missing_ok=True)
 
 
 def plot_spectra(d):
@@ -146,3 +137,6 @@ def plot_looped(d):
     a.set_title("Green operator norm at the dichotomy boundary")
     a.legend(fontsize=8)
     save(fig, [ax[0], ax[1]], d, "coupling_looped.png")
+
+
+KINDS = {"cocycle-spectra": plot_spectra, "coupling-euler": plot_euler, "coupling-looped": plot_looped}

@@ -4,15 +4,13 @@ F19), drawn from the written CSV files only: dichotomy.png with four panels
   (2) R11 per depth window: r_-, r_+^min, r_+^max (F11) and r_f against depth, with 1 marked;
   (3) R10(c): Steklov/Bohl estimate of the switching sequence's spectrum against H, [lo, hi] marked;
   (4) R10(d): the Green operator norm of gamma^-1 B (family G1) against gamma, windows L and 2L,
-      with the spectrum {|1 + sigma_i|} marked: bounded in the resolvent, divergent at the spectrum.
-Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
-import math
+      with the spectrum {|1 + sigma_i|} marked: bounded in the resolvent, divergent at the spectrum."""
+import os
 
-from plot import by, manifest, num, plt, read_csv, save
+from .common import by, manifest, num, plt, read_csv, save
 
 
 def plot_coupling_dichotomy(d):
-    import os
     man = manifest(d)
     notes = man.get("notes", {})
     fig, ax = plt.subplots(2, 2, figsize=(12, 8.5))
@@ -73,3 +71,6 @@ def plot_coupling_dichotomy(d):
         fig.suptitle("coupling-dichotomy: Thm 5 and (A4)/(A5) diagnostics — %s" %
                      ("all checks pass" if failed == 0 else "%d check(s) FAILED (checks.csv)" % failed))
     save(fig, ax, d, "dichotomy.png")
+
+
+KINDS = {"coupling-dichotomy": plot_coupling_dichotomy}

@@ -4,22 +4,12 @@ depth map), drawn from the written files only.
 plot_depth_spectra(dir): depth_spectra.png, two panels:
   left:  the running finite-time exponents mu_i(l) (growth.csv, mu_running) against depth l,
          one line per exponent i, with the burn-in shaded;
-  right: the final spectrum mu_i (lyapunov.csv) against i, with mu = 0 (growth scale 1) marked.
-Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
-import csv
+  right: the final spectrum mu_i (lyapunov.csv) against i, with mu = 0 (growth scale 1) marked."""
 import json
 import math
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-def _read(d, name):
-    with open(os.path.join(d, name), newline="") as f:
-        return list(csv.DictReader(f))
+from .common import plt, read_table, save
 
 
 def _title(d):
@@ -35,8 +25,8 @@ def _title(d):
 
 
 def plot_depth_spectra(d):
-    ly = _read(d, "lyapunov.csv")
-    gr = _read(d, "growth.csv")
+    ly = read_table(d, "lyapunov.csv")
+    gr = read_table(d, "growth.csv")
     k = len(ly)
     series = {}
     burn = 0
@@ -74,6 +64,7 @@ def plot_depth_spectra(d):
     b.set_title("Lyapunov spectrum of the depth map")
     b.legend(fontsize=8)
     fig.suptitle(_title(d), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "depth_spectra.png"), dpi=120)
-    plt.close(fig)
+    save(fig, [], d, "depth_spectra.png", dpi=120)
+
+
+KINDS = {"depth-spectra": plot_depth_spectra}

@@ -8,38 +8,23 @@ coupling-bounded-step    bounded_step.png: max |N_t| / C_N against the input sca
                          stream norms against the Prop 1 bound, Post-LN control; |DF| near the
                          singular sets (eps_S = 0).
 coupling-rank-collapse   rank_collapse.png: |S(X) - 1 mean^T| / |S(X)| against depth.
-coupling-qk-specificity  qk_specificity.png: |alpha^(l) - alpha*| against depth, base and perturbed.
-Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
-import csv
+coupling-qk-specificity  qk_specificity.png: |alpha^(l) - alpha*| against depth, base and perturbed."""
 import math
-import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from .common import num, plt, read_table, save
 
 TINY = 1e-18
 
 
-def _read(d, name):
-    with open(os.path.join(d, name), newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _num(x):
-    return float("nan") if x in ("", None) else float(x)
-
-
 def _pos(v):
-    return max(_num(v), TINY)
+    return max(num(v), TINY)
 
 
 def plot_frozen_kernel(d):
-    jac = _read(d, "jacobian.csv")
-    kap = _read(d, "kappa.csv")
-    mix = _read(d, "mixing.csv")
-    neg = _read(d, "negative_control.csv")
+    jac = read_table(d, "jacobian.csv")
+    kap = read_table(d, "kappa.csv")
+    mix = read_table(d, "mixing.csv")
+    neg = read_table(d, "negative_control.csv")
     fig, ax = plt.subplots(2, 2, figsize=(12, 9))
     a = ax[0][0]
     layers = [int(r["layer"]) for r in jac]
@@ -48,7 +33,7 @@ def plot_frozen_kernel(d):
                          ("J_vs_paper_maxabs", "J vs paper eq. (8) (F1)", "^-"),
                          ("sector_residual", "sector factorisation residual", "d-")):
         ys = [_pos(r[key]) for r in jac]
-        if not all(math.isnan(_num(r[key])) for r in jac):
+        if not all(math.isnan(num(r[key])) for r in jac):
             a.semilogy(layers, ys, st, label=lab)
     a.set_xlabel("layer l")
     a.set_ylabel("max-abs difference")
@@ -56,8 +41,8 @@ def plot_frozen_kernel(d):
     a.legend(fontsize=8)
     a = ax[0][1]
     ns = [int(r["n"]) for r in kap]
-    a.semilogy(ns, [_num(r["kappa_alpha"]) for r in kap], "o-", label="kappa_alpha (Pascal basis, exact inverse)")
-    a.semilogy(ns, [_num(r["approx_0.2_3^n"]) for r in kap], "--", label="0.2 * 3^n")
+    a.semilogy(ns, [num(r["kappa_alpha"]) for r in kap], "o-", label="kappa_alpha (Pascal basis, exact inverse)")
+    a.semilogy(ns, [num(r["approx_0.2_3^n"]) for r in kap], "--", label="0.2 * 3^n")
     a.set_xlabel("n (= T or P)")
     a.set_ylabel("kappa_alpha")
     a.set_title("Eigenbasis condition number of alpha* (F16)")
@@ -84,15 +69,13 @@ def plot_frozen_kernel(d):
     a.set_ylabel("max |alpha(X*) - alpha*| (floor 1e-18)")
     a.set_title("Frozen kernel at X*: none = exact, RoPE/ALiBi = negative control")
     a.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "frozen_kernel.png"), dpi=110)
-    plt.close(fig)
+    save(fig, [], d, "frozen_kernel.png", dpi=110)
 
 
 def plot_bounded_step(d):
-    bs = _read(d, "bounded_step.csv")
-    st = _read(d, "stream.csv")
-    sg = _read(d, "singular.csv")
+    bs = read_table(d, "bounded_step.csv")
+    st = read_table(d, "stream.csv")
+    sg = read_table(d, "singular.csv")
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.8))
     a = ax[0]
     by = {}
@@ -100,10 +83,10 @@ def plot_bounded_step(d):
         if r["kind"] == "sampled":
             by.setdefault(int(r["layer"]), []).append(r)
     for l, rows in sorted(by.items()):
-        a.semilogx([_num(r["scale"]) for r in rows], [_num(r["ratio"]) for r in rows], "o-", ms=3, label="layer %d" % l)
+        a.semilogx([num(r["scale"]) for r in rows], [num(r["ratio"]) for r in rows], "o-", ms=3, label="layer %d" % l)
     adv = [r for r in bs if r["kind"] == "adversarial"]
     if adv:
-        a.semilogx([_num(r["scale"]) for r in adv], [_num(r["ratio"]) for r in adv], "k*", ms=10, label="adversarial ascent")
+        a.semilogx([num(r["scale"]) for r in adv], [num(r["ratio"]) for r in adv], "k*", ms=10, label="adversarial ascent")
     a.axhline(1.0, color="r", ls="--", label="C_N (Prop 1)")
     a.set_xlabel("input scale |X|")
     a.set_ylabel("max_t |N_t(X)| / C_N")
@@ -113,9 +96,9 @@ def plot_bounded_step(d):
     a = ax[1]
     pre = [r for r in st if r["placement"] == "pre"]
     post = [r for r in st if r["placement"] == "post"]
-    a.plot([int(r["layer"]) for r in pre], [_num(r["max_norm"]) for r in pre], "o-", ms=3, label="Pre-LN max_t |x_t|")
-    a.plot([int(r["layer"]) for r in pre], [_num(r["bound"]) for r in pre], "--", label="|x(0)| + sum C_N")
-    a.plot([int(r["layer"]) for r in post], [_num(r["max_norm"]) for r in post], "s-", ms=3, label="Post-LN max_t |x_t|")
+    a.plot([int(r["layer"]) for r in pre], [num(r["max_norm"]) for r in pre], "o-", ms=3, label="Pre-LN max_t |x_t|")
+    a.plot([int(r["layer"]) for r in pre], [num(r["bound"]) for r in pre], "--", label="|x(0)| + sum C_N")
+    a.plot([int(r["layer"]) for r in post], [num(r["max_norm"]) for r in post], "s-", ms=3, label="Post-LN max_t |x_t|")
     a.set_yscale("log")
     a.set_xlabel("layer l")
     a.set_ylabel("stream norm")
@@ -126,22 +109,20 @@ def plot_bounded_step(d):
     for r in sg:
         by.setdefault((r["placement"], r["draw"]), []).append(r)
     for (pl, dr), rows in sorted(by.items()):
-        where = "|h - h_0| (root |h_0| = %.2f)" % _num(rows[0]["point_norm"]) if pl == "post" else "|x|"
+        where = "|h - h_0| (root |h_0| = %.2f)" % num(rows[0]["point_norm"]) if pl == "post" else "|x|"
         name = {"pre": "Pre-LN eps=0", "pre-eps": "Pre-LN eps>0", "post": "Post-LN eps=0"}.get(pl, pl)
-        a.loglog([_num(r["distance"]) for r in rows], [_num(r["jacobian_norm"]) for r in rows],
+        a.loglog([num(r["distance"]) for r in rows], [num(r["jacobian_norm"]) for r in rows],
                  {"pre": "o-", "pre-eps": "d:", "post": "s--"}.get(pl, "x-"), ms=3, label="%s draw %s vs %s" % (name, dr, where))
     a.set_xlabel("distance to the singular point")
     a.set_ylabel("||Jacobian||_2")
     a.set_title("Lemmas 15/16: singular sets (eps_S = 0) vs eps_S > 0", fontsize=10)
     a.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "bounded_step.png"), dpi=110)
-    plt.close(fig)
+    save(fig, [], d, "bounded_step.png", dpi=110)
 
 
 def plot_rank_collapse(d):
-    rows = _read(d, "rank_collapse.csv")
-    rate = _read(d, "rate.csv")
+    rows = read_table(d, "rank_collapse.csv")
+    rate = read_table(d, "rate.csv")
     fig, ax = plt.subplots(figsize=(7, 5))
     by = {}
     for r in rows:
@@ -156,17 +137,15 @@ def plot_rank_collapse(d):
     ax.semilogy(layers, mean, "k-", lw=2, label="geometric mean over runs")
     if rate:
         r = rate[0]
-        ax.set_title("Rank collapse: r_f estimate %.4f per layer (layers %s..%s)" % (_num(r["r_f_estimate"]), r["from_layer"], r["to_layer"]))
+        ax.set_title("Rank collapse: r_f estimate %.4f per layer (layers %s..%s)" % (num(r["r_f_estimate"]), r["from_layer"], r["to_layer"]))
     ax.set_xlabel("layer l")
     ax.set_ylabel("||S(X) - 1 mean^T||_F / ||S(X)||_F")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "rank_collapse.png"), dpi=110)
-    plt.close(fig)
+    save(fig, [], d, "rank_collapse.png", dpi=110)
 
 
 def plot_qk_specificity(d):
-    rows = _read(d, "qk_specificity.csv")
+    rows = read_table(d, "qk_specificity.csv")
     fig, ax = plt.subplots(1, 2, figsize=(12, 4.8))
     amps = sorted({r["amplitude"] for r in rows}, key=float, reverse=True)
     for amp in amps:
@@ -187,19 +166,12 @@ def plot_qk_specificity(d):
     ax[1].set_ylabel("relative size (floor 1e-18)")
     ax[1].set_title("Late W_Q, W_K perturbation (Prop 8: O(s^2) without positions)")
     ax[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "qk_specificity.png"), dpi=110)
-    plt.close(fig)
+    save(fig, [], d, "qk_specificity.png", dpi=110)
 
 
-def plot_coupling(kind, d):
-    if kind.startswith("coupling-frozen-kernel"):
-        plot_frozen_kernel(d)
-    elif kind.startswith("coupling-bounded-step"):
-        plot_bounded_step(d)
-    elif kind.startswith("coupling-rank-collapse"):
-        plot_rank_collapse(d)
-    elif kind.startswith("coupling-qk-specificity"):
-        plot_qk_specificity(d)
-    else:
-        raise SystemExit("plot_coupling: unknown kind '%s'" % kind)
+KINDS = {
+    "coupling-frozen-kernel": plot_frozen_kernel,
+    "coupling-bounded-step": plot_bounded_step,
+    "coupling-rank-collapse": plot_rank_collapse,
+    "coupling-qk-specificity": plot_qk_specificity,
+}

@@ -7,12 +7,10 @@ files only:
   coupling-thm9 -> thm9.png: Thm 9 (R16) — the discrepancy |psi(zeta) - psi(P_+ zeta)|, L_psi |P_- zeta|
       and the printed and corrected (F12) right-hand sides against depth.
   coupling-gate-intervention -> gate.png: E3 — the shift of the late-depth state along V_par against
-      rho, measured and linear prediction (log-log, slope 1).
-Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
-import math
+      rho, measured and linear prediction (log-log, slope 1)."""
 import os
 
-from plot import by, manifest, num, plt, read_csv, save
+from .common import by, manifest, num, plt, read_csv, save
 
 
 def _envelope(rows, key, xkey="l", agg=max):
@@ -111,5 +109,4 @@ def plot_gate(d):
     save(fig, ax, d, "gate.png")
 
 
-def plot_hierarchical(kind, d):
-    {"coupling-duality": plot_duality, "coupling-thm9": plot_thm9, "coupling-gate-intervention": plot_gate}[kind](d)
+KINDS = {"coupling-duality": plot_duality, "coupling-thm9": plot_thm9, "coupling-gate-intervention": plot_gate}

@@ -6,11 +6,10 @@ F14), drawn from the written CSV files only: data.png with four panels
   (3) the profile risk R*(rho): flat under independence; under persistence decreasing as |rho| opens
       with a bounded read-in |W_r| <= c, a step at rho = 0 with a free read-in (F14);
   (4) R23: risk gap of each block summary against R_full per emission family (Pi_mean = 0 exactly;
-      the mean of x loses in the latent-variance control).
-Uses Debian's /usr/bin/python3 with matplotlib (Agg backend)."""
+      the mean of x loses in the latent-variance control)."""
 import os
 
-from plot import by, manifest, num, plt, read_csv, save
+from .common import by, manifest, num, plt, read_csv, save
 
 STYLE = {"local": ("C3", "o", "local (within-block prefix)"), "stride": ("C1", "s", "Pi_stride (last token)"),
          "head": ("C4", "^", "Pi_head (first token)"), "prev_block": ("C2", "D", "previous block only"),
@@ -98,3 +97,6 @@ def plot_coupling_data(d):
                     fontsize=10)
     ax[3].legend(fontsize=7)
     save(fig, ax, d, "data.png")
+
+
+KINDS = {"coupling-data": plot_coupling_data}

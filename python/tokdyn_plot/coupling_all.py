@@ -1,18 +1,21 @@
 """coupling-all: every coupling preset's own figure (drawn in its folder) and one summary figure of
 all checks (coupling_all.png): per preset the number of checks that pass and fail, per check family
 (the R-number / flag) the same, and per preset the checks by reference kind (what each value is
-compared against: paper, closed form, independent implementation, consistency, bound, qualitative)."""
+compared against: paper, closed form, independent implementation, consistency, bound, qualitative).
+The presets' figures are drawn through the registry: `draw(kind, dir)` is handed in by the package
+(this module declares it needs it with `draws_kinds`)."""
 import os
 import re
 
-from plot import plt, read_csv, save
+from .common import draws_kinds, plt, read_csv, save
 
 
-def plot_coupling_all(d, dispatch):
+@draws_kinds
+def plot_coupling_all(d, draw):
     presets = read_csv(os.path.join(d, "presets.csv"))
     for r in presets:
         if r["figure_kind"]:
-            dispatch(r["figure_kind"], os.path.join(d, r["preset"]))
+            draw(r["figure_kind"], os.path.join(d, r["preset"]))
     rows = read_csv(os.path.join(d, "summary.csv"))
 
     fig, ax = plt.subplots(1, 3, figsize=(20, max(4.5, 0.32 * max(len(presets), 12))))
@@ -74,3 +77,6 @@ def plot_coupling_all(d, dispatch):
     ax[2].set_title("reference kinds: %d of %d independent of tokdyn" % (indep, sum(left)))
     ax[2].legend(loc="lower right", fontsize=8)
     save(fig, ax, d, "coupling_all.png")
+
+
+KINDS = {"coupling-all": plot_coupling_all}

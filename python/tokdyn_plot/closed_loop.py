@@ -1,20 +1,12 @@
 """Figures of the coupling paper's closed-loop presets (coupling-trajectory: Thm 10 / Prop 11;
 coupling-margin: Thm 12 / Remark 5), drawn from the CSV files of a results directory only."""
 import math
-import os
 
-import matplotlib.pyplot as plt
-
-from plot import by, num, read_csv, save
+from .common import by, num, plt, read_table, save
 
 
 def _rows(d, name):
-    p = os.path.join(d, name)
-    return read_csv(p) if os.path.exists(p) else []
-
-
-def plot_closed_loop(kind, d):
-    {"coupling-trajectory": plot_trajectory, "coupling-margin": plot_margin}[kind](d)
+    return read_table(d, name, missing_ok=True)
 
 
 def plot_trajectory(d):
@@ -123,3 +115,6 @@ def plot_margin(d):
     a.set_title("R21: Remark 5 scalar thresholds")
     a.legend(fontsize=6)
     save(fig, [ax[0][0], ax[0][1], ax[1][0], ax[1][1]], d, "margin.png")
+
+
+KINDS = {"coupling-trajectory": plot_trajectory, "coupling-margin": plot_margin}

@@ -1,0 +1,56 @@
+"""tokdyn figures: draw(KIND, DIR) draws the figures of one results directory from its CSV files
+and manifest.json (figures are always drawn from written results, never from the run's memory).
+
+Layout: `common` holds the shared helpers (CSV reading, grouping, styles, the manifest and the
+paper's values it records, writing a PNG); every other module draws one family of figures, imports
+only from `common` (and numpy/matplotlib), and declares the kinds it draws in a module-level dict
+KINDS = {"kind": function(dir)}. This file collects them into the registry KINDS (a kind declared
+twice is an error). The kinds are the figure kinds the C++ presets name (Experiment::figure_kind);
+tests/scripts/plot_kinds.py holds both sides to the same set.
+
+Entry points: python/plot.py KIND DIR (run by tokdyn, src/figures.cpp) and python3 -m tokdyn_plot
+KIND DIR. Uses Debian's /usr/bin/python3 with python3-numpy and python3-matplotlib."""
+import importlib
+import pkgutil
+import sys
+
+_NOT_FIGURES = ("common", "__main__")
+
+
+def _collect():
+    kinds, where = {}, {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name in _NOT_FIGURES:
+            continue
+        mod = importlib.import_module("%s.%s" % (__name__, info.name))
+        declared = getattr(mod, "KINDS", None)
+        if not isinstance(declared, dict):
+            raise ImportError("tokdyn_plot.%s declares no KINDS dict" % info.name)
+        for kind, fn in declared.items():
+            if kind in kinds:
+                raise ImportError("figure kind '%s' declared twice: tokdyn_plot.%s and tokdyn_plot.%s"
+                                  % (kind, where[kind], info.name))
+            kinds[kind], where[kind] = fn, info.name
+    return kinds
+
+
+KINDS = _collect()
+
+
+def draw(kind, d):
+    """Draw the figures of kind `kind` into the results directory `d`; an unknown kind exits with
+    status 1 and one line on stderr."""
+    fn = KINDS.get(kind)
+    if fn is None:
+        sys.exit("plot.py: unknown figure kind '%s'" % kind)
+    if getattr(fn, "draws_kinds", False):
+        fn(d, draw)
+    else:
+        fn(d)
+
+
+def main(argv=None, prog="plot.py"):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        sys.exit("usage: %s KIND DIR" % prog)
+    draw(argv[0], argv[1])

@@ -1,0 +1,95 @@
+"""Helpers shared by every figure module of tokdyn_plot: reading a results folder (CSV files,
+manifest.json, the paper's values the run recorded), grouping rows, the variant styles and writing
+a figure. Imports matplotlib with the Agg backend (no display) before pyplot; every figure module
+takes `plt` from here. Uses Debian's /usr/bin/python3 with python3-numpy and python3-matplotlib."""
+import csv
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402,F401  (re-exported: `from .common import plt`)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_table(d, name, missing_ok=False):
+    """The rows of d/name; [] for a missing file when missing_ok (the figure then leaves its panel
+    empty), else the error of opening it."""
+    path = os.path.join(d, name)
+    if missing_ok and not os.path.exists(path):
+        return []
+    return read_csv(path)
+
+
+def num(x):
+    """A CSV cell as a float; an empty cell (not applicable) or a missing one is NaN."""
+    return float("nan") if x in ("", None) else float(x)
+
+
+def by(rows, key):
+    """Rows grouped by the value of column `key`, in order of first appearance."""
+    out = {}
+    for r in rows:
+        out.setdefault(r[key], []).append(r)
+    return out
+
+
+def save(fig, axes, d, out, dpi=130):
+    """Grid on every panel of `axes` (none: no grid), tight layout, write d/out as PNG, free the figure."""
+    for a in axes:
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, out), dpi=dpi)
+    plt.close(fig)
+
+
+STYLE = {"silu": dict(color="C0", label="with SiLU"), "no_silu": dict(color="C3", label="without SiLU"),
+         "gate": dict(color="C2", label="with gate"), "no_gate": dict(color="C1", label="without gate"),
+         "mamba2_silu": dict(color="C0", label="mamba2 + SiLU"), "mamba2_no_silu": dict(color="C9", label="mamba2, no SiLU"),
+         "random_silu": dict(color="C3", label="random + SiLU"), "random_no_silu": dict(color="C1", label="random, no SiLU")}
+
+
+def label_key(rows):
+    """The first column names the variant/configuration ("variant" or "config")."""
+    return next(iter(rows[0].keys())) if rows else "variant"
+
+
+def manifest(d):
+    """d/manifest.json, or {} when the folder has none."""
+    try:
+        with open(os.path.join(d, "manifest.json")) as f:
+            return json.load(f)
+    except OSError:
+        return {}
+
+
+def synthetic_note(fig, man):
+    """Say on the figure when no checkpoint was given (a freshly initialised model ran)."""
+    if man.get("notes", {}).get("synthetic_model"):
+        fig.text(0.5, 0.005, "no checkpoint given: a freshly initialised Mamba-2 (tokdyn make-checkpoint) ran, "
+                 "not trained weights", ha="center", va="bottom", fontsize=7, color="C3")
+
+
+def paper_values(man, key=None):
+    """The paper's reported values the run recorded (manifest notes.paper_values, written by the
+    preset from the one place tokdyn defines them): {variant: (lambda1, r)} for Figs. 1-3, the
+    number itself for T* entries. `key` picks one figure of a preset that has several (fig3 ...)."""
+    v = man.get("notes", {}).get("paper_values", {})
+    if key is not None:
+        v = v.get(key, {})
+    out = {}
+    for name, val in v.items():
+        out[name] = (val["lambda1"], val["r"]) if isinstance(val, dict) else val
+    return out
+
+
+def draws_kinds(fn):
+    """Mark a figure function that draws other kinds too (coupling-all): the package calls it as
+    fn(dir, draw), with draw(kind, dir) its registry's, instead of fn(dir)."""
+    fn.draws_kinds = True
+    return fn
