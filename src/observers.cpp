@@ -1,6 +1,5 @@
 #include "tokdyn/observers.hpp"
 
-#include "tokdyn/io/csv.hpp"
 #include "tokdyn/symmetric_eigen.hpp"
 
 #include <algorithm>
@@ -157,15 +156,14 @@ void GramObserver::pr_stats(std::size_t o, double& mean, double& sd) const {
   gram_stats(m_.at(o), &GramMetrics::participation, mean, sd);
 }
 
-StateTapObserver::StateTapObserver(std::filesystem::path dir, std::vector<long> layers)
-    : dir_(std::move(dir)), layers_(std::move(layers)) {}
+StateTapObserver::StateTapObserver(std::shared_ptr<ArraySink> sink, std::vector<long> layers)
+    : sink_(std::move(sink)), layers_(std::move(layers)) {}
 
 template <class B>
 void StateTapObserver::tap(double t, const B& Z) {
   const long k = std::lround(t);
   if (std::find(layers_.begin(), layers_.end(), k) == layers_.end()) return;
-  std::filesystem::create_directories(dir_);
-  write_npy(dir_ / ("layer_" + std::to_string(k) + ".npy"), Z.Z.data(),
+  sink_->put("layer_" + std::to_string(k), Z.Z.data(),
             {static_cast<std::size_t>(Z.runs), static_cast<std::size_t>(Z.len), static_cast<std::size_t>(Z.Z.cols())});
 }
 void StateTapObserver::observe(double t, const Batch& Z) { tap(t, Z); }

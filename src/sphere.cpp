@@ -22,6 +22,16 @@ void tangent_project_rows(const Tokens& Z, Tokens& V) {
   for (Eigen::Index i = 0; i < Z.rows(); ++i) V.row(i) -= Z.row(i).dot(V.row(i)) * Z.row(i);
 }
 
+void retraction_derivative_rows(const Tokens& U, Tokens& W) {
+  const Eigen::Index n = U.rows();
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double nu = U.row(i).norm();
+    if (nu == 0.0) continue;
+    const RowVec pi = U.row(i) / nu;
+    for (Eigen::Index q = i; q < W.rows(); q += n) retraction_derivative(pi, nu, W.row(q));
+  }
+}
+
 // d_g(x, y) = arccos<x, y> = atan2(|x - <x, y> y|, <x, y>) on S^{d-1}: The Attention Within §II-D, RoPE paper Cor. 6.5.
 double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y) {
   const double c = x.dot(y);

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <omp.h>
+
+#include "tokdyn/linalg.hpp"
 
 extern "C" {
 void dsyevr_(const char* jobz, const char* range, const char* uplo, const int* n, double* a, const int* lda,
@@ -45,9 +46,7 @@ int syevr(const Eigen::MatrixXd& A, Eigen::VectorXd& w, Eigen::MatrixXd* Z) {
   double* z = Z ? Z->data() : nullptr;
   double dummy_z = 0;
   if (!z) z = &dummy_z;
-#pragma omp parallel if (false)
-  {
-    omp_set_num_threads(1);
+  single_threaded_blas([&] {
     int lwork = -1, liwork = -1, iwq = 0;
     double wq = 0;
     dsyevr_(&jobz, &range, &uplo, &n, a.data(), &lda, &vl, &vu, &il, &iu, &abstol, &m, w.data(), z, &ldz,
@@ -60,7 +59,7 @@ int syevr(const Eigen::MatrixXd& A, Eigen::VectorXd& w, Eigen::MatrixXd* Z) {
       dsyevr_(&jobz, &range, &uplo, &n, a.data(), &lda, &vl, &vu, &il, &iu, &abstol, &m, w.data(), z, &ldz,
               isuppz.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
     }
-  }
+  });
   if (info == 0 && m != n) info = -1000;  // all eigenvalues were asked for
   return info;
 }
@@ -72,9 +71,7 @@ int syevd(const Eigen::MatrixXd& A, Eigen::VectorXd& w, Eigen::MatrixXd& Z) {
   const char jobz = 'V', uplo = 'L';
   const int lda = std::max(1, n);
   int info = 0;
-#pragma omp parallel if (false)
-  {
-    omp_set_num_threads(1);
+  single_threaded_blas([&] {
     int lwork = -1, liwork = -1, iwq = 0;
     double wq = 0;
     dsyevd_(&jobz, &uplo, &n, Z.data(), &lda, w.data(), &wq, &lwork, &iwq, &liwork, &info);
@@ -85,7 +82,7 @@ int syevd(const Eigen::MatrixXd& A, Eigen::VectorXd& w, Eigen::MatrixXd& Z) {
       std::vector<int> iwork(static_cast<std::size_t>(liwork));
       dsyevd_(&jobz, &uplo, &n, Z.data(), &lda, w.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
     }
-  }
+  });
   return info;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tokdyn/io/safetensors.hpp"
+#include "tokdyn/io/transformer_weights.hpp"
 #include "tokdyn/models/transformer.hpp"
 
 #include "cli_checks.hpp"

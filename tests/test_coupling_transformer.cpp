@@ -12,6 +12,7 @@
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/models/transformer.hpp"
+#include "tokdyn/nn.hpp"
 #include "tokdyn/rng.hpp"
 
 namespace tokdyn::tf {
@@ -45,7 +46,7 @@ TEST(CouplingSoftmax, VariationalIdentity) {
     const int n = 2 + trial % 9;
     RowVec u(n), p(n), q(n);
     for (int i = 0; i < n; ++i) u(i) = 3.0 * rng.normal();
-    softmax_row(u, p);
+    nn::masked_softmax_row(u, p);
     const double m = u.maxCoeff();
     const double lse = m + std::log((u.array() - m).exp().sum());
     auto F = [&](const RowVec& x) {

@@ -12,9 +12,25 @@
 // Eigen's own GEMM threading (its blocking depends on the thread count too) is switched off for
 // the whole project (EIGEN_DONT_PARALLELIZE, set in CMakeLists.txt), so every other Eigen product
 // runs on the thread that calls it.
+#include <omp.h>
+
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
+
+/// Runs f() with every BLAS and LAPACK call inside it single-threaded, on the calling thread: f runs
+/// in an OpenMP team of one whose tasks see one thread, and OpenBLAS's OpenMP build then runs on the
+/// calling thread alone. So the call's bits depend on the data only, never on `--threads` nor on
+/// whether the caller is inside a parallel loop. f must not throw (an exception may not leave an
+/// OpenMP region): report through its captures (LAPACK's info) and throw after the call.
+template <class F>
+void single_threaded_blas(F&& f) {
+#pragma omp parallel if (false)
+  {
+    omp_set_num_threads(1);
+    f();
+  }
+}
 
 /// Which part of C = A B^T gemm_nt_blocked forms.
 enum class GemmPart {

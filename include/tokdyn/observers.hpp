@@ -5,10 +5,12 @@
 // to the nearest consensus configuration.
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "tokdyn/array_sink.hpp"
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
@@ -97,19 +99,19 @@ class GramObserver final : public Observer {
   ConsensusSet set_ = ConsensusSet::Axes;
 };
 
-/// Writes the state at chosen layers to <dir>/layer_K.npy, shape [runs, tokens, d], in the model's
-/// precision (float32 for float states, float64 otherwise): the per-layer states of any model. The
-/// folder is created at the first write.
+/// Hands the state at chosen layers to a sink as "layer_K", shape [runs, tokens, d], in the model's
+/// precision (float32 for float states, float64 otherwise): the per-layer states of any model
+/// (io's NpyFolderSink writes them as <dir>/layer_K.npy).
 class StateTapObserver final : public Observer {
  public:
-  StateTapObserver(std::filesystem::path dir, std::vector<long> layers);
+  StateTapObserver(std::shared_ptr<ArraySink> sink, std::vector<long> layers);
   void observe(double t, const Batch& Z) override;
   void observe_float(double t, const BatchF& Z) override;
 
  private:
   template <class B>
   void tap(double t, const B& Z);
-  std::filesystem::path dir_;
+  std::shared_ptr<ArraySink> sink_;
   std::vector<long> layers_;
 };
 

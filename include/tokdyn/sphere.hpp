@@ -15,6 +15,17 @@ Vec tangent_map(const Vec& x, const Vec& X);
 /// V_i <- (I - z_i z_i^T) V_i.
 void tangent_project_rows(const Tokens& Z, Tokens& V);
 
+/// The derivative of the retraction pi(u) = u/|u| applied to w, in place:
+/// Dpi(u)[w] = (w - pi <pi, w>)/|u|, given pi = u/|u| and nu = |u| > 0.
+inline void retraction_derivative(const Eigen::Ref<const RowVec>& pi, double nu, Eigen::Ref<RowVec> w) {
+  w = (w - pi.dot(w) * pi) / nu;
+}
+
+/// Dpi(u)[w] row by row, in place: row q of W is taken at row q mod U.rows() of U (the state before
+/// the retraction; W may hold several tangents per state row). Rows of U of norm 0 leave W's rows
+/// as they are (project_rows leaves a zero row unchanged, so its derivative there is the identity).
+void retraction_derivative_rows(const Tokens& U, Tokens& W);
+
 /// Geodesic distance arccos<x, y> between unit vectors, in the atan2 form (accurate for nearly
 /// equal and nearly antipodal points alike).
 double geodesic(const Eigen::Ref<const RowVec>& x, const Eigen::Ref<const RowVec>& y);

@@ -59,7 +59,8 @@ def pe_token_figure(d, out, variant, run, token, title, window=None, note=None):
     W = np.array([min((P[t + T] - P[t]) for t in range(0, K - T + 1)) / T for T in range(1, K + 1)])
     adm = np.nonzero(W > 0)[0]
     tstar = int(adm[0]) + 1 if adm.size else None
-    Tw = window if window else (tstar if tstar else 8)
+    # The window: given, else T*, else 8; never longer than the series (a short run has K < 8).
+    Tw = min(window if window else (tstar if tstar else 8), K)
     avg = np.convolve(q, np.ones(Tw) / Tw, mode="valid")
     fig, ax = plt.subplots(3, 1, figsize=(6.4, 6.4))
     s = np.arange(1, K + 1)
@@ -67,7 +68,7 @@ def pe_token_figure(d, out, variant, run, token, title, window=None, note=None):
     ax[0].set_ylabel(r"sign $q_%d$" % token)
     ax[0].set_yticks([-1, 1])
     ax[0].set_xlabel("layer")
-    ax[1].plot(np.arange(Tw, K + 1), avg, color="C0")
+    ax[1].plot(np.arange(Tw, K + 1), avg, color="C0", marker="o" if avg.size < 3 else None)  # a lone point shows
     ax[1].axhline(0, color="k", lw=0.6)
     ax[1].set_ylabel(r"window average, $T=%d$" % Tw)
     ax[1].set_xlabel("layer (window end)")

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/rng.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn::closed_loop {
 namespace {

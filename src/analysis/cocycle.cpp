@@ -12,7 +12,8 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
-#include <omp.h>
+
+#include "tokdyn/linalg.hpp"
 
 // LAPACK from the linked OpenBLAS (Householder QR and the explicit Q), for large frames.
 extern "C" {
@@ -40,9 +41,7 @@ void lapack_qr(const Matrix& Z, Matrix& Q, Matrix& R) {
   std::vector<double> tau(static_cast<std::size_t>(n));
   int info = 0, lwork = -1;
   double wq = 0;
-#pragma omp parallel if (false)
-  {
-    omp_set_num_threads(1);
+  single_threaded_blas([&] {
     dgeqrf_(&m, &n, Q.data(), &m, tau.data(), &wq, &lwork, &info);
     lwork = std::max(1, static_cast<int>(wq));
     std::vector<double> work(static_cast<std::size_t>(lwork));
@@ -55,19 +54,17 @@ void lapack_qr(const Matrix& Z, Matrix& Q, Matrix& R) {
       work.resize(static_cast<std::size_t>(lw2));
       dorgqr_(&m, &n, &n, Q.data(), &m, tau.data(), work.data(), &lw2, &info);
     }
-  }
+  });
   if (info != 0) throw std::logic_error(fmt::format("qr: LAPACK returned info = {}", info));
 }
 
 void blas_gemm(const Matrix& A, const Matrix& B, Matrix& C) {
   C.resize(A.rows(), B.cols());
-#pragma omp parallel if (false)
-  {
-    omp_set_num_threads(1);
+  single_threaded_blas([&] {
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),
                 static_cast<int>(A.cols()), 1.0, A.data(), static_cast<int>(A.rows()), B.data(), static_cast<int>(B.rows()), 0.0,
                 C.data(), static_cast<int>(C.rows()));
-  }
+  });
 }
 
 // The window [begin, end) of a log_diag with `rows` rows; end < 0 means rows.
@@ -176,6 +173,31 @@ void qr_signfixed(const Matrix& Z, Matrix& Q, Matrix& R) {
     }
 }
 
+void benettin_step(Matrix& Z, Matrix& Q, Matrix& R, Eigen::Ref<Eigen::RowVectorXd> log_r, std::vector<long>& unresolved,
+                   long step, long extra_e2) {
+  const long k = Z.cols();
+  if (log_r.size() != k || static_cast<long>(unresolved.size()) != k)
+    throw std::logic_error("benettin_step: expected k log entries and k unresolved flags");
+  long e2_total = extra_e2;
+  const double zmax = k > 0 ? Z.cwiseAbs().maxCoeff() : 0.0;
+  if (zmax > 0 && (zmax > 0x1p200 || zmax < 0x1p-200)) {
+    int e2 = 0;
+    std::frexp(zmax, &e2);
+    // entry by entry: 2^-e2 alone overflows for a denormal zmax (e2 down to -1073)
+    Z = Z.unaryExpr([e2](double v) { return std::ldexp(v, -e2); });
+    e2_total += e2;
+  }
+  const double znorm = Z.norm();
+  qr_signfixed(Z, Q, R);
+  const double shift = static_cast<double>(e2_total) * std::log(2.0);
+  for (long i = 0; i < k; ++i) {
+    // R_ii = 0: growth scale 0. R_ii at round-off of the image: the column is unresolved from here.
+    if (unresolved[static_cast<std::size_t>(i)] < 0 && R(i, i) > 0 && R(i, i) <= 64.0 * std::numeric_limits<double>::epsilon() * znorm)
+      unresolved[static_cast<std::size_t>(i)] = step;
+    log_r[i] = R(i, i) > 0 ? (shift == 0 ? std::log(R(i, i)) : std::log(R(i, i)) + shift) : kNegInf;
+  }
+}
+
 QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
   const long L = c.length(), d = c.dim();
   const long first = opt.first, last = opt.last < 0 ? L : opt.last;
@@ -203,6 +225,7 @@ QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
     res.Q.push_back(Q);
   }
   Matrix Z, R;
+  Eigen::RowVectorXd logs(k);
   long block_start = 0;  // row of the first step of the current block of reorth_every steps
   long block_e2 = 0;     // power of two taken out of the current block's product
   for (long r = 0; r < N; ++r) {
@@ -227,18 +250,11 @@ QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
       Q = Z;
       continue;
     }
-    const double znorm = Z.norm();
-    qr_signfixed(Z, Q, R);
+    benettin_step(Z, Q, R, logs, res.unresolved_at, r, block_e2);
     const long q = r + 1 - block_start;
-    const double shift = static_cast<double>(block_e2) * std::log(2.0);
     block_e2 = 0;
-    for (long i = 0; i < k; ++i) {
-      // R_ii = 0: growth scale 0. R_ii at round-off of the image: the column is unresolved from here.
-      if (res.unresolved_at[static_cast<std::size_t>(i)] < 0 && R(i, i) > 0 && R(i, i) <= 64.0 * std::numeric_limits<double>::epsilon() * znorm)
-        res.unresolved_at[static_cast<std::size_t>(i)] = r;
-      const double v = R(i, i) > 0 ? (shift == 0 ? std::log(R(i, i)) : std::log(R(i, i)) + shift) : kNegInf;
-      for (long j = block_start; j <= r; ++j) res.log_diag(j, i) = v / static_cast<double>(q);
-    }
+    for (long i = 0; i < k; ++i)
+      for (long j = block_start; j <= r; ++j) res.log_diag(j, i) = logs[i] / static_cast<double>(q);
     block_start = r + 1;
     if (opt.keep_factors) {
       res.Q.push_back(Q);

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/cocycle.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn::cocycle {
 

@@ -9,8 +9,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include <Eigen/QR>
 
+#include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/sphere.hpp"
 
@@ -53,12 +53,7 @@ void EulerStepMap::jvp(long l, const Batch& Z, const Tokens& V, Tokens& out) con
   Tokens F;
   f_.eval(t, Z, F);
   const Tokens U = Z.Z + h_ * F;  // the step before the retraction
-  for (Eigen::Index i = 0; i < U.rows(); ++i) {
-    const double nu = U.row(i).norm();
-    if (nu == 0.0) continue;  // project_rows leaves a zero row as it is
-    const RowVec p = U.row(i) / nu;
-    out.row(i) = (out.row(i) - p.dot(out.row(i)) * p) / nu;
-  }
+  retraction_derivative_rows(U, out);
 }
 
 TangentStep apply_and_jvp(const LayerMap& F) {
@@ -74,20 +69,15 @@ long tangent_dimension(const LayerMap& F, const Batch& Z) {
   return static_cast<long>(Z.len) * (F.on_sphere() ? d - 1 : d);
 }
 
-void qr_log_step(Eigen::Map<Eigen::MatrixXd> W, Eigen::Ref<RowVec> log_diag) {
+void qr_log_step(Eigen::Map<Eigen::MatrixXd> W, Eigen::Ref<RowVec> log_diag, std::vector<long>* unresolved, long step) {
   const Eigen::Index n = W.rows(), k = W.cols();
   if (k > n || log_diag.size() != k) throw std::logic_error("qr_log_step: expected rows >= k and k diagonal entries");
-  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(W);
-  Eigen::MatrixXd Q = Eigen::MatrixXd::Identity(n, k);
-  Q.applyOnTheLeft(qr.householderQ());
-  for (Eigen::Index i = 0; i < k; ++i) {
-    const double rii = qr.matrixQR()(i, i);
-    // Sign fix: diag(R) > 0 (column i of Q and row i of R flipped together). R_ii = 0 exactly is
-    // growth scale 0 (coupling paper §7.4: the spectrum may extend to 0): log = -inf, and the
-    // Householder Q still supplies a unit column orthogonal to the others, so the run goes on.
-    if (rii < 0.0) Q.col(i) = -Q.col(i);
-    log_diag[i] = rii == 0.0 ? -std::numeric_limits<double>::infinity() : std::log(std::abs(rii));
-  }
+  // The cocycles' Benettin step (cocycle::benettin_step): sign fix diag(R) >= 0, R_ii = 0 exactly is
+  // growth scale 0 (coupling paper §7.4: the spectrum may extend to 0), power-of-two scaling of far
+  // images, LAPACK above a size, round-off columns flagged.
+  cocycle::Matrix Z = W, Q, R;
+  std::vector<long> none(static_cast<std::size_t>(k), -1);
+  cocycle::benettin_step(Z, Q, R, log_diag, unresolved ? *unresolved : none, step);
   W = Q;
 }
 
@@ -157,6 +147,7 @@ DepthSpectrum depth_spectrum(const LayerMap& F, const Batch& Z0, const DepthSpec
   S.log_r.resize(opt.depth, k);
   Batch Z = Z0, Znext, Zrep{Tokens(), k, len};
   Tokens W;
+  S.unresolved_at.assign(static_cast<std::size_t>(k), -1);
   if (opt.keep_states) S.states.push_back(Z0.Z);
   for (long l = 1; l <= opt.depth; ++l) {
     Zrep.Z = Z.Z.replicate(k, 1);
@@ -177,7 +168,7 @@ DepthSpectrum depth_spectrum(const LayerMap& F, const Batch& Z0, const DepthSpec
       throw NonFiniteError(fmt::format("tangent vector {} became non-finite (NaN or Inf) at layer {} (run 0): the linearisation "
                                        "overflowed; check the weights and the step size. No result was written", col + 1, l));
     }
-    qr_log_step(Eigen::Map<Eigen::MatrixXd>(W.data(), n, k), S.log_r.row(l - 1));
+    qr_log_step(Eigen::Map<Eigen::MatrixXd>(W.data(), n, k), S.log_r.row(l - 1), &S.unresolved_at, l);
     std::swap(V, W);
     std::swap(Z, Znext);
     if (opt.keep_states) S.states.push_back(Z.Z);

@@ -9,7 +9,7 @@
 
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn::duality {
 namespace {

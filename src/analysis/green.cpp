@@ -14,7 +14,8 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
-#include <omp.h>
+
+#include "tokdyn/linalg.hpp"
 
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/rng.hpp"
@@ -47,11 +48,9 @@ void panel_lu(Eigen::Map<Matrix> P, std::vector<int>& ipiv, long layer) {
   const int m = static_cast<int>(P.rows()), n = static_cast<int>(P.cols());
   ipiv.assign(static_cast<std::size_t>(n), 0);
   int info = 0;
-#pragma omp parallel if (false)
-  {
-    omp_set_num_threads(1);
+  single_threaded_blas([&] {
     dgetrf_(&m, &n, P.data(), &m, ipiv.data(), &info);
-  }
+  });
   if (info < 0) throw std::logic_error(fmt::format("green::Bvp: dgetrf returned info = {}", info));
   if (info > 0)
     throw std::domain_error(fmt::format("green::Bvp: the boundary-value problem is singular at layer {} (zero pivot): the "
@@ -63,13 +62,11 @@ void panel_lu(Eigen::Map<Matrix> P, std::vector<int>& ipiv, long layer) {
 // C -= A B (dense), through BLAS for large products.
 void gemm_sub(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>& B, Eigen::Ref<Matrix> C) {
   if (static_cast<double>(A.rows()) * static_cast<double>(A.cols()) * static_cast<double>(B.cols()) >= kBlasMinWork) {
-#pragma omp parallel if (false)
-    {
-      omp_set_num_threads(1);
+    single_threaded_blas([&] {
       cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),
                   static_cast<int>(A.cols()), -1.0, A.data(), static_cast<int>(A.outerStride()), B.data(),
                   static_cast<int>(B.outerStride()), 1.0, C.data(), static_cast<int>(C.outerStride()));
-    }
+    });
   } else {
     C.noalias() -= A * B;
   }
@@ -79,12 +76,10 @@ void gemm_sub(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>&
 void trsm_unit_lower(const Eigen::Map<Matrix>& P, Eigen::Map<Matrix> Bm) {
   const long d = Bm.rows();
   if (static_cast<double>(d) * static_cast<double>(d) * static_cast<double>(Bm.cols()) >= kBlasMinWork) {
-#pragma omp parallel if (false)
-    {
-      omp_set_num_threads(1);
+    single_threaded_blas([&] {
       cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, static_cast<int>(d), static_cast<int>(Bm.cols()), 1.0,
                   P.data(), static_cast<int>(P.rows()), Bm.data(), static_cast<int>(Bm.rows()));
-    }
+    });
   } else {
     P.topRows(d).triangularView<Eigen::UnitLower>().solveInPlace(Bm);
   }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "tokdyn/nn.hpp"
 #include "tokdyn/analysis/ssm_section5.hpp"
 #include "tokdyn/parallel.hpp"
 #include "tokdyn/rng.hpp"
@@ -51,7 +52,7 @@ ChannelBounds channel_bounds(const SsmParams& p, int len) {
   for (int mu = 0; mu < n; ++mu) {
     // |W^mu z| <= ||W^mu|| on the unit sphere, softplus increasing (Lemma III.1).
     const double w = p.W_delta.row(mu).norm();
-    const double lo = softplus(p.b_delta[mu] - w), hi = softplus(p.b_delta[mu] + w);
+    const double lo = nn::softplus(p.b_delta[mu] - w), hi = nn::softplus(p.b_delta[mu] + w);
     cb.delta_lo[mu] = lo;
     cb.delta_hi[mu] = hi;
     const double a = p.alpha[mu];
@@ -190,7 +191,7 @@ std::vector<std::vector<Vec>> io_lambdas(const SsmParams& p, const Tokens& Z) {
   const int len = static_cast<int>(Z.rows()), n = p.n();
   Mat Delta = Z * p.W_delta.transpose();
   Delta.rowwise() += p.b_delta.transpose();
-  Delta = Delta.unaryExpr([](double x) { return softplus(x); });
+  Delta = Delta.unaryExpr([](double x) { return nn::softplus(x); });
   std::vector<std::vector<Vec>> L(static_cast<std::size_t>(len));
   for (int i = 0; i < len; ++i) L[static_cast<std::size_t>(i)].resize(static_cast<std::size_t>(i + 1));
   for (int j = 0; j < len; ++j) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tokdyn/nn.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/parallel.hpp"
 #include "tokdyn/rng.hpp"
@@ -41,7 +42,7 @@ SiluBiasEstimate silu_bias_monte_carlo(int m, int n, const Vec& zi, const Vec& z
       const Vec cz = SC * zi, bz = SB * zj;
       const double bil = cz.dot(bz);  // z_i^T S_C^T S_B z_j
       double sil = 0.0;               // silu(S_C z_i)^T silu(S_B z_j)
-      for (int k = 0; k < m; ++k) sil += silu(cz[k]) * silu(bz[k]);
+      for (int k = 0; k < m; ++k) sil += nn::silu(cz[k]) * nn::silu(bz[k]);
       a1 += bil;
       a2 += bil * bil;
       b1 += sil;
@@ -80,8 +81,8 @@ std::pair<double, double> silu_gaussian_moments(double s) {
   const double c = 1.0 / (s * std::sqrt(2.0 * std::numbers::pi));
   auto pdf = [&](double x) { return c * std::exp(-0.5 * x * x / (s * s)); };
   const double L = 40.0 * s;
-  const double m1 = gauss_kronrod<double, 61>::integrate([&](double x) { return silu(x) * pdf(x); }, -L, L, 15, 1e-15);
-  const double m2 = gauss_kronrod<double, 61>::integrate([&](double x) { return silu(x) * silu(x) * pdf(x); }, -L, L, 15, 1e-15);
+  const double m1 = gauss_kronrod<double, 61>::integrate([&](double x) { return nn::silu(x) * pdf(x); }, -L, L, 15, 1e-15);
+  const double m2 = gauss_kronrod<double, 61>::integrate([&](double x) { return nn::silu(x) * nn::silu(x) * pdf(x); }, -L, L, 15, 1e-15);
   return {m1, m2};
 }
 

@@ -3,7 +3,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 
 #include "tokdyn/error.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 #include <algorithm>
 #include <cmath>

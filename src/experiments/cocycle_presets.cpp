@@ -23,7 +23,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/rng.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn {
 namespace {

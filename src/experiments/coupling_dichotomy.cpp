@@ -28,7 +28,7 @@
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/constants.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn {
 namespace {

@@ -33,7 +33,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/constants.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn {
 namespace {

@@ -34,7 +34,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
 #include "tokdyn/rng.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn {
 namespace {

@@ -25,7 +25,7 @@
 #include "tokdyn/experiments/inputs.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/rng.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn {
 namespace {

@@ -18,8 +18,9 @@
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
+#include "tokdyn/nn.hpp"
 #include "tokdyn/rng.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 #include "tokdyn/constants.hpp"
 
 namespace tokdyn {
@@ -64,7 +65,7 @@ R1Result softmax_variational(std::uint64_t seed, int n) {
       RowVec u(n);
       for (int i = 0; i < n; ++i) u[i] = scale * rng.normal();
       RowVec ps(n);
-      softmax_row(u, ps);
+      nn::masked_softmax_row(u, ps);
       const double m = u.maxCoeff();
       const double lse = m + std::log((u.array() - m).exp().sum());
       const double unit = std::max(1.0, std::abs(lse));

@@ -199,7 +199,7 @@ PassResult run_pass(const Setup& S, const std::shared_ptr<const LayerSchedule>& 
     states.push_back(BatchF{X0, S.runs, S.len});
     Lane<BatchF> lane{variants[v].name, &maps[v], &states[v], {&R.gram[v]}, {}};
     if (write_taps && !S.taps.empty()) {
-      taps.emplace_back(v == 0 ? ctx.dir / "taps" : ctx.dir / "taps" / names[v], S.taps);
+      taps.emplace_back(std::make_shared<NpyFolderSink>(v == 0 ? ctx.dir / "taps" : ctx.dir / "taps" / names[v]), S.taps);
       lane.post.push_back(&taps.back());
     }
     if (record_q) {
@@ -207,7 +207,7 @@ PassResult run_pass(const Setup& S, const std::shared_ptr<const LayerSchedule>& 
       maps[v].watch(&qtaps.back());
     }
     if (write_taps && !S.mixing_depths.empty() && !S.mixing_heads.empty()) {
-      mixtaps.emplace_back(ctx.dir / "mixing" / names[v], S.mixing_depths, S.mixing_heads);
+      mixtaps.emplace_back(std::make_shared<NpyFolderSink>(ctx.dir / "mixing" / names[v]), S.mixing_depths, S.mixing_heads);
       maps[v].watch(&mixtaps.back());
     }
     lanes.push_back(std::move(lane));

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "tokdyn/io/transformer_weights.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/rng.hpp"
 

@@ -166,4 +166,13 @@ void write_npy(const std::filesystem::path& file, const std::int64_t* data, cons
   write_npy_impl(file, data, shape, "<i8");
 }
 
+void NpyFolderSink::put(const std::string& name, const double* data, const std::vector<std::size_t>& shape) {
+  std::filesystem::create_directories(dir_);
+  write_npy(dir_ / (name + ".npy"), data, shape);
+}
+void NpyFolderSink::put(const std::string& name, const float* data, const std::vector<std::size_t>& shape) {
+  std::filesystem::create_directories(dir_);
+  write_npy(dir_ / (name + ".npy"), data, shape);
+}
+
 }  // namespace tokdyn

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/rng.hpp"
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 namespace tokdyn::hier {
 namespace {

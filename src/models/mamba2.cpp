@@ -12,15 +12,13 @@
 
 #include <fmt/format.h>
 
+#include "tokdyn/nn.hpp"
 #include "tokdyn/error.hpp"
-#include "tokdyn/io/csv.hpp"
-#include "tokdyn/io/file.hpp"
-#include "tokdyn/io/safetensors.hpp"
+#include "tokdyn/half.hpp"
 #include "tokdyn/linalg.hpp"
 
 #include "mamba2_ssd.hpp"
 
-namespace fs = std::filesystem;
 
 namespace tokdyn::mamba2 {
 
@@ -28,7 +26,7 @@ namespace tokdyn::mamba2 {
 
 namespace {
 
-float round_half(float x) { return st::half_to_float(st::float_to_half(x)); }
+float round_half(float x) { return half_to_float(float_to_half(x)); }
 
 constexpr Eigen::Index kInitBlock = 64;  // rows per random stream
 
@@ -97,8 +95,6 @@ Model init_model(const Config& cfg, std::uint64_t seed) {
 
 namespace {
 
-inline float softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); }
-
 inline bool par(long rows, long cols) { return rows_in_parallel(rows, cols); }
 
 /// float(std::exp(x)), given y = a vectorised exp(x) (Eigen's, relative error ~3e-16): when every
@@ -132,7 +128,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   if (X.rows() != RT || X.cols() != d) throw std::logic_error("mamba2::Engine::mixer: state has the wrong shape");
   const float eps = static_cast<float>(cfg_.eps);
   // Row-wise SiLU x / (1 + e^{-x}) with Eigen's vectorised exp.
-  auto silu_inplace = [](auto seg) { seg = seg / (1.0f + (-seg).exp()); };
+  auto silu_inplace = [](auto seg) { seg = nn::silu(seg); };
 
   // Rows are taken kRowBlock at a time where their sums of squares are formed (several sequential
   // sums advance together: detail::row_sums_of_squares).
@@ -180,7 +176,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
     }
     if (sw_.silu_x) silu_inplace(XBC_.row(i).head(di).array());
     if (sw_.silu_bc) silu_inplace(XBC_.row(i).tail(cd - di).array());
-    for (int h = 0; h < H; ++h) dt_(i, h) = softplus(P_(i, dtoff + h) + L.dt_bias[h]);
+    for (int h = 0; h < H; ++h) dt_(i, h) = nn::softplus_thresholded(P_(i, dtoff + h) + L.dt_bias[h]);
   };
 
   // 5. SSD, quadratic form per run and head (exact; the reference's in-chunk computation):
@@ -254,7 +250,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
     if (sw_.gate)
       for (long i = i0; i < i0 + nr; ++i) {
         const auto z = P_.row(i).head(di).array();
-        Y_.row(i).array() *= z / (1.0f + (-z).exp());
+        Y_.row(i).array() *= nn::silu(z);
       }
     if (sw_.mixer_norm)
       for (int g = 0; g < G; ++g) {
@@ -422,8 +418,7 @@ std::vector<int> MixingTap::mixing_heads(long k) const {
 }
 
 void MixingTap::mixing(long k, const float* m, int runs, int len, const std::vector<int>& heads) {
-  fs::create_directories(dir_);
-  write_npy(dir_ / fmt::format("layer_{}.npy", k), m,
+  sink_->put(fmt::format("layer_{}", k), m,
             {static_cast<std::size_t>(runs), heads.size(), static_cast<std::size_t>(len), static_cast<std::size_t>(len)});
 }
 

@@ -1,5 +1,5 @@
 // Mamba-2 configuration and the config.json reader (see models/mamba2_config.hpp). Standard
-// library, nlohmann::json and tokdyn's strict JSON and file helpers only (fuzzed standalone).
+// library, nlohmann::json and tokdyn's strict JSON helpers only (fuzzed standalone).
 #include "tokdyn/models/mamba2_config.hpp"
 
 #include <algorithm>
@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "tokdyn/error.hpp"
-#include "tokdyn/io/file.hpp"
 #include "tokdyn/io/json_strict.hpp"
 
 namespace tokdyn::mamba2 {

@@ -1,205 +1,31 @@
 // Linearisation of one Mamba-2 depth step (mamba2.hpp, BlockMap): forward mode in double.
-// Every quantity of Engine::mixer is carried as a pair (value, tangent); the weights are
-// constants, so each projection is two GEMMs (value and tangent) and each pointwise map uses its
-// derivative: SiLU'(x) = s(x)(1 + x(1 - s(x))), softplus' = s (1 above the threshold 20),
-// RMSNorm d(x r) = (v - x r^2 <x, v>/n) r, the SSD kernel's exponent A (cum_t - cum_s).
+// Every quantity of Engine::mixer is carried with its tangents; the weights are constants, so each
+// projection is two GEMMs (value and tangents) and each pointwise map uses its derivative (nn.hpp:
+// SiLU', softplus' = s below the threshold 20, the RMS normaliser's dr), the SSD kernel's exponent
+// A (cum_t - cum_s), and the retraction's Dpi (sphere.hpp) for update = sphere. One definition
+// serves one tangent (jvp, step_double) and k tangents (depth spectra).
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "tokdyn/linalg.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/nn.hpp"
+#include "tokdyn/sphere.hpp"
 
 namespace tokdyn::mamba2 {
 
-namespace {
-
-inline double sigmoid(double x) { return x >= 0.0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
-inline double silu_d(double x) { return x * sigmoid(x); }
-inline double dsilu(double x) {
-  const double s = sigmoid(x);
-  return s * (1.0 + x * (1.0 - s));
-}
-
-/// In place: (x, dx) <- (SiLU(x), SiLU'(x) dx) on a block.
-template <class B>
-void silu_pair(B x, B dx) {
-  for (Eigen::Index i = 0; i < x.rows(); ++i)
-    for (Eigen::Index j = 0; j < x.cols(); ++j) {
-      const double a = x(i, j);
-      dx(i, j) *= dsilu(a);
-      x(i, j) = silu_d(a);
-    }
-}
-
-/// RMS normalisation of a row segment with weights w: (x, dx) <- (x r w, (dx r + x dr) w),
-/// r = (|x|^2/n + eps)^{-1/2}, dr = -r^3 <x, dx>/n.
-template <class S, class W>
-void rmsnorm_pair(S x, S dx, const W& w, double eps) {
-  const double n = static_cast<double>(x.size());
-  const double r = 1.0 / std::sqrt(x.squaredNorm() / n + eps);
-  const double dr = -r * r * r * x.dot(dx) / n;
-  dx = ((dx * r + x * dr).array() * w.array()).matrix();
-  x = ((x * r).array() * w.array()).matrix();
-}
-
-}  // namespace
-
+// One tangent is the case m = 1 of the shared step: a single definition of the double forward.
 void BlockMap::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
   Tokens Y;
-  step_double(k, Z, V, Y, out);
+  step_double_tangents(k, Z, V, Y, out);
 }
 
-void BlockMap::step_double(long k, const Batch& Zb, const Tokens& V, Tokens& Yout, Tokens& dYout) const {
-  const Config& c = cfg_;
-  const int d = c.d_model, di = c.d_inner(), H = c.nheads(), Pd = c.headdim, N = c.d_state, G = c.ngroups,
-            K = c.d_conv, cd = c.conv_dim();
-  const Tokens& X = Zb.Z;
-  const int runs = Zb.runs, len = Zb.len;
-  const Eigen::Index RT = X.rows();
-  if (X.cols() != d || RT != static_cast<Eigen::Index>(runs) * len)
-    throw std::logic_error("mamba2::BlockMap: state has the wrong shape");
-  if (V.rows() != RT || V.cols() != d) throw std::logic_error("mamba2::BlockMap: direction must have the shape of the state");
-  const std::shared_ptr<const Layer> layer_k = layers_->at_layer(k);
-  const Layer& L = *layer_k;
-  const double eps = c.eps;
-
-  // 1. pre-norm
-  Tokens U = X, dU = V;
-  const Eigen::VectorXd nw = L.norm_w.cast<double>();
-  for (Eigen::Index i = 0; i < RT; ++i) rmsnorm_pair(U.row(i), dU.row(i), nw.transpose(), eps);
-
-  // 2. in_proj: P = U W^T (columns z | xBC | dt)
-  // The projections are gemm_nt_blocked (fixed tiles on the thread team: the same bits on any
-  // thread count), as the fp32 mixer's; they are nearly all of the step's work.
-  const Mat Win = L.in_proj.cast<double>();
-  Mat P, dP;
-  gemm_nt_blocked(U, Win, P);
-  gemm_nt_blocked(dU, Win, dP);
-  const int xoff = di, dtoff = di + cd;
-
-  // 3. causal depthwise conv + SiLU; 4. dt = softplus(dt_raw + dt_bias) (threshold 20)
-  Mat XBC(RT, cd), dXBC(RT, cd), dt(RT, H), ddt(RT, H);
-  const Mat cw = L.conv_w.cast<double>();  // cd x K
-  const Eigen::RowVectorXd cb = L.conv_b.cast<double>().transpose();
-  for (Eigen::Index i = 0; i < RT; ++i) {
-    const int t = static_cast<int>(i % len);
-    if (sw_.conv) {
-      XBC.row(i) = cb;
-      dXBC.row(i).setZero();
-      for (int kk = 0; kk < K; ++kk) {
-        const int src = t - (K - 1) + kk;
-        if (src < 0) continue;
-        const Eigen::Index row = i - t + src;
-        XBC.row(i) += cw.col(kk).transpose().cwiseProduct(P.row(row).segment(xoff, cd));
-        dXBC.row(i) += cw.col(kk).transpose().cwiseProduct(dP.row(row).segment(xoff, cd));
-      }
-    } else {
-      XBC.row(i) = P.row(i).segment(xoff, cd);
-      dXBC.row(i) = dP.row(i).segment(xoff, cd);
-    }
-    for (int h = 0; h < H; ++h) {
-      const double a = P(i, dtoff + h) + static_cast<double>(L.dt_bias[h]);
-      const double da = dP(i, dtoff + h);
-      if (a > 20.0) {
-        dt(i, h) = a;
-        ddt(i, h) = da;
-      } else {
-        dt(i, h) = std::log1p(std::exp(a));
-        ddt(i, h) = sigmoid(a) * da;
-      }
-    }
-  }
-  if (sw_.silu_x) silu_pair(XBC.leftCols(di), dXBC.leftCols(di));
-  if (sw_.silu_bc) silu_pair(XBC.rightCols(cd - di), dXBC.rightCols(cd - di));
-
-  // 5. SSD quadratic form: M(t, s) = CB(t, s) E(t, s) dt_s, E = exp(A (cum_t - cum_s)), s <= t;
-  //    dM = dCB E dt_s + CB E A (dcum_t - dcum_s) dt_s + CB E ddt_s;  y = M x + D x.
-  Mat Y(RT, di), dY(RT, di);
-  const int hpg = H / G;
-  Mat CB(len, len), dCB(len, len), M(len, len), dM(len, len);
-  for (int r = 0; r < runs; ++r) {
-    const Eigen::Index r0 = static_cast<Eigen::Index>(r) * len;
-    for (int g = 0; g < G; ++g) {
-      const auto B = XBC.block(r0, di + g * N, len, N), dB = dXBC.block(r0, di + g * N, len, N);
-      const auto C = XBC.block(r0, di + G * N + g * N, len, N), dC = dXBC.block(r0, di + G * N + g * N, len, N);
-      CB.noalias() = C * B.transpose();
-      dCB.noalias() = dC * B.transpose();
-      dCB.noalias() += C * dB.transpose();
-      for (int h = g * hpg; h < (g + 1) * hpg; ++h) {
-        const double A = -std::exp(static_cast<double>(L.A_log[h]));
-        Eigen::VectorXd cum(len), dcum(len);
-        double acc = 0.0, dacc = 0.0;
-        for (int t = 0; t < len; ++t) {
-          cum[t] = (acc += dt(r0 + t, h));
-          dcum[t] = (dacc += ddt(r0 + t, h));
-        }
-        M.setZero();
-        dM.setZero();
-        for (int t = 0; t < len; ++t)
-          for (int s = 0; s <= t; ++s) {
-            const double E = std::exp(A * (cum[t] - cum[s]));
-            const double dts = dt(r0 + s, h);
-            M(t, s) = CB(t, s) * E * dts;
-            dM(t, s) = dCB(t, s) * E * dts + CB(t, s) * E * (A * (dcum[t] - dcum[s]) * dts + ddt(r0 + s, h));
-          }
-        const auto Xh = XBC.block(r0, h * Pd, len, Pd), dXh = dXBC.block(r0, h * Pd, len, Pd);
-        auto Yh = Y.block(r0, h * Pd, len, Pd);
-        auto dYh = dY.block(r0, h * Pd, len, Pd);
-        Yh.noalias() = M * Xh;
-        dYh.noalias() = dM * Xh;
-        dYh.noalias() += M * dXh;
-        if (sw_.d_skip) {
-          Yh += static_cast<double>(L.D[h]) * Xh;
-          dYh += static_cast<double>(L.D[h]) * dXh;
-        }
-      }
-    }
-  }
-
-  // 6. gate before the norm: v = y SiLU(z); grouped RMSNorm times w
-  const int gs = di / G;
-  const Eigen::VectorXd mw = L.mix_norm_w.cast<double>();
-  for (Eigen::Index i = 0; i < RT; ++i) {
-    if (sw_.gate)
-      for (int j = 0; j < di; ++j) {
-        const double z = P(i, j), sz = silu_d(z);
-        dY(i, j) = dY(i, j) * sz + Y(i, j) * dsilu(z) * dP(i, j);
-        Y(i, j) *= sz;
-      }
-    if (sw_.mixer_norm)
-      for (int g = 0; g < G; ++g)
-        rmsnorm_pair(Y.row(i).segment(g * gs, gs), dY.row(i).segment(g * gs, gs), mw.segment(g * gs, gs).transpose(), eps);
-  }
-
-  // 7. out_proj
-  const Mat Wout = L.out_proj.cast<double>();
-  Mat O, dO;
-  gemm_nt_blocked(Y, Wout, O);
-  gemm_nt_blocked(dY, Wout, dO);
-
-  // Depth update: residual x + o, or sphere pi(x + tau o) with Dpi(u)[w] = (w - pi <pi, w>)/|u|.
-  if (update_ == Update::Residual) {
-    Yout = X + O;
-    dYout = V + dO;
-    return;
-  }
-  const double tau = tau_;
-  Yout = X + tau * O;
-  dYout = V + tau * dO;
-  for (Eigen::Index i = 0; i < RT; ++i) {
-    const double nu = Yout.row(i).norm();
-    Yout.row(i) /= nu;
-    const double ip = Yout.row(i).dot(dYout.row(i));
-    dYout.row(i) = (dYout.row(i) - ip * Yout.row(i)) / nu;
-  }
+void BlockMap::step_double(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const {
+  step_double_tangents(k, Z, V, Y, dY);
 }
 
-}  // namespace tokdyn::mamba2
-
-namespace tokdyn::mamba2 {
-
-// The value once, the m tangents sharing it. Same forward mode as step_double, with each primal
+// The value once, the m tangents sharing it. Forward mode, with each primal
 // quantity and each derivative factor of a pointwise map (SiLU'(pre-activation), softplus' = s,
 // the norms' r, the gate's SiLU(z) and y SiLU'(z), the SSD's E dt_s and (C.B) E) computed once per
 // run, then applied to the tangents of the run: a tangent row q belongs to state row q mod (R T).
@@ -225,7 +51,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   Tokens U(RT, d);
   Eigen::VectorXd rU(RT);
   for (Eigen::Index i = 0; i < RT; ++i) {
-    const double r = 1.0 / std::sqrt(X.row(i).squaredNorm() / d + eps);
+    const double r = nn::rms_inverse(X.row(i), eps);
     rU[i] = r;
     U.row(i) = ((X.row(i) * r).array() * nw.array()).matrix();
   }
@@ -234,7 +60,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   for (Eigen::Index q = 0; q < MT; ++q) {
     const Eigen::Index i = q % RT;
     const double r = rU[i];
-    const double dr = -r * r * r * X.row(i).dot(V.row(q)) / d;
+    const double dr = nn::rms_inverse_derivative(r, X.row(i), V.row(q));
     dU.row(q) = ((V.row(q) * r + X.row(i) * dr).array() * nw.array()).matrix();
   }
 
@@ -265,13 +91,13 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
     for (int j = 0; j < cd; ++j) {
       const bool silu = j < di ? sw_.silu_x : sw_.silu_bc;
       const double a = XBC(i, j);
-      fX(i, j) = silu ? dsilu(a) : 1.0;
-      if (silu) XBC(i, j) = silu_d(a);
+      fX(i, j) = silu ? nn::silu_derivative(a) : 1.0;
+      if (silu) XBC(i, j) = nn::silu(a);
     }
     for (int h = 0; h < H; ++h) {
       const double a = P(i, dtoff + h) + static_cast<double>(L.dt_bias[h]);
-      dt(i, h) = a > 20.0 ? a : std::log1p(std::exp(a));
-      fdt(i, h) = a > 20.0 ? 1.0 : sigmoid(a);
+      dt(i, h) = nn::softplus_thresholded(a);
+      fdt(i, h) = nn::softplus_thresholded_derivative(a);
     }
   }
   Mat dXBC(MT, cd), ddt(MT, H);
@@ -380,8 +206,8 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
     for (Eigen::Index i = 0; i < RT; ++i)
       for (int j = 0; j < di; ++j) {
         const double z = P(i, j);
-        gz(i, j) = silu_d(z);
-        gy(i, j) = Y(i, j) * dsilu(z);
+        gz(i, j) = nn::silu(z);
+        gy(i, j) = Y(i, j) * nn::silu_derivative(z);
         Y(i, j) *= gz(i, j);
       }
   }
@@ -393,7 +219,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
     for (Eigen::Index i = 0; i < RT; ++i)
       for (int g = 0; g < G; ++g) {
         auto seg = Y.row(i).segment(g * gs, gs);
-        const double r = 1.0 / std::sqrt(seg.squaredNorm() / gs + eps);
+        const double r = nn::rms_inverse(seg, eps);
         rN(i, g) = r;
         seg = ((seg * r).array() * mw.segment(g * gs, gs).array()).matrix();
       }
@@ -408,7 +234,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
         auto dseg = dY.row(q).segment(g * gs, gs);
         const auto vseg = Vg.row(i).segment(g * gs, gs);
         const double r = rN(i, g);
-        const double dr = -r * r * r * vseg.dot(dseg) / gs;
+        const double dr = nn::rms_inverse_derivative(r, vseg, dseg);
         dseg = ((dseg * r + vseg * dr).array() * mw.segment(g * gs, gs).array()).matrix();
       }
   }
@@ -436,8 +262,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
 #pragma omp parallel for schedule(static) if (rows_in_parallel(MT, d))
   for (Eigen::Index q = 0; q < MT; ++q) {
     const Eigen::Index i = q % RT;
-    const double ip = Yout.row(i).dot(dYout.row(q));
-    dYout.row(q) = (dYout.row(q) - ip * Yout.row(i)) / nu[i];
+    retraction_derivative(Yout.row(i), nu[i], dYout.row(q));
   }
 }
 

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/linalg.hpp"
+#include "tokdyn/nn.hpp"
+#include "tokdyn/sphere.hpp"
 
 namespace tokdyn::rope {
 
@@ -17,9 +20,7 @@ namespace {
 /// maximum subtracted (exact for beta -> infinity, no overflow). `a` may be `s` itself.
 template <class In, class Out>
 void softmax_row(double beta, const In& s, Out&& a) {
-  const double m = s.maxCoeff();
-  a = (beta * (s.array() - m)).exp().matrix();
-  a /= a.sum();
+  nn::scaled_softmax_row(beta, s, std::forward<Out>(a));
 }
 
 [[noreturn]] void attention_bad(const std::string& what, const std::string& msg) {
@@ -464,12 +465,8 @@ void AttentionStep::vjp(long, const Batch& Z, const Tokens& W, Tokens& out) cons
     for (int i = 0; i < n_; ++i) {
       const RowVec u = Z.Z.row(r0 + i) + h_ * Y.row(i);
       const double nu = u.norm();
-      if (nu == 0.0) {
-        G.row(i) = W.row(r0 + i);
-        continue;
-      }
-      const RowVec pi = u / nu;
-      G.row(i) = (W.row(r0 + i) - pi.dot(W.row(r0 + i)) * pi) / nu;
+      G.row(i) = W.row(r0 + i);
+      if (nu > 0.0) retraction_derivative(u / nu, nu, G.row(i));
     }
     attend_transpose(*R_, Z.run(r), G, Y, Gx);
     out.middleRows(r0, n_) = G + h_ * Gx;
@@ -482,12 +479,8 @@ void AttentionStep::jvp(long, const Batch& Z, const Tokens& V, Tokens& out) cons
                            const RowVec u = x + h_ * y;
                            const RowVec du = v + h_ * dy;
                            const double nu = u.norm();
-                           if (nu == 0.0) {  // apply() leaves a zero vector unnormalised
-                             out.row(k) = du;
-                             return;
-                           }
-                           const RowVec pi = u / nu;
-                           out.row(k) = (du - pi.dot(du) * pi) / nu;
+                           out.row(k) = du;  // apply() leaves a zero vector unnormalised
+                           if (nu > 0.0) retraction_derivative(u / nu, nu, out.row(k));
                          });
 }
 

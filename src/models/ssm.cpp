@@ -6,13 +6,11 @@
 #include <vector>
 
 #include "tokdyn/linalg.hpp"
+#include "tokdyn/nn.hpp"
 #include "tokdyn/parallel.hpp"
 #include "tokdyn/sphere.hpp"
 
 namespace tokdyn {
-
-double softplus(double x) { return x > 0.0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 void SsmParams::validate(bool need_gate) const {
   const Eigen::Index nn = alpha.size();
@@ -48,18 +46,18 @@ void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmB
   for (Eigen::Index i = 0; i < N; ++i) {
     auto d = out.Delta.row(i).array();
     d += p.b_delta.transpose().array();
-    d = d.max(0.0) + (-d.abs()).exp().log1p();
+    d = nn::softplus(d);
     out.A.row(i).array() = (-(d * alpha)).exp();
     if (o.silu_bc) {
       auto b = out.Bz.row(i).array();
       auto c = out.Cz.row(i).array();
-      b = b / (1.0 + (-b).exp());
-      c = c / (1.0 + (-c).exp());
+      b = nn::silu(b);
+      c = nn::silu(c);
     }
     if (o.gate == GateKind::Silu) {
       auto g = out.G.row(i).array();
       g += p.b_g.transpose().array();
-      g = g / (1.0 + (-g).exp());
+      g = nn::silu(g);
     }
   }
   if (o.gate == GateKind::Constant) {
@@ -108,7 +106,7 @@ void ssm_readout(SsmForm form, const SsmParams& p, const SsmBranches& br, const 
 
 Vec step_sizes(const SsmParams& p, const RowVec& z) {
   Vec d = p.W_delta * z.transpose() + p.b_delta;
-  return d.unaryExpr([](double x) { return softplus(x); });
+  return d.unaryExpr([](double x) { return nn::softplus(x); });
 }
 
 Vec io_lambda(const SsmParams& p, const Tokens& Z, int i, int j) {
@@ -123,8 +121,8 @@ Vec io_lambda(const SsmParams& p, const Tokens& Z, int i, int j) {
 
 double interaction_kernel(const SsmParams& p, bool silu_bc, const RowVec& zi, const RowVec& zj) {
   if (!silu_bc) return zi.dot(p.S_BC() * zj.transpose());
-  const Vec c = (p.S_C * zi.transpose()).unaryExpr([](double x) { return silu(x); });
-  const Vec b = (p.S_B * zj.transpose()).unaryExpr([](double x) { return silu(x); });
+  const Vec c = (p.S_C * zi.transpose()).unaryExpr([](double x) { return nn::silu(x); });
+  const Vec b = (p.S_B * zj.transpose()).unaryExpr([](double x) { return nn::silu(x); });
   return c.dot(b);
 }
 
@@ -166,8 +164,8 @@ void SsmLayer::interaction_terms(long k, const Batch& Z, Mat& q) const {
   gemm_nt_blocked(Z.Z, p->S_B, Bz);
   gemm_nt_blocked(Z.Z, p->S_C, Cz);
   if (opt_.silu_bc) {
-    Bz = Bz.unaryExpr([](double x) { return silu(x); });
-    Cz = Cz.unaryExpr([](double x) { return silu(x); });
+    Bz = Bz.unaryExpr([](double x) { return nn::silu(x); });
+    Cz = Cz.unaryExpr([](double x) { return nn::silu(x); });
   }
   q.resize(Z.runs, Z.len);
   for (int r = 0; r < Z.runs; ++r)
@@ -199,25 +197,6 @@ void SsmFlow::eval(double t, const Batch& Z, Tokens& dZ) const {
 
 namespace {
 
-inline double sigmoid(double x) { return x >= 0.0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
-inline double dsilu(double x) {
-  const double s = sigmoid(x);
-  return s * (1.0 + x * (1.0 - s));
-}
-
-/// Dpi(u)[w] = (w - pi <pi, w>)/|u|, pi = u/|u|, row by row.
-void project_tangent_rows(const Tokens& U, const Tokens& dU, Tokens& out) {
-  out.resize(U.rows(), U.cols());
-  for (Eigen::Index i = 0; i < U.rows(); ++i) {
-    const double nu = U.row(i).norm();
-    if (nu == 0.0) {
-      out.row(i) = dU.row(i);
-      continue;
-    }
-    const RowVec pi = U.row(i) / nu;
-    out.row(i) = (dU.row(i) - pi.dot(dU.row(i)) * pi) / nu;
-  }
-}
 
 }  // namespace
 
@@ -232,18 +211,18 @@ void ssm_tangent(const SsmParams& p, const SsmOptions& o, const Batch& Zb, const
   Mat C = Z * p.S_C.transpose(), dC = V * p.S_C.transpose();
   if (o.silu_bc) {
     for (Eigen::Index i = 0; i < B.size(); ++i) {
-      dB.data()[i] *= dsilu(B.data()[i]);
-      B.data()[i] = silu(B.data()[i]);
-      dC.data()[i] *= dsilu(C.data()[i]);
-      C.data()[i] = silu(C.data()[i]);
+      dB.data()[i] *= nn::silu_derivative(B.data()[i]);
+      B.data()[i] = nn::silu(B.data()[i]);
+      dC.data()[i] *= nn::silu_derivative(C.data()[i]);
+      C.data()[i] = nn::silu(C.data()[i]);
     }
   }
   Mat Delta(N, n), dDelta(N, n), A(N, n), dlogA(N, n);
   for (Eigen::Index i = 0; i < N; ++i)
     for (int mu = 0; mu < n; ++mu) {
       const double x = xD(i, mu);
-      Delta(i, mu) = softplus(x);
-      dDelta(i, mu) = sigmoid(x) * dxD(i, mu);
+      Delta(i, mu) = nn::softplus(x);
+      dDelta(i, mu) = nn::sigmoid(x) * dxD(i, mu);
       A(i, mu) = std::exp(-p.alpha[mu] * Delta(i, mu));
       dlogA(i, mu) = -p.alpha[mu] * dDelta(i, mu);
     }
@@ -285,7 +264,7 @@ void ssm_tangent(const SsmParams& p, const SsmOptions& o, const Batch& Zb, const
     const Mat xg = (Z * p.W_g.transpose()).rowwise() + p.b_g.transpose(), dxg = V * p.W_g.transpose();
     for (Eigen::Index i = 0; i < N; ++i)
       for (int mu = 0; mu < n; ++mu) {
-        const double g = silu(xg(i, mu)), dg = dsilu(xg(i, mu)) * dxg(i, mu);
+        const double g = nn::silu(xg(i, mu)), dg = nn::silu_derivative(xg(i, mu)) * dxg(i, mu);
         dY(i, mu) = dY(i, mu) * g + Y(i, mu) * dg;
         Y(i, mu) *= g;
       }
@@ -301,7 +280,8 @@ void SsmLayer::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
   ssm_tangent(*p, opt_, Z, V, Y, dY);
   const Tokens U = Z.Z + opt_.tau * Y;
   const Tokens dU = V + opt_.tau * dY;
-  project_tangent_rows(U, dU, out);
+  out = dU;
+  retraction_derivative_rows(U, out);
 }
 
 void SsmFlow::jvp(double t, const Batch& Z, const Tokens& V, Tokens& out) const {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tokdyn/models/rope_attention.hpp"
+#include "tokdyn/nn.hpp"
 #include "tokdyn/parallel.hpp"
 #include "tokdyn/rng.hpp"
 
@@ -51,7 +52,6 @@ void rope_rotate(const std::vector<double>& omega, Eigen::Ref<Mat> Y) {
 // stack several tangents of the same state: its row i is taken at the state row i mod X.rows().
 void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X, const Eigen::Ref<const Mat>& dX,
                   Eigen::Ref<Mat> dZ) {
-  const double d = static_cast<double>(X.cols());
   if (c.norm == Norm::None) {
     dZ = dX;
     return;
@@ -62,9 +62,9 @@ void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X,
       x.array() -= x.mean();
       dx.array() -= dx.mean();
     }
-    const double r = std::sqrt(x.squaredNorm() / d + c.eps);
-    const double xd = x.dot(dx);
-    dZ.row(t) = (dx / r - x * (xd / (d * r * r * r))).cwiseProduct(g.transpose());
+    const double r = nn::rms_inverse(x, c.eps);
+    const double dr = nn::rms_inverse_derivative(r, x, dx);
+    dZ.row(t) = (dx * r + x * dr).cwiseProduct(g.transpose());
   }
 }
 
@@ -174,7 +174,7 @@ double activation(Activation a, double z) {
   switch (a) {
     case Activation::GeluExact: return 0.5 * z * std::erfc(-z * kInvSqrt2);
     case Activation::GeluTanh: return 0.5 * z * (1.0 + std::tanh(kSqrt2OverPi * (z + 0.044715 * z * z * z)));
-    case Activation::Silu: return z / (1.0 + std::exp(-z));
+    case Activation::Silu: return nn::silu(z);
     case Activation::Tanh: return std::tanh(z);
     case Activation::Relu: return z > 0.0 ? z : 0.0;
   }
@@ -188,10 +188,7 @@ double activation_derivative(Activation a, double z) {
       const double u = kSqrt2OverPi * (z + 0.044715 * z * z * z), th = std::tanh(u);
       return 0.5 * (1.0 + th) + 0.5 * z * (1.0 - th * th) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * z * z);
     }
-    case Activation::Silu: {
-      const double s = 1.0 / (1.0 + std::exp(-z));
-      return s * (1.0 + z * (1.0 - s));
-    }
+    case Activation::Silu: return nn::silu_derivative(z);
     case Activation::Tanh: {
       const double th = std::tanh(z);
       return 1.0 - th * th;
@@ -250,12 +247,11 @@ void apply_norm(const Config& c, const Vec& g, const Vec& beta, const Eigen::Ref
     Z = X;
     return;
   }
-  const double d = static_cast<double>(X.cols());
   for (Eigen::Index t = 0; t < X.rows(); ++t) {
     RowVec x = X.row(t);
     if (c.norm == Norm::Layer) x.array() -= x.mean();
-    const double r = std::sqrt(x.squaredNorm() / d + c.eps);
-    Z.row(t) = (x / r).cwiseProduct(g.transpose());
+    const double r = nn::rms_inverse(x, c.eps);
+    Z.row(t) = (x * r).cwiseProduct(g.transpose());
     if (c.norm == Norm::Layer) Z.row(t) += beta.transpose();
   }
 }
@@ -270,20 +266,10 @@ Mat norm_jacobian(const Config& c, const Vec& g, const Vec& x) {
     xc.array() -= x.mean();
     P.array() -= 1.0 / d;
   }
-  const double r = std::sqrt(xc.squaredNorm() / d + c.eps);
-  // RMS: diag(g)(I/r - x x^T/(d r^3)); LN: diag(g)(1/sigma)(I - 11^T/d - x~x~^T/(d sigma^2)) (§2.2).
-  Mat D = P / r - xc * xc.transpose() / (d * r * r * r);
+  const double r = nn::rms_inverse(xc, c.eps);  // 1/sigma
+  // RMS: diag(g)(I r - x x^T r^3/d); LN: diag(g) r (I - 11^T/d - x~x~^T r^2/d) (§2.2).
+  Mat D = P * r - xc * xc.transpose() * (r * r * r / d);
   return g.asDiagonal() * D;
-}
-
-void softmax_row(const Eigen::Ref<const RowVec>& u, Eigen::Ref<RowVec> p) {
-  const double m = u.maxCoeff();
-  double sum = 0.0;
-  for (Eigen::Index s = 0; s < u.size(); ++s) {
-    p(s) = std::isinf(u(s)) && u(s) < 0 ? 0.0 : std::exp(u(s) - m);
-    sum += p(s);
-  }
-  p /= sum;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,7 +321,7 @@ void Transformer::forward_run(const LayerWeights& W, const Mat& B, const Eigen::
   for (int h = 0; h < H; ++h) {
     const Mat U = c.Q.middleCols(h * dh, dh) * c.K.middleCols(h * dh, dh).transpose() / cfg_.tau() + B;
     auto a = c.alpha.middleCols(static_cast<Eigen::Index>(h) * T, T);
-    for (Eigen::Index t = 0; t < T; ++t) softmax_row(U.row(t), a.row(t));
+    for (Eigen::Index t = 0; t < T; ++t) nn::masked_softmax_row(U.row(t), a.row(t));
     c.R1.middleCols(h * dh, dh).noalias() += a * c.Vv.middleCols(h * dh, dh);  // eq. (4): x + sum_s alpha_ts v_s
   }
   if (pre) {

@@ -89,6 +89,17 @@ QrResult qr_iterate(const Cocycle& c, const QrOptions& opt = {});
 /// Householder QR of Z (d x k, d >= k) with diag(R) >= 0: Z = Q R, Q d x k orthonormal.
 void qr_signfixed(const Matrix& Z, Matrix& Q, Matrix& R);
 
+/// One re-orthonormalisation of the discrete QR (Benettin) algorithm: the step qr_iterate and the
+/// depth spectra (analysis/depth_spectra.hpp) both take. Z (n x k, finite: the frame's image, or a
+/// block's product of images) is scaled by an exact power of two 2^-e when its largest entry lies
+/// outside [2^-200, 2^200] (images of ordinary size are left alone); then Z = Q R with diag(R) >= 0
+/// (qr_signfixed: LAPACK above a size, Householder below) and log_r[i] = log R_ii + (e + extra_e2)
+/// log 2, -inf where R_ii = 0 (growth scale 0; Q's column stays a unit vector orthogonal to the
+/// others). A column whose R_ii fell to round-off of the image (0 < R_ii <= 64 eps |Z|_F) and is not
+/// yet marked gets unresolved[i] = step (unresolved has k entries, -1 = resolved so far).
+void benettin_step(Matrix& Z, Matrix& Q, Matrix& R, Eigen::Ref<Eigen::RowVectorXd> log_r, std::vector<long>& unresolved,
+                   long step, long extra_e2 = 0);
+
 struct LyapunovSpectrum {
   Eigen::VectorXd mu;     ///< finite-window exponents (1/N) sum_r log R_r[i,i], in QR order
   Eigen::VectorXd gamma;  ///< growth scales e^mu (0 for mu = -inf)

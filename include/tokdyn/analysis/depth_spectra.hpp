@@ -25,6 +25,7 @@
 // the spheres (Mamba-2's residual stream) the tangent space is all of R^{T d}.
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/dynamics.hpp"
@@ -67,6 +68,9 @@ struct DepthSpectrum {
   Mat log_r;             ///< depth x k: log R_l[i, i] of every layer l = 1..depth (burn-in included); -inf where R_ii = 0
   Mat mu_running;        ///< (depth - burn_in) x k: row j = exponents over layers burn_in+1 .. burn_in+1+j
   Batch final_state;     ///< Z_depth
+  /// Per exponent: the first layer at which its R_ii fell to round-off of the frame's image (the
+  /// exponent from there on is round-off, not growth: a rank-deficient layer), or -1.
+  std::vector<long> unresolved_at;
   /// The measured rows of log_r (layers burn_in+1..depth): the diagonal sequence a_i(l) = R_l[i, i]
   /// of the triangularised cocycle, whose Bohl / Steklov intervals give the dichotomy spectrum.
   Mat measured_log_r() const { return log_r.bottomRows(depth - burn_in); }
@@ -97,10 +101,13 @@ long tangent_dimension(const LayerMap& F, const Batch& Z);
 /// R^{T d}, tangent to the spheres when F.on_sphere(). Deterministic in `seed`.
 Tokens initial_tangents(const LayerMap& F, const Batch& Z, int k, std::uint64_t seed);
 
-/// In place: the columns of the (rows x k) column-major view `W` are replaced by the thin Q of a
-/// Householder QR with diag(R) > 0 (a column with R_ii < 0 flipped), and log_diag[i] = log R_ii
-/// (-inf when R_ii = 0 exactly: growth scale 0, Q's column i stays a unit vector orthogonal to the others).
-void qr_log_step(Eigen::Map<Eigen::MatrixXd> W, Eigen::Ref<RowVec> log_diag);
+/// In place: the columns of the (rows x k) column-major view `W` are replaced by the thin Q of the
+/// cocycles' Benettin step (cocycle::benettin_step: diag(R) >= 0, power-of-two scaling of far
+/// images, LAPACK above a size), and log_diag[i] = log R_ii (-inf when R_ii = 0 exactly: growth
+/// scale 0, Q's column i stays a unit vector orthogonal to the others). `unresolved` (k entries,
+/// -1 = resolved), when given, receives `step` for a column whose R_ii fell to round-off.
+void qr_log_step(Eigen::Map<Eigen::MatrixXd> W, Eigen::Ref<RowVec> log_diag, std::vector<long>* unresolved = nullptr,
+                 long step = 0);
 
 /// The top-k spectrum of F along the trajectory from Z0 (one run). `step` defaults to
 /// apply_and_jvp(F). std::invalid_argument for k < 1, k > tangent_dimension, depth < 1,

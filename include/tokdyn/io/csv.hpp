@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tokdyn/array_sink.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/tokens.hpp"
 
@@ -46,6 +47,18 @@ class CsvWriter {
 void write_npy(const std::filesystem::path& file, const double* data, const std::vector<std::size_t>& shape);
 void write_npy(const std::filesystem::path& file, const float* data, const std::vector<std::size_t>& shape);
 void write_npy(const std::filesystem::path& file, const std::int64_t* data, const std::vector<std::size_t>& shape);
+
+/// An ArraySink that writes each array to <dir>/<name>.npy (the folder made at the first array).
+class NpyFolderSink final : public ArraySink {
+ public:
+  explicit NpyFolderSink(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  void put(const std::string& name, const double* data, const std::vector<std::size_t>& shape) override;
+  void put(const std::string& name, const float* data, const std::vector<std::size_t>& shape) override;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
 
 // read_npy_int (integer .npy files): see io/npy.hpp.
 

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokdyn/half.hpp"
+
 namespace tokdyn::st {
 
 enum class DType { BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, Other };
@@ -119,10 +121,11 @@ struct TensorToWrite {
 void write_file(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
                 const std::map<std::string, std::string>& metadata = {});
 
-/// IEEE binary16 <-> float (round to nearest even, subnormals, inf, nan), bf16 <-> float.
-float half_to_float(std::uint16_t h);
-std::uint16_t float_to_half(float f);
-float bf16_to_float(std::uint16_t b);
-std::uint16_t float_to_bf16(float f);
+/// IEEE binary16 <-> float (round to nearest even, subnormals, inf, nan), bf16 <-> float: core's
+/// (half.hpp), named here too for the readers of this format.
+using tokdyn::bf16_to_float;
+using tokdyn::float_to_bf16;
+using tokdyn::float_to_half;
+using tokdyn::half_to_float;
 
 }  // namespace tokdyn::st

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokdyn/array_sink.hpp"
 #include "tokdyn/dynamics.hpp"
 #include "tokdyn/models/mamba2_config.hpp"
 #include "tokdyn/rng.hpp"
@@ -152,17 +153,17 @@ class QTap final : public InsideObserver {
   std::function<void(const float*, int, int)> sink_;
 };
 
-/// Writes the mixing matrices of `heads` at the layer steps `layers` to <dir>/layer_K.npy,
+/// Hands the mixing matrices of `heads` at the layer steps `layers` to a sink as "layer_K",
 /// shape [runs, heads, tokens, tokens] (entry (t, s): (C_t.B_s) exp(A sum dt) dt_s for s <= t, 0 above).
 class MixingTap final : public InsideObserver {
  public:
-  MixingTap(std::filesystem::path dir, std::vector<long> layers, std::vector<int> heads)
-      : dir_(std::move(dir)), layers_(std::move(layers)), heads_(std::move(heads)) {}
+  MixingTap(std::shared_ptr<ArraySink> sink, std::vector<long> layers, std::vector<int> heads)
+      : sink_(std::move(sink)), layers_(std::move(layers)), heads_(std::move(heads)) {}
   std::vector<int> mixing_heads(long k) const override;
   void mixing(long k, const float* m, int runs, int len, const std::vector<int>& heads) override;
 
  private:
-  std::filesystem::path dir_;
+  std::shared_ptr<ArraySink> sink_;
   std::vector<long> layers_;
   std::vector<int> heads_;
 };
@@ -193,13 +194,14 @@ class BlockMap final : public LayerMap {
   void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const override;
   bool has_exact_jvp() const override { return true; }
   bool on_sphere() const override { return update_ == Update::Sphere; }
-  /// The step in double (Y = F_k(Z), Z not rounded) and its tangent dY = D F_k(Z)[V].
+  /// The step in double (Y = F_k(Z), Z not rounded) and its tangent dY = D F_k(Z)[V]: the case
+  /// m = 1 of step_double_tangents (one definition of the double forward).
   void step_double(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const;
   /// The step in double at Z (R runs) and its tangents along m directions per run, sharing the
   /// value: V is (m R T) x d, m blocks of the shape of Z (block j, rows j R T .. (j+1) R T - 1, is
   /// direction j of every run), m = V.rows() / (R T) >= 1. Y = F_k(Z) (shape of Z), dY = D F_k(Z)[V]
-  /// (shape of V). Equal, up to round-off (~1e-15 relative), to step_double on Z stacked m times
-  /// with V; but every primal quantity (projections, conv, SiLU, softplus, the SSD matrices, norms)
+  /// (shape of V). Equal, up to round-off (~1e-15 relative), to the step on Z stacked m times
+  /// with one tangent each; but every primal quantity (projections, conv, SiLU, softplus, the SSD matrices, norms)
   /// is computed once per run and only the tangents m times: about (1 + m) / (2 m) of its work.
   /// The same bits on any thread count.
   void step_double_tangents(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const;

@@ -48,8 +48,6 @@ struct SsmOptions {
 
 enum class SsmForm { Recurrence, InputOutput };
 
-double softplus(double x);  ///< ln(1 + e^x), without overflow
-double silu(double x);      ///< x / (1 + e^{-x})
 
 /// Per-token quantities shared by every form, for all rows of Z (N x n, N = runs*len):
 /// Delta = softplus(Z W_Delta^T + b^T) (N x n), A = exp(-alpha Delta), Bz = branch(S_B z) (N x m), Cz = branch(S_C z),

@@ -104,13 +104,7 @@ struct LayerWeights {
 /// Seeded Gaussian weights for weight index r: std sigma_w / sqrt(fan_in) for matrices, sigma_b for
 /// the biases b_1, b_2; unit gains, zero LN biases. Stream (seed, r, tensor).
 LayerWeights random_weights(const Config& c, int r, double sigma_w, double sigma_b, std::uint64_t seed);
-/// Reads layers.{l}.* for l = 0..n-1 (tensor names above); InputError naming the file and tensor
-/// for a missing tensor, a wrong shape, a non-finite value, or a tensor that is not one of them.
-std::vector<LayerWeights> load_weights(const std::string& path, const Config& c);
-/// d and d_ff of a weights file (the shapes of layers.0.W_Q and layers.0.W_1), read from its header.
-std::pair<long, long> file_dimensions(const std::string& path);
-/// Counts the consecutive layers.{l}.W_Q tensors of a file (the number of weight sets).
-int count_layers(const std::string& path);
+// Reading weight files: io/transformer_weights.hpp (models never touch files).
 
 /// phi, phi' of an activation; L_phi = sup |phi'| (GELU 1.1289, SiLU 1.0998, tanh 1, ReLU 1).
 double activation(Activation a, double z);
@@ -124,8 +118,6 @@ void apply_norm(const Config& c, const Vec& g, const Vec& beta, const Eigen::Ref
 /// DS(x) as a dense d x d matrix (§2.2: RMS diag(g)(I/r - x x^T/(d r^3)), LN
 /// diag(g)(1/sigma)(I - 11^T/d - x~x~^T/(d sigma^2)), identity for none).
 Mat norm_jacobian(const Config& c, const Vec& g, const Vec& x);
-/// Exact softmax of one row of scores (entries -inf get weight 0).
-void softmax_row(const Eigen::Ref<const RowVec>& u, Eigen::Ref<RowVec> p);
 
 /// A stack of blocks: LayerMap, layer k >= 1 uses weights index(k).
 class Transformer : public LayerMap {

@@ -1,5 +1,5 @@
 #pragma once
-// Matrix norms and fits used across the analyses and presets, defined once (src/analysis/norms.cpp).
+// Matrix norms and fits used across the analyses and presets, defined once (src/norms.cpp): core, so that models (the hierarchical one) may use them too.
 #include <Eigen/Core>
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "tokdyn/analysis/norms.hpp"
+#include "tokdyn/norms.hpp"
 
 #include <Eigen/SVD>
 #include <cmath>

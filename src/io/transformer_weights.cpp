@@ -8,7 +8,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/safetensors.hpp"
-#include "tokdyn/models/transformer.hpp"
+#include "tokdyn/io/transformer_weights.hpp"
 
 namespace tokdyn::tf {
 
