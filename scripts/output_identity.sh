@@ -148,6 +148,12 @@ for key in sorted(set(old) | set(new)):
             if all([row[i] for i in ib] == rowa for rowa, row in zip(ra[1:], rb[1:])):
                 print(f"same values, columns added {[c for c in hb if c not in ha]}:  {args}  {name}")
                 continue
+            # Timing columns (wall_time_s, *_seconds) differ from run to run: compared without them.
+            timing = {c for c in ha if "wall_time" in c or c.endswith("_seconds")}
+            keep = [i for i, c in enumerate(ha) if c not in timing]
+            if timing and all([row[ib[i]] for i in keep] == [rowa[i] for i in keep] for rowa, row in zip(ra[1:], rb[1:])):
+                print(f"same values but the timing columns {sorted(timing)}:  {args}  {name}")
+                continue
     print(f"DIFFERENT  {args}  {name}"); bad += 1
 sys.exit(1 if bad else 0)
 PY

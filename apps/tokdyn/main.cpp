@@ -22,6 +22,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/interrupt.hpp"
 #include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/experiments/model_registry.hpp"
 #include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/output_folder.hpp"
 
@@ -44,19 +45,14 @@ void list_presets() {
   for (const Experiment* e : all) fmt::print("{:<{}}  {}\n", e->name, w, e->description);
 }
 
-void show_preset(const std::string& name, bool json) {
-  const Experiment& e = preset_or_throw(name);
-  if (json) {
-    fmt::print("{}\n", schema_json(e).dump(2));
-    return;
-  }
-  fmt::print("{}: {}\n\n", e.name, e.description);
+/// The table of `tokdyn show` and `tokdyn models NAME`: key, type, default, range, help.
+void print_params(const std::vector<ParamSpec>& params) {
   struct Row {
     std::string key, type, def, range, help;
   };
   std::vector<Row> rows;
   rows.push_back({"key", "type", "default", "range", "help"});
-  for (const ParamSpec& s : e.params) {
+  for (const ParamSpec& s : params) {
     std::string help = s.help;
     for (const ParamCondition& c : s.only_when) {
       std::vector<std::string> vs;
@@ -74,6 +70,35 @@ void show_preset(const std::string& name, bool json) {
   }
   for (const Row& r : rows)
     fmt::print("  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.key, wk, r.type, wt, r.def, wd, r.range, wr, r.help);
+}
+
+void show_preset(const std::string& name, bool json) {
+  const Experiment& e = preset_or_throw(name);
+  if (json) {
+    fmt::print("{}\n", schema_json(e).dump(2));
+    return;
+  }
+  fmt::print("{}: {}\n\n", e.name, e.description);
+  print_params(e.params);
+}
+
+/// `tokdyn models`: the model registry; with a name, that model's knobs.
+void list_models(const std::string& name) {
+  if (name.empty()) {
+    std::size_t w = 0;
+    for (const ModelDescriptor& m : model_registry()) w = std::max(w, m.name.size());
+    for (const ModelDescriptor& m : model_registry())
+      fmt::print("{:<{}}  {}{}\n", m.name, w, m.description,
+                 m.taps.empty() ? std::string() : fmt::format(" [taps: state, {}]", fmt::join(m.taps, ", ")));
+    fmt::print("\nThe knobs of one: tokdyn models NAME. Presets that take any model: depth-spectra (--set model=NAME).\n");
+    return;
+  }
+  const ModelDescriptor* m = nullptr;
+  for (const ModelDescriptor& x : model_registry())
+    if (x.name == name) m = &x;
+  if (!m) throw InputError(fmt::format("unknown model '{}'; expected one of {} (see `tokdyn models`)", name, fmt::join(model_names(), ", ")));
+  fmt::print("{}: {}\ntaps: state{}{}\n\n", m->name, m->description, m->taps.empty() ? "" : ", ", fmt::join(m->taps, ", "));
+  print_params(m->knobs);
 }
 
 /// A run target is a config file when it ends in .toml, or when it names no preset but an
@@ -172,6 +197,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);  // none: reported below, so that `tokdyn bogus` names "bogus"
 
   CLI::App* presets = app.add_subcommand("presets", "List the registered experiments (presets)");
+  std::string model_name;
+  CLI::App* models = app.add_subcommand("models", "List the registered models (with a name: its knobs)");
+  models->add_option("model", model_name, "Model name");
 
   std::string show_name;
   CLI::App* show = app.add_subcommand("show", "List a preset's parameters: key, type, default, range, help");
@@ -206,7 +234,7 @@ int main(int argc, char** argv) {
   mk->add_option("--out,-o", mc_out, "New directory to write")->required();
 
   // Extra arguments are reported by us, with their count and in order.
-  for (CLI::App* sub : {presets, show, run, mk}) sub->allow_extras();
+  for (CLI::App* sub : {presets, models, show, run, mk}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -220,7 +248,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (CLI::App* sub : {presets, show, run, mk}) {
+    for (CLI::App* sub : {presets, models, show, run, mk}) {
       const std::vector<std::string> extra = sub->remaining();
       if (!sub->parsed() || extra.empty()) continue;
       std::string list;
@@ -228,6 +256,7 @@ int main(int argc, char** argv) {
       if (extra.size() > 5) list += ", ...";
       const char* takes = sub == run ? "one target (a preset or a .toml file) and options"
                           : sub == show ? "one preset name"
+                          : sub == models ? "at most one model name"
                           : sub == mk  ? "options only"
                                        : "no arguments";
       throw InputError(fmt::format("{}: {} unexpected argument{}: {}; it takes {} (see `tokdyn {} --help`)", sub->get_name(),
@@ -238,6 +267,8 @@ int main(int argc, char** argv) {
     if (mk->parsed()) mc_seed = parse_count("--seed", seed_text, 0, 9007199254740991L);
     if (app.got_subcommand("presets")) {
       list_presets();
+    } else if (app.got_subcommand("models")) {
+      list_models(model_name);
     } else if (app.got_subcommand("show")) {
       show_preset(show_name, show_json);
     } else if (app.got_subcommand("run")) {
@@ -256,7 +287,7 @@ int main(int argc, char** argv) {
                  mc_seed, m.cfg.n_layer, m.cfg.d_model, secs);
     } else {
       return fail(exit_code::bad_input, "error: ",
-                  "a command is required: presets, show, run or make-checkpoint (see `tokdyn --help`)");
+                  "a command is required: presets, models, show, run or make-checkpoint (see `tokdyn --help`)");
     }
   } catch (...) {
     if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler reports and exits
