@@ -65,15 +65,16 @@ TEST(Mamba2Cli, SyntheticModelIsTheMakeCheckpointModelAndOutputsAreComplete) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(d.path() / "a" / "metrics.csv"), slurp(d.path() / "b" / "metrics.csv"));
   EXPECT_EQ(slurp(d.path() / "a" / "token_ids.npy"), slurp(d.path() / "b" / "token_ids.npy"));
-  // token_ids.npy [runs, tokens]; taps [runs, tokens, d_model] float32 for the first variant and
-  // under taps/<variant>/ for the others; mixing [runs, heads, tokens, tokens].
+  // token_ids.npy [runs, tokens]; taps [runs, tokens, d_model] float32 under taps/<variant>/ for
+  // every variant; mixing [runs, heads, tokens, tokens].
   std::vector<std::size_t> shape;
   const auto ids = read_npy_int(d.path() / "a" / "token_ids.npy", shape);
   EXPECT_EQ(shape, (std::vector<std::size_t>{3, 6}));
   for (const auto id : ids) EXPECT_LT(id, 1000);
   const std::size_t header = 128;  // write_npy pads the header to 128 bytes for these shapes
-  EXPECT_EQ(fs::file_size(d.path() / "a" / "taps" / "layer_4.npy"), header + 3 * 6 * 64 * 4);
-  EXPECT_TRUE(fs::exists(d.path() / "a" / "taps" / "layer_0.npy"));
+  EXPECT_EQ(fs::file_size(d.path() / "a" / "taps" / "gate" / "layer_4.npy"), header + 3 * 6 * 64 * 4);
+  EXPECT_TRUE(fs::exists(d.path() / "a" / "taps" / "gate" / "layer_0.npy"));
+  EXPECT_FALSE(fs::exists(d.path() / "a" / "taps" / "layer_4.npy"));
   EXPECT_TRUE(fs::exists(d.path() / "a" / "taps" / "no_gate" / "layer_4.npy"));
   EXPECT_EQ(fs::file_size(d.path() / "a" / "mixing" / "gate" / "layer_2.npy"), header + 3 * 2 * 6 * 6 * 4);
   const std::string man = slurp(d.path() / "b" / "manifest.json");
@@ -140,7 +141,7 @@ TEST(Mamba2Cli, SameBytesOnOneToFourThreads) {
     }
   }
   // What the comparison covered: taps of both variants, mixing matrices, q and the PE files.
-  for (const char* f : {"mamba2-fig1-t1/metrics.csv", "mamba2-fig1-t1/taps/layer_6.npy", "mamba2-fig1-t1/taps/no_gate/layer_3.npy",
+  for (const char* f : {"mamba2-fig1-t1/metrics.csv", "mamba2-fig1-t1/taps/gate/layer_6.npy", "mamba2-fig1-t1/taps/no_gate/layer_3.npy",
                         "mamba2-fig1-t1/mixing/gate/layer_2.npy", "mamba2-fig3-t1/metrics.csv",
                         "mamba2-fig3-t1/mixing/no_silu/layer_6.npy", "mamba2-fig6-t1/q.csv", "mamba2-fig6-t1/pe.csv",
                         "mamba2-fig6-t1/pe_curve.csv", "mamba2-fig6-t1/pe_summary.csv"})

@@ -22,6 +22,7 @@
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/experiments/taps.hpp"
 
 namespace tokdyn {
 namespace {
@@ -97,7 +98,8 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   const std::vector<long> att = P.get_int_list("attention");
   for (long k : att)
     if (k > o.depth) throw InputError(fmt::format("parameter 'attention': expected layers in [1, depth = {}], got {}", o.depth, k));
-  o.keep_states = P.get_bool("trajectory") || !att.empty();
+  const std::vector<long> tap_layers = parse_taps(P.get_string("taps"), o.depth);
+  o.keep_states = P.get_bool("trajectory") || !att.empty() || !tap_layers.empty();
   DepthSpectrum R;
   try {
     R = depth_spectrum(*S.map, S.Z0, o, S.step, ctx.progress);
@@ -117,6 +119,13 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
                 {static_cast<std::size_t>(heads), static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.len)});
     }
     S.notes["attention"] = "attention/layer_K.npy [heads, tokens, tokens]: the attention weights of layer K at the state entering it, x(K-1)";
+  }
+  if (!tap_layers.empty()) {
+    NpyFolderSink sink(taps_dir(ctx.dir, model));
+    for (long k : tap_layers) {
+      const Tokens& X = R.states[static_cast<std::size_t>(k)];
+      sink.put(fmt::format("layer_{}", k), X.data(), {1, static_cast<std::size_t>(X.rows()), static_cast<std::size_t>(X.cols())});
+    }
   }
   if (P.get_bool("trajectory")) {
     std::vector<double> buf;
@@ -172,6 +181,7 @@ std::vector<ParamSpec> depth_spectra_params() {
      p_string("v0", "", "float64 .npy [k, tokens, d]: the initial tangent frame (projected onto the tangent space and "
               "orthonormalised; empty: Gaussian from tangent_seed); the frame before that step is always written to v0.npy").file(),
      p_bool("trajectory", false, "write the trajectory x(0..depth) to trajectory.npy [depth + 1, tokens, d]"),
+     taps_param("[1, tokens, d] float64 (<variant>: the model; the trajectory the spectrum is taken along)"),
      p_int_list("attention", {}, fmt::format("{}: write the attention weights of these layers to attention/layer_K.npy "
                 "[heads, tokens, tokens]", fmt::join(models_with_tap("attention"), ", ")), 1, 10000000),
      p_string("x0", "", "float64 .npy [tokens, d]: the start state (empty: the model's drawn or embedded tokens); "
@@ -199,7 +209,8 @@ const ExperimentRegistration reg_depth_spectra{with_smoke(Experiment{
       const ModelCost c = model_descriptor(model).cost(P);
       const double d = c.d, per_row = c.per_row, weights = c.weight_bytes;
       // Kept states (trajectory, or the states the attention weights are read at) and the .npy buffer.
-      const double traj = P.get_bool("trajectory") || !P.get_int_list("attention").empty() ? 2.0 * 8.0 * (depth + 1.0) * T * d : 0.0;
+      const bool keep = P.get_bool("trajectory") || !P.get_int_list("attention").empty() || !P.get_string("taps").empty();
+      const double traj = keep ? 2.0 * 8.0 * (depth + 1.0) * T * d : 0.0;
       const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + weights + mixing + traj + 64e6;
       const double flops = depth * (k * T * per_row + 4.0 * T * d * k * k);
       return ResourceEstimate{bytes, flops, "k replicas of the T x d state and their tangents, one jvp per layer"};

@@ -14,6 +14,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
+#include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/mamba2.hpp"
@@ -80,10 +81,7 @@ Setup make_setup(const Params& P, RunContext& ctx) {
   S.base.d_skip = P.get_bool("d_skip");
   S.base.mixer_norm = P.get_bool("mixer_norm");
   S.random_seed = static_cast<std::uint64_t>(P.get_int("random_seed"));
-  for (long t : P.get_int_list("taps")) {
-    if (t > S.depth) throw InputError(fmt::format("parameter 'taps': expected layers in [0, depth = {}], got {}", S.depth, t));
-    S.taps.push_back(t);
-  }
+  S.taps = parse_taps(P.get_string("taps"), S.depth);
   for (long k : P.get_int_list("mixing"))
     if (k < 1 || k > S.depth)
       throw InputError(fmt::format("parameter 'mixing': expected layer steps in [1, depth = {}], got {}", S.depth, k));
@@ -199,7 +197,7 @@ PassResult run_pass(const Setup& S, const std::shared_ptr<const LayerSchedule>& 
     states.push_back(BatchF{X0, S.runs, S.len});
     Lane<BatchF> lane{variants[v].name, &maps[v], &states[v], {&R.gram[v]}, {}};
     if (write_taps && !S.taps.empty()) {
-      taps.emplace_back(std::make_shared<NpyFolderSink>(v == 0 ? ctx.dir / "taps" : ctx.dir / "taps" / names[v]), S.taps);
+      taps.emplace_back(std::make_shared<NpyFolderSink>(taps_dir(ctx.dir, names[v])), S.taps);
       lane.post.push_back(&taps.back());
     }
     if (record_q) {
@@ -248,7 +246,7 @@ std::vector<ParamSpec> common_params(const std::string& sched, long layer, const
       p_bool("silu_x", true, "SiLU on the x channels after the conv"),
       p_bool("d_skip", true, "the D x skip term"),
       p_bool("mixer_norm", true, "the gated RMSNorm"),
-      p_int_list("taps", {}, "write the state after these layer steps to taps/layer_K.npy [runs, tokens, d_model]", 0, 10000000),
+      taps_param("[runs, tokens, d_model]"),
       p_int_list("mixing", {}, "write the mixing matrices at these layer steps to mixing/<variant>/layer_K.npy [runs, heads, tokens, tokens]", 1, 10000000),
       p_int_list("mixing_heads", {0}, "heads whose mixing matrices are written (with mixing)", 0, 4095).distinct_entries().when_not("mixing", {""}),
   };

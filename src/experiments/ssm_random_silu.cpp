@@ -12,6 +12,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
+#include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/ssm.hpp"
@@ -42,6 +43,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   const int fig_token = static_cast<int>(P.get_int("fig_token"));
   if (fig_run >= runs) throw InputError(fmt::format("parameter 'fig_run': expected a run index < runs ({}), got {}", runs, fig_run));
   if (fig_token > len) throw InputError(fmt::format("parameter 'fig_token': expected a token index <= tokens ({}), got {}", len, fig_token));
+  const std::vector<long> tap_layers = parse_taps(P.get_string("taps"), depth);
   std::vector<std::string> variants;
   const std::string sel = P.get_string("variants");
   if (sel == "both" || sel == "silu") variants.push_back("silu");
@@ -91,7 +93,10 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
       max_rate = std::max(max_rate, local_rate(flow, 0.0, Batch{B.run(0), 1, len}, true, 8, v));
       ++checked;
     });
-    iterate(layer, Z, depth, {&R.gram}, {&rate_check}, [&](double f) {
+    StateTapObserver taps(std::make_shared<NpyFolderSink>(taps_dir(ctx.dir, R.name)), tap_layers);
+    std::vector<Observer*> post{&R.gram};
+    if (!tap_layers.empty()) post.push_back(&taps);
+    iterate(layer, Z, depth, post, {&rate_check}, [&](double f) {
       if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) * share);
     });
     step_checks[R.name] = {{"max_local_rate", max_rate}, {"max_h_rate", o.tau * max_rate}, {"layers_checked", checked},
@@ -170,7 +175,8 @@ const ExperimentRegistration reg_ssm_random_silu{with_smoke(Experiment{
      p_double("sigma", 1.0, "standard deviation for weights=gaussian", 0.0, {}, true).when("weights", {"gaussian"}),
      p_bool("diagnostics", true, "write assumptions.csv: Assumption III.1 diagnostics per layer"),
      p_int("fig_run", 0, "run shown in the Fig. 5 panel and q.csv", 0, 1000000),
-     p_int("fig_token", 1, "token (1-based) shown in the Fig. 5 panel", 1, 100000)},
+     p_int("fig_token", 1, "token (1-based) shown in the Fig. 5 panel", 1, 100000),
+     taps_param("[runs, tokens, n] float64")},
     run_ssm_random_silu,
     "ssm-random-silu",
     [](const Params& P) {
