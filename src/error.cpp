@@ -93,6 +93,8 @@ std::string one_line(std::string s) {
 void as_input_error(const std::function<void()>& f) {
   try {
     f();
+  } catch (const ConvergenceError&) {
+    throw;
   } catch (const std::invalid_argument& e) {
     throw InputError(one_line(e.what()));
   } catch (const std::domain_error& e) {
@@ -111,6 +113,8 @@ Failure failure_of(std::exception_ptr e) {
     return {exit_code::non_finite, "error: " + message_line(x.what())};
   } catch (const BusyError& x) {
     return {exit_code::busy, "error: " + message_line(x.what())};
+  } catch (const ConvergenceError& x) {
+    return {exit_code::no_convergence, "error: " + message_line(x.what())};
   } catch (const std::bad_alloc&) {
     return {exit_code::resource, "error: out of memory (lower runs, tokens or depth, or see `tokdyn show PRESET`)"};
   } catch (const std::filesystem::filesystem_error& x) {

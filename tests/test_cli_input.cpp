@@ -506,6 +506,7 @@ void throwing_run(const Params& p, RunContext&) {
   const std::string& k = p.get_string("kind");
   if (k == "invalid_argument") throw std::invalid_argument("lib_fn: expected x > 0, got -1");
   if (k == "domain_error") throw std::domain_error("lib_fn: expected beta in [0, 700], got 800");
+  if (k == "convergence") throw ConvergenceError("solver_fn: Newton did not converge at rho = 0.5");
   if (k == "logic_error") throw std::logic_error("lib_fn: expected A and B with the same number of columns, got 2 and 3");
   throw std::out_of_range("vector::_M_range_check");
 }
@@ -513,7 +514,7 @@ void throwing_run(const Params& p, RunContext&) {
 const ExperimentRegistration throwing_registration{Experiment{
     "test-library-throws",
     "test-only: the library refuses a value (or breaks an invariant) during the run or the estimate",
-    {p_string("kind", "invalid_argument", "what the run throws", {"invalid_argument", "domain_error", "logic_error", "out_of_range"}),
+    {p_string("kind", "invalid_argument", "what the run throws", {"invalid_argument", "domain_error", "convergence", "logic_error", "out_of_range"}),
      p_bool("in_estimate", false, "throw std::invalid_argument from the estimate instead")},
     throwing_run, "",
     [](const Params& p) {
@@ -544,6 +545,27 @@ TEST(RunExperiment, LibraryValueRefusalIsInputErrorWithTheSameMessage) {
   }());
   EXPECT_EQ(f.code, exit_code::bad_input);
   EXPECT_EQ(f.line, "error: lib_fn: expected x > 0, got -1");
+}
+
+// A numerical method that did not converge is neither bad input nor a bug: exit 7, its message,
+// nothing written (a ConvergenceError is a std::domain_error, which as_input_error lets through).
+TEST(RunExperiment, NoConvergenceIsItsOwnExitCode) {
+  TempDir d;
+  std::exception_ptr e;
+  try {
+    run_experiment(throwing(), resolve_params(throwing(), {{"kind", "convergence"}}), d.path() / "res", 1, false, false);
+  } catch (...) {
+    e = std::current_exception();
+  }
+  ASSERT_TRUE(e);
+  EXPECT_EQ(failure_of(e).code, exit_code::no_convergence);
+  EXPECT_EQ(failure_of(e).line, "error: solver_fn: Newton did not converge at rho = 0.5");
+  EXPECT_TRUE(entries(d.path()).empty());
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::domain_error&) {  // code that can go on without the answer still catches it
+    SUCCEED();
+  }
 }
 
 TEST(RunExperiment, BrokenInvariantStaysAnInternalError) {

@@ -186,6 +186,12 @@ TEST(Mamba2Cli, Fig4And5WriteTheTokenWindowFiles) {
 TEST(Mamba2Cli, BadInputIsOneLineExitTwoNothingWritten) {
   TempDir d;
   ASSERT_EQ(run_cli(d.path(), {"make-checkpoint", "--size", "tiny", "--out", "ck"}).code, 0);
+  {  // an unknown size: the CLI names its option (the model's own refusal does not know it)
+    const CliResult r = run_cli(d.path(), {"make-checkpoint", "--size", "7b", "--out", "ck7"});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--size: expected one of tiny, 130m"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path() / "ck7"));
+  }
   expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "checkpoint=nowhere"}), "nowhere");
   expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "taps=99"}), "taps");
   expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "mixing_heads=40"}), "mixing_heads");

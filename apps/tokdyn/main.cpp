@@ -276,6 +276,9 @@ int main(int argc, char** argv) {
     } else if (app.got_subcommand("make-checkpoint")) {
       if (mc_seed < 0) throw InputError(fmt::format("--seed: expected an integer >= 0, got {}", mc_seed));
       const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<std::string> sizes = mamba2::Config::sizes();
+      if (std::find(sizes.begin(), sizes.end(), mc_size) == sizes.end())
+        throw InputError(fmt::format("--size: expected one of {}, got '{}'", fmt::join(sizes, ", "), mc_size));
       const mamba2::Config cfg = mamba2::Config::named(mc_size);
       OutputFolder folder(mc_out, /*overwrite=*/false, "--out");
       const mamba2::Model m = mamba2::init_model(cfg, static_cast<std::uint64_t>(mc_seed));

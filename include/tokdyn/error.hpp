@@ -9,6 +9,8 @@
 //   4   non-finite state: the dynamics produced NaN or Inf; no result written
 //   5   figures failed: the CSV/NPY results were written and kept, the figures were not drawn
 //   6   output busy: another tokdyn run is writing the same output folder
+//   7   no convergence: a numerical method (Newton, an eigenvalue iteration, a fixed-point chain,
+//       step halving) did not reach its tolerance for these parameters; no result written
 //   128 + signal: interrupted (SIGHUP 129, SIGINT 130, SIGTERM 143); nothing half-written kept
 //
 // Every message names the input (or the path, or the quantity) and says what was expected.
@@ -43,6 +45,7 @@ inline constexpr int resource = 3;
 inline constexpr int non_finite = 4;
 inline constexpr int figures_failed = 5;
 inline constexpr int busy = 6;
+inline constexpr int no_convergence = 7;
 }  // namespace exit_code
 
 /// Bad user input (config, CLI, checkpoint, data file). Exit code 2.
@@ -61,6 +64,16 @@ class ResourceError : public std::runtime_error {
 class NonFiniteError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// A numerical method did not reach its tolerance (Newton, an eigenvalue iteration, a fixed-point
+/// chain, step halving): neither a bug nor bad input, a property of the numerics at these
+/// parameters. Exit code 7. A std::domain_error, so that code which can go on without the answer
+/// (a continuation that stops, a check that becomes n/a) catches it as before; as_input_error
+/// lets it through unchanged.
+class ConvergenceError : public std::domain_error {
+ public:
+  using std::domain_error::domain_error;
 };
 
 /// Another tokdyn run holds the output folder's lock. Exit code 6.

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "tokdyn/error.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/norms.hpp"
 
@@ -141,7 +142,7 @@ Vector end_point(const Matrix& Bend, const Injection& psi, long l, double rho, V
   }
   const Vector F = A * u + rho * psi.value(l, u);
   if (!u.allFinite() || F.norm() > 1e-11 * scale * (1.0 + u.norm()))
-    throw std::domain_error(fmt::format("closed_loop: Newton for the end equilibrium did not converge (rho = {})", rho));
+    throw ConvergenceError(fmt::format("closed_loop: Newton for the end equilibrium did not converge (rho = {})", rho));
   return u;
 }
 

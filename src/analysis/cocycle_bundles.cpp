@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/error.hpp"
 #include "tokdyn/norms.hpp"
 
 namespace tokdyn::cocycle {
@@ -26,7 +27,7 @@ Matrix unstable_subspace(const Matrix& M, double tol) {
   const long d = M.rows();
   if (M.cols() != d || d < 1) throw std::invalid_argument("unstable_subspace: expected a non-empty square matrix");
   Eigen::EigenSolver<Matrix> es(M, true);
-  if (es.info() != Eigen::Success) throw std::domain_error("unstable_subspace: the eigenvalue iteration did not converge");
+  if (es.info() != Eigen::Success) throw ConvergenceError("unstable_subspace: the eigenvalue iteration did not converge");
   const Eigen::VectorXcd lam = es.eigenvalues();
   const Eigen::MatrixXcd vec = es.eigenvectors();
   std::vector<Eigen::VectorXd> cols;
@@ -277,7 +278,7 @@ Matrix time_ordered_exp(const std::function<Matrix(double)>& A, double t0, doubl
       return cur;
     }
     if (m >= kMaxSteps)
-      throw std::domain_error(fmt::format("time_ordered_exp: RK4 did not converge to {:g} with {} steps (change {:.3g})", tol, m, change));
+      throw ConvergenceError(fmt::format("time_ordered_exp: RK4 did not converge to {:g} with {} steps (change {:.3g})", tol, m, change));
     prev = std::move(cur);
   }
 }

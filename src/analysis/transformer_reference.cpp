@@ -187,7 +187,7 @@ Vec postln_singular_point(const Config& c, const LayerWeights& W, const Vec& x0,
   }
   residual = y_of(x, nullptr).norm();
   if (!(residual < 1e-10 * std::max(1.0, x.norm())))
-    throw std::domain_error(fmt::format("postln_singular_point: Newton did not converge (|y| = {:.3g})", residual));
+    throw ConvergenceError(fmt::format("postln_singular_point: Newton did not converge (|y| = {:.3g})", residual));
   return x;
 }
 

@@ -159,7 +159,7 @@ void run_gate(const Params& p, RunContext& ctx) {
         prev_step = step;
         u = next;
       }
-      if (!done) throw std::logic_error(fmt::format("gate intervention: the chain did not converge at rho = {}", rho));
+      if (!done) throw ConvergenceError(fmt::format("gate intervention: the chain did not converge at rho = {}", rho));
       worst_ratio = std::max(worst_ratio, ratio / (std::abs(rho) * K * Lpsi));
       worst_res = std::max(worst_res, bvp.residual(u, forcing(u, rho)) / std::max(1e-300, green::sup_norm(u)));
       rows.push_back({rho, sup_par(u), std::abs(rho) * dplus_unit});

@@ -173,7 +173,7 @@ void run_trajectory(const Params& p, RunContext& ctx) {
     for (double g : grid) {
       const double r = g * bd.rho_0;
       const cl::Solution sp = cl::newton(prob, r, guess), sm = cl::newton(prob, -r);
-      if (!sp.converged || !sm.converged) throw std::runtime_error(fmt::format("coupling-trajectory: Newton failed at rho = {}", r));
+      if (!sp.converged || !sm.converged) throw ConvergenceError(fmt::format("coupling-trajectory: Newton did not converge at rho = {}", r));
       guess = sp.u;
       const double sup_u = sup_interior(sp.u, 0);
       const double remainder = sup_interior(sp.u - r * Gpsi0, ex);

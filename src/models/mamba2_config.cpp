@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/io/json_strict.hpp"
@@ -102,8 +103,8 @@ Config Config::named(const std::string& size) {
   } else if (size == "2.7b") {
     c.d_model = 2560, c.n_layer = 64;
   } else {
-    throw InputError("--size: expected one of tiny, 130m, 370m, 780m, 1.3b, 2.7b, got '" +
-                     json_strict::one_line(size) + "'");
+    throw std::invalid_argument("mamba2 size '" + json_strict::one_line(size) +
+                                "': expected one of tiny, 130m, 370m, 780m, 1.3b, 2.7b");
   }
   c.vocab_rule = "tokdyn's '" + size + "' configuration: vocab_size " + std::to_string(c.vocab_size) + " (embedding " +
                  std::to_string(c.vocab_padded()) + " rows)";
