@@ -316,3 +316,24 @@ TEST(CocycleQr, LargeFramesThroughLapackAgreeAndAreThreadIndependent) {
   omp_set_num_threads(saved);
   EXPECT_EQ(a, b);
 }
+
+// "No dichotomy" as a value: a neutral end (a rotation) gives no bundles and says why; a saddle
+// gives the same bundles as the throwing call; a bad argument still throws.
+TEST(Bundles, FindTwoSidedBundlesIsAValue) {
+  const double a = 0.3;
+  Matrix rot(2, 2);
+  rot << std::cos(a), -std::sin(a), std::sin(a), std::cos(a);
+  const BundlesOutcome none = find_two_sided_bundles(Cocycle::from_matrices(std::vector<Matrix>(6, rot)));
+  EXPECT_FALSE(none);
+  EXPECT_NE(none.why_not.find("within"), std::string::npos) << none.why_not;
+  Matrix saddle(2, 2);
+  saddle << 2.0, 0.3, 0.0, 0.5;
+  const Cocycle c = Cocycle::from_matrices(std::vector<Matrix>(6, saddle));
+  const BundlesOutcome found = find_two_sided_bundles(c);
+  ASSERT_TRUE(found);
+  EXPECT_TRUE(found.why_not.empty());
+  EXPECT_EQ(found.bundles->k, 1);
+  const Bundles thrown = two_sided_bundles(c);
+  for (std::size_t l = 0; l < thrown.P_plus.size(); ++l) EXPECT_EQ(found.bundles->P_plus[l], thrown.P_plus[l]);
+  EXPECT_THROW(unstable_subspace(Matrix(2, 3)), std::invalid_argument);
+}

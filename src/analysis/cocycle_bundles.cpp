@@ -23,6 +23,16 @@ double smallest_sv(const Matrix& M) {
 }
 }  // namespace
 
+namespace {
+/// "No dichotomy" inside this file only: thrown where the construction finds the cocycle has no
+/// bundles, turned into BundlesOutcome::why_not by find_two_sided_bundles (a std::domain_error for
+/// the callers of the throwing two_sided_bundles / unstable_subspace).
+class NoDichotomyFound : public std::domain_error {
+ public:
+  using std::domain_error::domain_error;
+};
+}  // namespace
+
 Matrix unstable_subspace(const Matrix& M, double tol) {
   const long d = M.rows();
   if (M.cols() != d || d < 1) throw std::invalid_argument("unstable_subspace: expected a non-empty square matrix");
@@ -35,7 +45,7 @@ Matrix unstable_subspace(const Matrix& M, double tol) {
   for (long i = 0; i < d; ++i) {
     const double a = std::abs(lam(i));
     if (std::abs(a - 1.0) <= tol)
-      throw std::domain_error(fmt::format("unstable_subspace: eigenvalue {:.6g}{:+.6g}i has modulus {:.12g}, within {:g} of 1; expected a hyperbolic matrix",
+      throw NoDichotomyFound(fmt::format("unstable_subspace: eigenvalue {:.6g}{:+.6g}i has modulus {:.12g}, within {:g} of 1; expected a hyperbolic matrix",
                                           lam(i).real(), lam(i).imag(), a, tol));
     if (a < 1.0) continue;
     ++count;
@@ -56,7 +66,7 @@ Matrix unstable_subspace(const Matrix& M, double tol) {
   // basis of the wrong dimension.
   const double rmax = R.diagonal().cwiseAbs().maxCoeff();
   if (R.diagonal().cwiseAbs().minCoeff() <= 1e-10 * rmax)
-    throw std::domain_error("unstable_subspace: the unstable eigenvectors are (numerically) dependent (a defective eigenvalue); expected a diagonalisable end matrix");
+    throw NoDichotomyFound("unstable_subspace: the unstable eigenvectors are (numerically) dependent (a defective eigenvalue); expected a diagonalisable end matrix");
   return Q;
 }
 
@@ -68,7 +78,7 @@ Bundles two_sided_bundles(const Cocycle& c) {
   const Matrix U0 = unstable_subspace(c.matrix(0));
   const Matrix ZL = unstable_subspace(c.matrix(L - 1).transpose());
   if (U0.cols() != ZL.cols())
-    throw std::domain_error(fmt::format("two-sided bundles: B(0) has {} unstable directions and B(L-1) has {}; expected the same number",
+    throw NoDichotomyFound(fmt::format("two-sided bundles: B(0) has {} unstable directions and B(L-1) has {}; expected the same number",
                                         U0.cols(), ZL.cols()));
   const long k = U0.cols();
   b.k = k;
@@ -103,11 +113,19 @@ Bundles two_sided_bundles(const Cocycle& c) {
     const Matrix& Zl = Z[static_cast<std::size_t>(l)];
     const Matrix G = Zl.transpose() * U;  // k x k; sigma_min = sin of the bundle angle
     if (smallest_sv(G) < 1e-13)
-      throw std::domain_error(fmt::format("two-sided bundles: V_par and V_perp are not transversal at layer {} (sigma_min(Z^T U) = {:.3g})",
+      throw NoDichotomyFound(fmt::format("two-sided bundles: V_par and V_perp are not transversal at layer {} (sigma_min(Z^T U) = {:.3g})",
                                           l, smallest_sv(G)));
     b.P_plus[static_cast<std::size_t>(l)] = U * G.partialPivLu().solve(Zl.transpose());
   }
   return b;
+}
+
+BundlesOutcome find_two_sided_bundles(const Cocycle& c) {
+  try {
+    return {two_sided_bundles(c), ""};
+  } catch (const NoDichotomyFound& e) {
+    return {std::nullopt, e.what()};
+  }
 }
 
 Bundles clv_bundles(const Cocycle& c, long burn, long k_plus) {

@@ -184,12 +184,10 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
         const long n = Lw << j;
         std::vector<Matrix> Bg(static_cast<std::size_t>(n), B[0] / g);
         const Cocycle cg = Cocycle::from_matrices(Bg);
-        bool ok = true;
-        try {
-          norms[j] = cocycle::green_norm(cg, cocycle::two_sided_bundles(cg));
-        } catch (const std::domain_error&) {
-          ok = false;  // gamma on the spectrum: no dichotomy, the Green operator does not exist
-        }
+        // gamma on the spectrum: no dichotomy, the Green operator does not exist.
+        const cocycle::BundlesOutcome found = cocycle::find_two_sided_bundles(cg);
+        const bool ok = static_cast<bool>(found);
+        if (ok) norms[j] = cocycle::green_norm(cg, *found.bundles);
         green.cell(g).cell(n).cell(ok ? norms[j] : kNaN).cell(std::string(ok ? "true" : "false"));
         green.end_row();
       }
@@ -359,13 +357,12 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     const bool hyp = dec.verdict == cocycle::Verdict::Yes;
     double C = kNaN;
     if (hyp && !std::isnan(e.r_minus)) {
-      try {
-        const auto b = cocycle::two_sided_bundles(c);
+      // No bundles (the window's end maps are not hyperbolic with equal unstable dimensions): no constant.
+      if (const cocycle::BundlesOutcome found = cocycle::find_two_sided_bundles(c)) {
+        const cocycle::Bundles& b = *found.bundles;
         const auto env = cocycle::growth_envelope(c, b, std::max<long>(1, window / 20));
         C = cocycle::constant_minus(env, e.r_minus);
         if (b.k > 0 && !std::isnan(e.r_plus_min)) C = std::max(C, cocycle::constant_plus(env, e.r_plus_min));
-      } catch (const std::domain_error&) {
-        // the window's end maps are not hyperbolic with equal unstable dimensions: no constant
       }
     }
     // (A5): the fluctuation sectors lambda_j = 1/j, j = 2..P.

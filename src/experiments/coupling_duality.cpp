@@ -112,13 +112,7 @@ std::vector<int> parse_levels(const Params& p, int P, int T) {
 }
 
 /// Bundles of the tangent cocycle when it is hyperbolic at both ends (two-sided extension).
-std::optional<cocycle::Bundles> try_bundles(const cocycle::Cocycle& c) {
-  try {
-    return cocycle::two_sided_bundles(c);
-  } catch (const std::domain_error&) {
-    return std::nullopt;
-  }
-}
+std::optional<cocycle::Bundles> try_bundles(const cocycle::Cocycle& c) { return cocycle::find_two_sided_bundles(c).bundles; }
 
 /// r_- (the top decaying Bohl edge) and r_+^max (F11) of the tangent cocycle, and C for r_-.
 struct Dichotomy {

@@ -115,13 +115,15 @@ void run_gate(const Params& p, RunContext& ctx) {
     const duality::SectorFlow f = duality::from_g4(Lg, m, v, p.get_double("g4_omega"), seed);
     const std::vector<Matrix> B = f.sector_sequence(1.0);
     const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(B);
-    cocycle::Bundles bundles;
+    cocycle::BundlesOutcome found = cocycle::find_two_sided_bundles(c);
+    if (!found)
+      throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 tangent cocycle has no dichotomy ({}); Prop 11 needs (A4)", found.why_not));
+    const cocycle::Bundles bundles = std::move(*found.bundles);
     green::Ends ends;
     try {
-      bundles = cocycle::two_sided_bundles(c);
       ends = green::make_ends(B.front(), B.back());
     } catch (const std::domain_error& e) {
-      throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 tangent cocycle has no dichotomy ({}); Prop 11 needs (A4)", e.what()));
+      throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 end maps have no dichotomy ({}); Prop 11 needs (A4)", e.what()));
     }
     const green::Bvp bvp(B, ends);
     const hier::Injection psi =
@@ -273,10 +275,8 @@ void run_gate(const Params& p, RunContext& ctx) {
     }
     std::vector<Matrix> Bm;
     for (const Mat& b : Bex) Bm.emplace_back(b);
-    std::optional<cocycle::Bundles> bundles;
-    try {
-      bundles = cocycle::two_sided_bundles(cocycle::Cocycle::from_matrices(Bm));
-    } catch (const std::domain_error&) {
+    const std::optional<cocycle::Bundles> bundles = cocycle::find_two_sided_bundles(cocycle::Cocycle::from_matrices(Bm)).bundles;
+    if (!bundles) {
       ctx.warnings.push_back("[transformer] the tangent cocycle of the random stack is not hyperbolic at its ends (flag F17): V_par does not "
                              "exist, the late-depth shift is reported in total");
     }

@@ -89,13 +89,12 @@ void validate_window(const std::string& level, const std::vector<Matrix>& B, con
     if (w < 2) continue;
     const std::vector<Matrix> Bw(B.begin(), B.begin() + w);
     const cocycle::Cocycle cw = cocycle::Cocycle::from_matrices(Bw);
-    cocycle::Bundles bw;
-    try {
-      bw = cocycle::two_sided_bundles(cw);
-    } catch (const std::domain_error& e) {  // a sub-window whose last map is not a saddle of the same k
-      ctx.warnings.push_back(fmt::format("{} window {}: no two-sided dichotomy ({}); norm row skipped", level, w, e.what()));
+    cocycle::BundlesOutcome found = cocycle::find_two_sided_bundles(cw);
+    if (!found) {  // a sub-window whose last map is not a saddle of the same k
+      ctx.warnings.push_back(fmt::format("{} window {}: no two-sided dichotomy ({}); norm row skipped", level, w, found.why_not));
       continue;
     }
+    const cocycle::Bundles bw = std::move(*found.bundles);
     const green::NormEstimate e = green::green_norm_estimate(cw, bw);
     const green::Lemma17Bound lb = green::lemma17_bound(cw, bw, stride);
     if (w == L) full = lb;

@@ -15,6 +15,8 @@
 // (column-major: Householder QR and the triangular solves want columns).
 #include <functional>
 #include <string>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -197,6 +199,18 @@ Matrix unstable_subspace(const Matrix& M, double tol = 1e-9);
 /// (pulled back with transposes and QR); P_+ = U (Z^T U)^{-1} Z^T. std::domain_error when an end
 /// is not hyperbolic, the unstable dimensions differ, or the bundles are not transversal.
 Bundles two_sided_bundles(const Cocycle& c);
+
+/// The same as a value: the bundles, or why the cocycle has none (an end with an eigenvalue
+/// within 1e-9 of the unit circle or a defective unstable eigenvalue, unequal unstable dimensions
+/// at the two ends, bundles not transversal). "No dichotomy" is an outcome of the numbers, not an
+/// error: callers branch on it instead of catching. Other failures (a bad argument, an eigenvalue
+/// iteration that did not converge) still throw.
+struct BundlesOutcome {
+  std::optional<Bundles> bundles;
+  std::string why_not;  ///< empty when there are bundles
+  explicit operator bool() const { return bundles.has_value(); }
+};
+BundlesOutcome find_two_sided_bundles(const Cocycle& c);
 
 /// (b) Covariant Lyapunov vectors (Ginelli et al. 2007): forward QR (full, k = d), backward
 /// C_r = R_r^{-1} C_{r+1} with column normalisation; the CLVs with exponent > 0 span V_par.
