@@ -468,7 +468,7 @@ void run_fig6(const Params& P, RunContext& ctx) {
   const PassResult A = run_pass(S, make_schedule(S, trained, P), variants(true), {"mamba2_silu", "mamba2_no_silu"}, fig_run, ctx, 0.0,
                                 0.5, true);
   const PassResult B = run_pass(S, make_schedule(S, Sched::Random, P), variants(false), {"random_silu", "random_no_silu"}, fig_run,
-                                ctx, 0.5, 1.0, false);
+                                ctx, 0.5, 1.0, true);  // taps and mixing of every variant, random ones too
   std::vector<std::pair<std::string, const Observer*>> mv, qv;
   for (const PassResult* R : {&A, &B})
     for (std::size_t v = 0; v < R->names.size(); ++v) {
