@@ -51,11 +51,10 @@ for r in $(seq 1 "$reps"); do
   rss_np=$("$py" -c "print(max(int(x) for x in '$rss_np $rss'.split()))")
 done
 # Same system, same solution: u must agree to round-off (relative to |u|_inf).
-agree=$("$py" - "$work/res/u.csv" "$work/u_np.npy" <<'PY'
-import csv, sys
+agree=$("$py" - "$work/res/u.npy" "$work/u_np.npy" <<'PY'
+import sys
 import numpy as np
-rows = list(csv.reader(open(sys.argv[1])))[1:]
-tok = np.array([[float(x) for x in r[1:]] for r in rows])
+tok = np.load(sys.argv[1])  # [L+1, d]: row l = u(l)
 npy = np.load(sys.argv[2])
 print(np.abs(tok - npy).max() / np.abs(npy).max() if tok.shape == npy.shape else float("inf"))
 PY

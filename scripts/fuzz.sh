@@ -51,7 +51,7 @@ sources_of() {  # the translation units of one target
     safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
     npy_header) echo src/io/npy.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
     mamba2_config) echo src/models/mamba2_config.cpp src/io/mamba2_config_json.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
-    params) echo src/params.cpp src/registry.cpp src/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
+    params) echo src/params.cpp src/outputs.cpp src/registry.cpp src/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
   esac
 }
 

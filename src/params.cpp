@@ -263,8 +263,12 @@ nlohmann::json schema_json(const Experiment& e) {
   for (const auto& [k, v] : e.smoke) smoke[k] = v;
   nlohmann::json nonfinite = nlohmann::json::object();
   for (const auto& [k, v] : e.nonfinite_ok) nonfinite[k] = v;
+  for (const TableDecl& t : e.outputs.tables)
+    for (const ColumnDecl& c : t.columns)
+      if (!c.nonfinite.empty()) nonfinite[t.file + ":" + c.name] = c.nonfinite;
   return {{"preset", e.name},   {"description", e.description}, {"params", params},
-          {"smoke", smoke},     {"nonfinite_ok", nonfinite}};
+          {"smoke", smoke},     {"nonfinite_ok", nonfinite}, {"figure_kind", e.figure_kind},
+          {"outputs", outputs_json(e.outputs)}};
 }
 
 std::pair<std::string, std::string> parse_set(const std::string& arg) {

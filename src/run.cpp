@@ -10,6 +10,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <system_error>
+#include <cmath>
+#include <set>
 
 #include <omp.h>
 #include <unistd.h>
@@ -119,7 +121,131 @@ std::vector<std::string> files_under(const fs::path& dir) {
   return files;
 }
 
+/// Problems of the files under `dir` (paths relative to it, shown with `prefix`) against `o`.
+void check_folder(const OutputDecl& o, const fs::path& dir, const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> tables_seen;
+  std::set<std::string> subruns_seen;
+  for (const std::string& rel : files_under(dir)) {
+    if (rel == "manifest.json" || rel.rfind("inputs/", 0) == 0) continue;
+    const std::size_t slash = rel.find('/');
+    if (!o.subruns.empty() && slash != std::string::npos) {
+      const std::string sub = rel.substr(0, slash);
+      if (const Experiment* se = find_experiment(sub); se != nullptr) {
+        if (subruns_seen.insert(sub).second && (!se->outputs.tables.empty() || !se->outputs.summaries.empty()))
+          check_folder(se->outputs, dir / sub, prefix + sub + "/", problems);
+        continue;
+      }
+    }
+    const std::string ext = fs::path(rel).extension().string();
+    if (ext == ".png" || ext == ".pdf" || ext == ".svg") continue;  // figures: python/tokdyn_plot, checked by its test
+    if (ext == ".csv") {
+      const TableDecl summary = summary_table();
+      const TableDecl* t = rel == "summary.csv" ? &summary : o.table(rel);
+      if (t == nullptr) {
+        problems.push_back(fmt::format("{}{}: not declared", prefix, rel));
+        continue;
+      }
+      tables_seen.insert(rel);
+      std::ifstream in(dir / rel, std::ios::binary);
+      std::string head;
+      std::getline(in, head);
+      std::string want;
+      for (const std::string& c : t->column_names()) want += (want.empty() ? "" : ",") + c;
+      if (head != want) problems.push_back(fmt::format("{}{}: header '{}', declared '{}'", prefix, rel, head, want));
+      continue;
+    }
+    bool declared = false;
+    for (const ArrayDecl& a : o.arrays) declared = declared || path_matches(a.pattern, rel);
+    if (!declared) problems.push_back(fmt::format("{}{}: not declared", prefix, rel));
+  }
+  for (const TableDecl& t : o.tables)
+    if (t.when.empty() && tables_seen.count(t.file) == 0) problems.push_back(fmt::format("{}{}: declared, not written", prefix, t.file));
+}
+
+/// Problems of the figure files under `dir` against `o` (after drawing): every .png/.pdf/.svg
+/// declared, every unconditional figure drawn; sub-runs against their own presets.
+void check_figures(const OutputDecl& o, const fs::path& dir, const std::string& prefix, std::vector<std::string>& problems) {
+  std::set<std::string> seen;
+  for (const std::string& rel : files_under(dir)) {
+    const std::string ext = fs::path(rel).extension().string();
+    if (ext != ".png" && ext != ".pdf" && ext != ".svg") continue;
+    const std::size_t slash = rel.find('/');
+    if (!o.subruns.empty() && slash != std::string::npos) {
+      const std::string sub = rel.substr(0, slash);
+      if (const Experiment* se = find_experiment(sub); se != nullptr) {
+        if (seen.insert("/" + sub).second && !se->outputs.figures.empty())
+          check_figures(se->outputs, dir / sub, prefix + sub + "/", problems);
+        continue;
+      }
+    }
+    bool declared = false;
+    for (const FigureDecl& f : o.figures)
+      if (path_matches(f.file, rel)) {
+        declared = true;
+        seen.insert(f.file);
+      }
+    if (!declared) problems.push_back(fmt::format("{}{}: not declared", prefix, rel));
+  }
+  for (const FigureDecl& f : o.figures)
+    if (f.when.empty() && seen.count(f.file) == 0) problems.push_back(fmt::format("{}{}: declared, not drawn", prefix, f.file));
+}
+
 }  // namespace
+
+CsvWriter RunContext::table(const std::string& file) const {
+  const TableDecl* t = outputs != nullptr ? outputs->table(file) : nullptr;
+  if (t == nullptr) throw std::logic_error(fmt::format("preset '{}' writes {} without declaring it", preset, file));
+  return CsvWriter(dir, *t);
+}
+
+void RunContext::summary(const std::string& name, double value, const std::string& paper) {
+  summaries.push_back({name, value, 0, false, paper});
+}
+
+void RunContext::summary(const std::string& name, long value, const std::string& paper) {
+  summaries.push_back({name, static_cast<double>(value), value, true, paper});
+}
+
+void finish_outputs(const Experiment& e, const RunContext& ctx) {
+  const OutputDecl& o = e.outputs;
+  std::vector<std::string> problems;
+  std::set<std::string> names;
+  for (const RunContext::SummaryEntry& s : ctx.summaries) {
+    if (o.summary(s.name) == nullptr) problems.push_back(fmt::format("summary '{}': not declared", s.name));
+    if (!names.insert(s.name).second) problems.push_back(fmt::format("summary '{}': written twice", s.name));
+  }
+  for (const SummaryDecl& s : o.summaries)
+    if (s.when.empty() && names.count(s.name) == 0) problems.push_back(fmt::format("summary '{}': declared, not written", s.name));
+  if (!ctx.summaries.empty()) {
+    if (fs::exists(ctx.dir / "summary.csv")) problems.push_back("summary.csv: written by the preset itself besides its summaries");
+    const TableDecl t = summary_table();
+    CsvWriter w(ctx.dir, t);
+    for (const RunContext::SummaryEntry& s : ctx.summaries) {
+      w.cell(s.name);
+      if (s.is_integer) w.cell(s.integer);
+      else if (std::isfinite(s.value)) w.cell(s.value);
+      else w.empty();
+      w.cell(s.paper).end_row();
+    }
+  }
+  if (!o.tables.empty() || !o.summaries.empty() || !o.subruns.empty()) check_folder(o, ctx.dir, "", problems);
+  if (!problems.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < problems.size() && i < 6; ++i) list += (i ? "; " : "") + problems[i];
+    if (problems.size() > 6) list += fmt::format("; and {} more", problems.size() - 6);
+    throw std::logic_error(fmt::format("preset '{}': results do not match its output declaration: {}", e.name, list));
+  }
+}
+
+nlohmann::json summaries_json(const RunContext& ctx) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const RunContext::SummaryEntry& s : ctx.summaries) {
+    if (s.is_integer) j[s.name] = s.integer;
+    else if (std::isfinite(s.value)) j[s.name] = s.value;
+    else j[s.name] = nullptr;
+  }
+  return j;
+}
 
 RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
                           bool show_progress, bool overwrite, bool write_inputs) {
@@ -144,6 +270,8 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     ctx.threads = threads;
     ctx.figures = figures;
     ctx.write_inputs = write_inputs;
+    ctx.outputs = &e.outputs;
+    ctx.preset = e.name;
     if (line) {
       ProgressLine* l = line.get();
       ctx.progress = [l](double f) { l->update(f); };
@@ -156,6 +284,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     } catch (const ResourceError&) {
     }
     as_input_error([&] { e.run(p, ctx); });
+    finish_outputs(e, ctx);   // summary.csv, and the folder checked against the declaration
     check_write_failures();  // a writer that could only record its failure (disk full at close)
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (line) line->finish();
@@ -175,6 +304,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     m["started_utc"] = started;
     m["hostname"] = host_name();
     m["notes"] = ctx.notes;
+    if (!ctx.summaries.empty()) m["summaries"] = summaries_json(ctx);
     if (!ctx.warnings.empty()) m["warnings"] = ctx.warnings;
     m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)
     write_manifest(tmp / "manifest.json", m);
@@ -184,6 +314,15 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
       const auto f0 = std::chrono::steady_clock::now();
       try {
         draw_figures(e.figure_kind, tmp);
+        // The figures drawn against the declaration (a mismatch is a bug: reported as a figure
+        // failure, exit 5, with the results published).
+        std::vector<std::string> problems;
+        if (!e.outputs.figures.empty()) check_figures(e.outputs, tmp, "", problems);
+        if (!problems.empty()) {
+          std::string list;
+          for (std::size_t i = 0; i < problems.size() && i < 6; ++i) list += (i ? "; " : "") + problems[i];
+          throw std::runtime_error(fmt::format("the figures do not match the declaration of '{}': {}", e.name, list));
+        }
       } catch (const std::runtime_error& err) {
         outcome.figure_error = one_line(err.what());
         m["figure_error"] = outcome.figure_error;

@@ -98,11 +98,19 @@ TEST(CocycleCli, PresetsRunAtTinySizes) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string ly = tokdyn::testing::slurp(d.path() / "res" / "lyapunov.csv");
   EXPECT_NE(ly.find("0,0.18232155679395"), std::string::npos) << ly;  // log 1.2
-  for (const char* f : {"dichotomy.csv", "bundles.csv", "constants.csv", "tradeoff.csv", "manifest.json"})
+  for (const char* f : {"dichotomy.csv", "bundles.csv", "constants.csv", "tradeoff.csv", "summary.csv", "manifest.json"})
     EXPECT_TRUE(fs::exists(d.path() / "res" / f)) << f;
+  // dichotomy.csv: the QR columns merged into each interval (as depth-spectra's).
+  const std::string dich = tokdyn::testing::slurp(d.path() / "res" / "dichotomy.csv");
+  EXPECT_EQ(dich.rfind("H,interval,lower,upper,columns\n", 0), 0u) << dich;
   r = run_cli(d.path(), {"run", "coupling-euler", "--no-figures", "--out", "e", "--set", "depth=3", "--set", "halvings=2",
                          "--set", "nn_depth=10"});
   ASSERT_EQ(r.code, 0) << r.err;
+  // The non-normal pair's scalars are summaries (summary.csv), not a table of their own.
+  EXPECT_FALSE(fs::exists(d.path() / "e" / "nonnormal_summary.csv"));
+  const std::string sum = tokdyn::testing::slurp(d.path() / "e" / "summary.csv");
+  EXPECT_NE(sum.find("\nrho_B2B1,4.48606797749"), std::string::npos) << sum;
+  EXPECT_NE(sum.find("\nsqrt_rho_B2B1,2.11803398874"), std::string::npos) << sum;
   r = run_cli(d.path(), {"run", "coupling-looped", "--no-figures", "--out", "lp", "--set", "d=2", "--set", "loops=20",
                          "--set", "green_window=20"});
   ASSERT_EQ(r.code, 0) << r.err;

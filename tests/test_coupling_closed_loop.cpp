@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -362,6 +363,15 @@ TEST(CouplingClosedLoop, PresetsRunSmall) {
   }
   EXPECT_TRUE(fs::exists(d.path() / "coupling-trajectory" / "trajectory.csv"));
   EXPECT_TRUE(fs::exists(d.path() / "coupling-margin" / "rho_sweep.csv"));
+  // R20's thresholds and constants are scalar summaries (summary.csv: quantity, value, paper).
+  EXPECT_FALSE(fs::exists(d.path() / "coupling-margin" / "thresholds.csv"));
+  std::map<std::string, std::string> th;
+  for (const auto& row : tokdyn::testing::read_csv_rows(d.path() / "coupling-margin" / "summary.csv")) th[row.at("quantity")] = row.at("value");
+  for (const char* q : {"rho_0", "rho_max_C2", "rho_crit", "rho_crit_exact_weight_tied", "K", "L_psi"}) {
+    ASSERT_EQ(th.count(q), 1u) << q;
+    EXPECT_FALSE(th[q].empty()) << q;
+  }
+  EXPECT_LE(std::stod(th["rho_max_C2"]), std::stod(th["rho_crit"]));
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ TEST(CouplingDuality, PresetEveryCheckPasses) {
   EXPECT_GE(r12, 12);
   EXPECT_GE(r13, 5);
   EXPECT_EQ(lines_of(out / "duality.csv").size(), 1u + 41u + 17u);   // l = 0..40 (g4), 0..16 (transformer)
-  EXPECT_EQ(lines_of(out / "summary.csv").size(), 3u);
+  EXPECT_EQ(lines_of(out / "families.csv").size(), 3u);
 }
 
 TEST(CouplingDuality, Thm9PresetEveryCheckPasses) {
@@ -116,7 +116,7 @@ TEST(CouplingDuality, Thm9PresetEveryCheckPasses) {
 TEST(CouplingDuality, SameBitsAtOneAndTwoThreads) {
   TempDir tmp;
   const fs::path a = run_small(tmp, "coupling-duality", "t1", 1, kDual), b = run_small(tmp, "coupling-duality", "t2", 2, kDual);
-  for (const char* f : {"checks.csv", "duality.csv", "remark6.csv", "slow_tick.csv", "summary.csv"})
+  for (const char* f : {"checks.csv", "duality.csv", "remark6.csv", "slow_tick.csv", "families.csv", "summary.csv"})
     EXPECT_EQ(slurp(a / f), slurp(b / f)) << f;
 }
 

@@ -55,12 +55,13 @@ void expect_bad(const fs::path& cwd, const std::vector<std::string>& args, const
 void expect_outputs(const fs::path& dir, int k, long depth, long burn_in) {
   const auto ly = csv_rows(dir / "lyapunov.csv");
   ASSERT_EQ(ly.size(), static_cast<std::size_t>(k) + 1);
-  EXPECT_EQ(ly[0], (std::vector<std::string>{"i", "mu", "gamma"}));
+  EXPECT_EQ(ly[0], (std::vector<std::string>{"i", "mu", "gamma", "resolved", "unresolved_from_layer"}));
   for (int i = 1; i <= k; ++i) {
-    EXPECT_EQ(ly[i][0], std::to_string(i));
+    EXPECT_EQ(ly[i][0], std::to_string(i - 1));  // exponent indices count from 0, as in cocycle-spectra
+    EXPECT_EQ(ly[i][3], "true");
     EXPECT_NEAR(std::exp(std::stod(ly[i][1])), std::stod(ly[i][2]), 1e-12 * std::stod(ly[i][2]));
   }
-  const auto gr = csv_rows(dir / "growth.csv");
+  const auto gr = csv_rows(dir / "running.csv");
   ASSERT_EQ(gr.size(), static_cast<std::size_t>(k * depth) + 1);
   EXPECT_EQ(gr[0], (std::vector<std::string>{"layer", "i", "log_r", "mu_running"}));
   // The last layer's running exponents are the spectrum; burn-in layers have none.
@@ -95,6 +96,10 @@ TEST(DepthSpectraCli, EveryModelWritesTheSpectrumAndItsGrowth) {
                               "layer=3", "update=sphere", "tau=0.5"}));
   ASSERT_EQ(r.code, 0) << r.err;
   expect_outputs(d.path() / "m2s", 2, 4, 1);
+  r = run_cli(d.path(), with({"run", "depth-spectra", "--out", "hier"},
+                             {"model=hierarchical", "tokens=6", "block=3", "k=3", "depth=6", "burn_in=1", "rho=0.5"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_outputs(d.path() / "hier", 3, 6, 1);
 }
 
 TEST(DepthSpectraCli, BadInputExitsTwoWithOneLine) {

@@ -153,7 +153,7 @@ TEST(Mamba2Cli, Fig6WritesFourConfigurations) {
   const CliResult r = run_cli(d.path(), small({"run", "mamba2-fig6", "--out", "one", "--threads", "1"}));
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string s = slurp(d.path() / "one" / "pe_summary.csv");
-  EXPECT_EQ(s.rfind("config,reading,T_star,run,token\n", 0), 0u) << s;
+  EXPECT_EQ(s.rfind("variant,reading,T_star,run,token\n", 0), 0u) << s;
   for (const char* c : {"mamba2_silu,text,", "mamba2_no_silu,text,", "random_silu,text,", "random_no_silu,text,",
                         "random_no_silu,envelope,"})
     EXPECT_NE(s.find(c), std::string::npos) << c;

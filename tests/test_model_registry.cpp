@@ -20,8 +20,8 @@ namespace {
 
 using testing::TempDir;
 
-TEST(ModelRegistry, NamesAreTheFourDepthModels) {
-  EXPECT_EQ(model_names(), (std::vector<std::string>{"ssm", "rope", "mamba2", "transformer"}));
+TEST(ModelRegistry, NamesAreTheFiveDepthModels) {
+  EXPECT_EQ(model_names(), (std::vector<std::string>{"ssm", "rope", "mamba2", "transformer", "hierarchical"}));
   EXPECT_EQ(models_with_tap("attention"), (std::vector<std::string>{"rope", "transformer"}));
   EXPECT_THROW(model_descriptor("gpt2"), std::invalid_argument);
   for (const ModelDescriptor& m : model_registry()) {
@@ -69,8 +69,11 @@ TEST(ModelRegistry, EveryModelBuildsFromItsKnobs) {
     ModelInstance S = m.build(P, ctx);
     ASSERT_TRUE(S.map) << m.name;
     EXPECT_EQ(S.Z0.runs, 1) << m.name;
-    EXPECT_EQ(S.Z0.len, 5) << m.name;
-    EXPECT_EQ(S.Z0.Z.rows(), 5) << m.name;
+    // The hierarchical model's state carries the held block summaries after the tokens (5 tokens in
+    // blocks of 4: 2 summaries).
+    const int rows = m.name == "hierarchical" ? 5 + 2 : 5;
+    EXPECT_EQ(S.Z0.len, rows) << m.name;
+    EXPECT_EQ(S.Z0.Z.rows(), rows) << m.name;
     EXPECT_TRUE(S.Z0.Z.allFinite()) << m.name;
     EXPECT_EQ(static_cast<bool>(S.attention), m.has_tap("attention")) << m.name;
     Batch Z = S.Z0;

@@ -200,7 +200,7 @@ TEST(SsmTheoremPresets, PdIsotropicConvergesAndAnisotropyShrinksDomain) {
                                  {"ani2_d", "25,400"}, {"ani2_k", "11,80"}, {"seed", "2"}});
   const Rows doa = read_csv(d / "doa.csv");
   ASSERT_EQ(doa.size(), 3u);
-  EXPECT_EQ(doa[0].at("design"), "s-iso");
+  EXPECT_EQ(doa[0].at("variant"), "s-iso");
   EXPECT_EQ(std::stod(doa[0].at("fraction")), 1.0);
   EXPECT_LT(std::stod(doa[0].at("c_star")), 1e-12);
   EXPECT_NEAR(std::stod(doa[1].at("c_star")), 28.6006993, 1e-6);
@@ -210,7 +210,7 @@ TEST(SsmTheoremPresets, PdIsotropicConvergesAndAnisotropyShrinksDomain) {
   EXPECT_LT(std::stod(doa[2].at("fraction")), std::stod(doa[1].at("fraction")));
   EXPECT_GT(std::stod(doa[2].at("c_eff")), std::stod(doa[1].at("c_eff")));
   for (const auto& row : doa)
-    EXPECT_EQ(std::stol(row.at("converged")) + std::stol(row.at("trapped")), std::stol(row.at("runs"))) << row.at("design");
+    EXPECT_EQ(std::stol(row.at("converged")) + std::stol(row.at("trapped")), std::stol(row.at("runs"))) << row.at("variant");
   const Rows conv = read_csv(d / "convergence.csv");
   double worst = 0.0;
   for (const auto& row : conv)
@@ -260,7 +260,7 @@ TEST(SsmTheoremPresets, PdDefaultMatchesTheReducedEquation) {
   const fs::path d = run_preset("ssm-theorem-pd", "reduced", 2, {{"runs", "8"}});
   const Rows doa = read_csv(d / "doa.csv");
   ASSERT_EQ(doa.size(), 5u);
-  EXPECT_EQ(doa[4].at("design"), "s-ani2-d400-k80");
+  EXPECT_EQ(doa[4].at("variant"), "s-ani2-d400-k80");
   EXPECT_NEAR(std::stod(doa[4].at("fraction")), 0.595, 1e-12);
   const double dk[4][2] = {{25, 11}, {50, 18}, {100, 30}, {400, 80}};
   for (int a = 0; a < 4; ++a) {
@@ -272,7 +272,7 @@ TEST(SsmTheoremPresets, PdDefaultMatchesTheReducedEquation) {
       const double m = std::fmod(std::atan2(X(1, 1), X(1, 0)) + 2 * kPi, kPi);
       expected += !(m > z0 && m < z2);
     }
-    EXPECT_EQ(std::stol(doa[static_cast<std::size_t>(a + 1)].at("converged")), expected) << doa[static_cast<std::size_t>(a + 1)].at("design");
+    EXPECT_EQ(std::stol(doa[static_cast<std::size_t>(a + 1)].at("converged")), expected) << doa[static_cast<std::size_t>(a + 1)].at("variant");
   }
   const auto notes = manifest(d)["notes"];
   EXPECT_NE(notes["integrator"].get<std::string>().find("dopri5"), std::string::npos);

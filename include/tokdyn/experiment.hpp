@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tokdyn/drivers.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/outputs.hpp"
 
 namespace tokdyn {
 
@@ -123,6 +125,29 @@ struct RunContext {
   /// Things the user must know about how the run was done (e.g. a step refined for stability):
   /// written to manifest.json ("warnings") and printed on stderr after the run.
   std::vector<std::string> warnings;
+  /// What the running preset declares it writes (set by run_experiment; see outputs.hpp).
+  const OutputDecl* outputs = nullptr;
+  std::string preset;
+  /// Opens the declared table `file` (its columns and checks come from the declaration);
+  /// std::logic_error when the preset does not declare it.
+  CsvWriter table(const std::string& file) const;
+  /// A scalar summary (declared in the preset's outputs): a row of summary.csv, written with
+  /// manifest.json after the run. `paper`: the paper's value, as the paper prints it.
+  void summary(const std::string& name, double value, const std::string& paper = "");
+  void summary(const std::string& name, long value, const std::string& paper = "");
+  void summary(const std::string& name, int value, const std::string& paper = "") { summary(name, static_cast<long>(value), paper); }
+  void summary(const std::string& name, std::size_t value, const std::string& paper = "") { summary(name, static_cast<long>(value), paper); }
+  struct SummaryEntry {
+    std::string name;
+    double value = 0;
+    long integer = 0;
+    bool is_integer = false;
+    std::string paper;
+  };
+  std::vector<SummaryEntry> summaries;
+  /// The verdict rows of checks.csv (experiments/checks.hpp CheckTable::report), for callers that
+  /// run presets themselves (coupling-all); empty when the preset makes no checks.
+  std::vector<std::vector<std::string>> check_rows;
 };
 
 /// What a run will need, estimated from its parameters before anything is allocated.
@@ -153,7 +178,23 @@ struct Experiment {
   /// e.g. an exponent of -inf for an exactly singular layer. Every other CSV cell is finite or
   /// empty (empty: not applicable, documented with the column); the edge test holds presets to it.
   std::vector<std::pair<std::string, std::string>> nonfinite_ok = {};
+  /// What the preset writes: tables, arrays, scalar summaries, figures (outputs.hpp).
+  OutputDecl outputs = {};
 };
+
+/// `e` with its output declaration.
+inline Experiment with_outputs(Experiment e, OutputDecl o) {
+  e.outputs = std::move(o);
+  return e;
+}
+
+/// Checks a finished results folder against the preset's declaration and writes summary.csv from
+/// ctx.summaries: every CSV file declared with its declared header, every table written unless it
+/// is conditional, every array file matching a declared pattern, every declared summary written
+/// once and no other. A mismatch is a bug of the preset (std::logic_error naming the file).
+void finish_outputs(const Experiment& e, const RunContext& ctx);
+/// ctx.summaries as manifest.json's "summaries" object (name -> value; null when not finite).
+nlohmann::json summaries_json(const RunContext& ctx);
 
 /// `e` with its smoke parameters (see Experiment::smoke): `ExperimentRegistration reg{with_smoke(Experiment{...}, {{"L", "8"}})}`.
 inline Experiment with_smoke(Experiment e, std::vector<std::pair<std::string, std::string>> smoke,

@@ -67,7 +67,7 @@ def plot_margin(d):
     """|u*| and ||G_rho|| along the continuation with rho_crit and the three bounds; projector
     deviation against C^2|rho|L_psi/mu; end-spectrum gap; Remark 5 thresholds (discrete vs continuous)."""
     sw = _rows(d, "rho_sweep.csv")
-    th = {r["name"]: num(r["value"]) for r in _rows(d, "thresholds.csv")}
+    th = {r["quantity"]: num(r["value"]) for r in _rows(d, "summary.csv")}  # the thresholds and constants of R20
     r21 = _rows(d, "r21.csv")
     fig, ax = plt.subplots(2, 2, figsize=(11, 8))
     a = ax[0][0]

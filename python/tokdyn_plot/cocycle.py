@@ -73,7 +73,7 @@ def plot_spectra(d):
 def plot_euler(d):
     """Thm 4: per-layer deviation of the Euler step from the time-ordered exponential against the
     bound, the global Euler error (slope 1), the deviation at Delta = 1 against a; §2.4: ||Phi(l,0)||
-    of the non-normal pair against prod rho."""
+    of the non-normal pair against prod rho and its growth scale sqrt(rho(B2 B1))^l (summary.csv)."""
     loc = _rows(d, "euler_local.csv")
     glo = _rows(d, "euler_global.csv")
     sca = _rows(d, "euler_scale.csv")
@@ -109,6 +109,11 @@ def plot_euler(d):
     l = [num(r["l"]) for r in nn]
     a.semilogy(l, [num(r["phi_norm"]) for r in nn], label=r"$\|\Phi(l,0)\|$")
     a.semilogy(l, [num(r["prod_rho"]) for r in nn], label=r"$\prod_r \rho(I+A(r)) = 0.5^l$")
+    # The growth scale of the alternating pair, sqrt(rho(B2 B1)), from the scalar summaries.
+    summary = {r["quantity"]: num(r["value"]) for r in _rows(d, "summary.csv")}
+    g = summary.get("sqrt_rho_B2B1")
+    if g is not None and g == g and l:
+        a.semilogy(l, [g ** x for x in l], "k:", lw=0.8, label=r"$\sqrt{\rho(B_2B_1)}^{\,l}$")
     a.set_xlabel("layer l")
     a.set_title("non-normal transient growth (alternating B1, B2)")
     a.legend(fontsize=8)

@@ -54,11 +54,6 @@ STYLE = {"silu": dict(color="C0", label="with SiLU"), "no_silu": dict(color="C3"
          "random_silu": dict(color="C3", label="random + SiLU"), "random_no_silu": dict(color="C1", label="random, no SiLU")}
 
 
-def label_key(rows):
-    """The first column names the variant/configuration ("variant" or "config")."""
-    return next(iter(rows[0].keys())) if rows else "variant"
-
-
 def manifest(d):
     """d/manifest.json, or {} when the folder has none."""
     try:

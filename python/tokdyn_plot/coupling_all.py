@@ -16,7 +16,7 @@ def plot_coupling_all(d, draw):
     for r in presets:
         if r["figure_kind"]:
             draw(r["figure_kind"], os.path.join(d, r["preset"]))
-    rows = read_csv(os.path.join(d, "summary.csv"))
+    rows = read_csv(os.path.join(d, "checks.csv"))
 
     fig, ax = plt.subplots(1, 3, figsize=(20, max(4.5, 0.32 * max(len(presets), 12))))
     names = [r["preset"] for r in presets]

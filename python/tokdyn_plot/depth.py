@@ -2,7 +2,7 @@
 depth map), drawn from the written files only.
 
 plot_depth_spectra(dir): depth_spectra.png, two panels:
-  left:  the running finite-time exponents mu_i(l) (growth.csv, mu_running) against depth l,
+  left:  the running finite-time exponents mu_i(l) (running.csv, mu_running) against depth l,
          one line per exponent i, with the burn-in shaded;
   right: the final spectrum mu_i (lyapunov.csv) against i, with mu = 0 (growth scale 1) marked."""
 import json
@@ -26,7 +26,7 @@ def _title(d):
 
 def plot_depth_spectra(d):
     ly = read_table(d, "lyapunov.csv")
-    gr = read_table(d, "growth.csv")
+    gr = read_table(d, "running.csv")
     k = len(ly)
     series = {}
     burn = 0
@@ -43,7 +43,7 @@ def plot_depth_spectra(d):
     for i in sorted(series):
         x, y = series[i]
         y = [v if math.isfinite(v) else float("nan") for v in y]
-        a.plot(x, y, color=cmap((i - 1) / max(1, k - 1)), lw=1.2, label=r"$\mu_{%d}$" % i if k <= 12 else None)
+        a.plot(x, y, color=cmap(i / max(1, k - 1)), lw=1.2, label=r"$\mu_{%d}$" % (i + 1) if k <= 12 else None)
     if burn > 0:
         a.axvspan(0, burn, color="0.9", label="burn-in")
     a.axhline(0.0, color="k", lw=0.6, ls=":")
@@ -51,7 +51,7 @@ def plot_depth_spectra(d):
     a.set_ylabel(r"running exponent $\mu_i(l) = \frac{1}{l-l_0}\sum \log R_{ii}$")
     a.set_title("finite-time Lyapunov exponents against depth")
     a.legend(fontsize=7, ncol=2 if k > 6 else 1, loc="best")
-    idx = [int(r["i"]) for r in ly]
+    idx = [int(r["i"]) + 1 for r in ly]  # mu_1 >= mu_2 >= ...: i counts from 0 in the file
     mu = [float(r["mu"]) for r in ly]
     fin = [(i, m) for i, m in zip(idx, mu) if math.isfinite(m)]
     b.plot([i for i, _ in fin], [m for _, m in fin], "o-", color="C3", ms=4)

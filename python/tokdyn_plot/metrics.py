@@ -6,15 +6,14 @@ import os
 
 import numpy as np
 
-from .common import STYLE, by, label_key, manifest, num, paper_values, plt, read_csv, save, synthetic_note
+from .common import STYLE, by, manifest, num, paper_values, plt, read_csv, save, synthetic_note
 
 
 def metrics_figure(d, out, title, variants=None, paper=None, note=None):
     """Two panels as the paper's Figs. 1-3: lambda_bar_1 (top) and r (bottom) against depth,
     mean over runs with a +-1 std band. `paper` = {variant: (lambda1, r)}: the paper's reported
     end values, drawn as dotted lines for a side-by-side reading."""
-    raw = read_csv(os.path.join(d, "metrics.csv"))
-    rows = by(raw, label_key(raw))
+    rows = by(read_csv(os.path.join(d, "metrics.csv")), "variant")
     fig, ax = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True)
     for v, rs in rows.items():
         if variants and v not in variants:
@@ -49,8 +48,7 @@ def pe_token_figure(d, out, variant, run, token, title, window=None, note=None):
     """Three panels as the paper's Figs. 4-5: sign of q, window average at T = T*, and the
     worst-case window average W(T) against T with T* marked, for one token of one run."""
     raw = read_csv(os.path.join(d, "q.csv"))
-    key = label_key(raw)
-    q = [num(r["q"]) for r in raw if r[key] == variant and int(r["run"]) == run and int(r["token"]) == token]
+    q = [num(r["q"]) for r in raw if r["variant"] == variant and int(r["run"]) == run and int(r["token"]) == token]
     if not q:
         return
     q = np.array(q)
@@ -90,7 +88,7 @@ def pe_envelope_figure(d, out, title, labels=None, note=None, paper=None):
     (envelope over all runs and tokens), with the smallest admissible window marked."""
     rows = read_csv(os.path.join(d, "pe_curve.csv"))
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for i, (v, rs) in enumerate(by(rows, label_key(rows)).items()):
+    for i, (v, rs) in enumerate(by(rows, "variant").items()):
         env = {}
         for r in rs:
             T = int(r["T"])

@@ -124,7 +124,7 @@ def plot_ssm_theorem_pd(d):
     ax[1].invert_xaxis()
     ax[1].set_xlabel(r"$1 - c_{\rm eff}$ (effective threshold $c_{\rm eff}$ grows to the right)")
     for r, x, y in zip(rows, cs, fr):
-        ax[0].annotate(r["design"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax[0].annotate(r["variant"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
     ax[0].set_ylim(-0.05, 1.05)
     fig.suptitle("Domain of attraction of consensus shrinks as the kernel grows anisotropic (Thm V.1)", fontsize=9)
     save(fig, [], d, "theorem_pd_doa.png", dpi=120)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -126,23 +127,31 @@ std::vector<Matrix> aligned_maps(const cocycle::Bundles& b, const Matrix& M, con
   return out;
 }
 
-Vector end_point(const Matrix& Bend, const Injection& psi, long l, double rho, Vector u) {
+/// The end equilibrium of one side by Newton, or why there is none here (`why`, and
+/// `no_convergence` when Newton did not converge rather than meet a singular Jacobian).
+std::optional<Vector> solve_end_point(const Matrix& Bend, const Injection& psi, long l, double rho, Vector u, std::string& why,
+                                      bool& no_convergence) {
   const long d = Bend.rows();
   const Matrix A = Bend - Matrix::Identity(d, d);
   const double scale = 1.0 + A.norm() + std::abs(rho) * psi.lipschitz();  // Frobenius: a cheap upper bound of |A|_2
   for (int it = 0; it < 100; ++it) {
     const Vector F = A * u + rho * psi.value(l, u);
     const Eigen::PartialPivLU<Matrix> lu(A + rho * psi.jacobian(l, u));
-    if (!(lu.rcond() > 1e-14))
-      throw std::domain_error(fmt::format("closed_loop: A + rho Dpsi is singular at the end equilibrium (rho = {})", rho));
+    if (!(lu.rcond() > 1e-14)) {
+      why = fmt::format("closed_loop: A + rho Dpsi is singular at the end equilibrium (rho = {})", rho);
+      return std::nullopt;
+    }
     const Vector du = lu.solve(F);
     u -= du;
     if (!u.allFinite()) break;
     if (du.norm() <= 1e-15 * (1.0 + u.norm())) break;
   }
   const Vector F = A * u + rho * psi.value(l, u);
-  if (!u.allFinite() || F.norm() > 1e-11 * scale * (1.0 + u.norm()))
-    throw ConvergenceError(fmt::format("closed_loop: Newton for the end equilibrium did not converge (rho = {})", rho));
+  if (!u.allFinite() || F.norm() > 1e-11 * scale * (1.0 + u.norm())) {
+    why = fmt::format("closed_loop: Newton for the end equilibrium did not converge (rho = {})", rho);
+    no_convergence = true;
+    return std::nullopt;
+  }
   return u;
 }
 
@@ -257,15 +266,30 @@ Problem make_problem(std::vector<Matrix> B, InjectionPtr psi) {
   return p;
 }
 
-EndPoints end_equilibria(const Problem& p, double rho, const EndPoints* guess) {
+EndOutcome find_end_equilibria(const Problem& p, double rho, const EndPoints* guess) {
   if (!std::isfinite(rho)) throw std::invalid_argument("closed_loop: rho is not finite");
-  EndPoints e;
+  EndOutcome o;
   const Vector z = Vector::Zero(p.d);
-  e.minus = end_point(p.B.front(), *p.psi, 0, rho, guess ? guess->minus : z);
-  e.plus = end_point(p.B.back(), *p.psi, p.L - 1, rho, guess ? guess->plus : z);
+  std::optional<Vector> minus = solve_end_point(p.B.front(), *p.psi, 0, rho, guess ? guess->minus : z, o.why_not, o.no_convergence);
+  if (!minus) return o;
+  std::optional<Vector> plus = solve_end_point(p.B.back(), *p.psi, p.L - 1, rho, guess ? guess->plus : z, o.why_not, o.no_convergence);
+  if (!plus) return o;
+  EndPoints e;
+  e.minus = std::move(*minus);
+  e.plus = std::move(*plus);
   e.dminus = end_derivative(p.B.front(), *p.psi, 0, rho, e.minus);
   e.dplus = end_derivative(p.B.back(), *p.psi, p.L - 1, rho, e.plus);
-  return e;
+  o.ends = std::move(e);
+  return o;
+}
+
+EndPoints end_equilibria(const Problem& p, double rho, const EndPoints* guess) {
+  EndOutcome o = find_end_equilibria(p, rho, guess);
+  if (!o) {
+    if (o.no_convergence) throw ConvergenceError(o.why_not);
+    throw std::domain_error(o.why_not);
+  }
+  return std::move(*o.ends);
 }
 
 Seq end_profile(const Problem& p, const Vector& minus, const Vector& plus) {
@@ -307,10 +331,15 @@ std::vector<double> cross_block_chain(const Problem& p, double rho, int blocks, 
 }
 
 Solution newton(const Problem& p, double rho, const Seq& guess, const IterOptions& opt) {
-  const EndPoints e = end_equilibria(p, rho);
-  const Seq ub = end_profile(p, e.minus, e.plus);
   Solution s;
   s.rho = rho;
+  const EndOutcome eo = find_end_equilibria(p, rho);
+  if (!eo) {
+    s.why_not = eo.why_not;
+    return s;
+  }
+  const EndPoints& e = *eo.ends;
+  const Seq ub = end_profile(p, e.minus, e.plus);
   if (guess.size() == 0) {
     s.u = ub;
   } else {
@@ -324,8 +353,12 @@ Solution newton(const Problem& p, double rho, const Seq& guess, const IterOption
   for (int it = 0; it < opt.max_iter; ++it) {
     const Seq R = residual(p, rho, s.u);
     s.history.push_back(sup_norm(R));
-    const green::Bvp bvp(closed_loop_maps(p, rho, s.u), p.ends);
-    const Seq delta = bvp.solve(-R, green::Tails::Zero);
+    const green::BvpOutcome bvp = green::Bvp::factor(closed_loop_maps(p, rho, s.u), p.ends);
+    if (!bvp) {
+      s.why_not = bvp.why_not;
+      return s;
+    }
+    const Seq delta = bvp.bvp->solve(-R, green::Tails::Zero);
     s.u += delta;
     s.iterations = it + 1;
     if (!s.u.allFinite()) break;
@@ -359,11 +392,14 @@ Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints
                      long exclude, bool with_bundles) {
   Diagnostics g = diagnose_ends(p, rho, e);
   const std::vector<Matrix> maps = closed_loop_maps(p, rho, u);
-  g.sigma_min = green::Bvp(maps, p.ends).smallest_singular_value_estimate();
+  // A singular BVP has sigma_min = 0 (the bounded solution is not unique).
+  const green::BvpOutcome bvp = green::Bvp::factor(maps, p.ends);
+  g.sigma_min = bvp ? bvp.bvp->smallest_singular_value_estimate() : 0.0;
   if (with_bundles) {
-    try {
-      const cocycle::Bundles cb = cocycle::two_sided_bundles(cocycle::Cocycle::from_matrices(maps));
-      g.bundles_ok = true;
+    const cocycle::BundlesOutcome found = cocycle::find_two_sided_bundles(cocycle::Cocycle::from_matrices(maps));
+    g.bundles_ok = static_cast<bool>(found);
+    if (found) {
+      const cocycle::Bundles& cb = *found.bundles;
       g.k_bundles = cb.k;
       if (open && open->k == cb.k && open->P_plus.size() == cb.P_plus.size()) {
         double dev = 0.0;
@@ -371,8 +407,6 @@ Diagnostics diagnose(const Problem& p, double rho, const Seq& u, const EndPoints
           dev = std::max(dev, spectral_norm(cb.P_plus[static_cast<std::size_t>(l)] - open->P_plus[static_cast<std::size_t>(l)]));
         g.projector_deviation = dev;
       }
-    } catch (const std::domain_error&) {
-      g.bundles_ok = false;
     }
   }
   return g;
@@ -392,7 +426,8 @@ struct Linearised {
   Seq a, b;  // R_w a = -R, R_w b = R_rho
 };
 
-Linearised linearise(const Problem& p, double rho, const Seq& w, const EndPoints& e, long& factorizations) {
+/// The two bordered solves at (w, rho), or nothing when the closed-loop BVP is singular there.
+std::optional<Linearised> linearise(const Problem& p, double rho, const Seq& w, const EndPoints& e, long& factorizations) {
   const Seq ub = end_profile(p, e.minus, e.plus), dub = end_profile(p, e.dminus, e.dplus);
   const Seq u = ub + w;
   const std::vector<Matrix> maps = closed_loop_maps(p, rho, u);
@@ -400,9 +435,10 @@ Linearised linearise(const Problem& p, double rho, const Seq& w, const EndPoints
   for (long l = 0; l < p.L; ++l)
     Rrho.col(l) = dub.col(l + 1) - maps[static_cast<std::size_t>(l)] * dub.col(l) - p.psi->value(l, u.col(l));
   const Seq R = residual(p, rho, u);
-  const green::Bvp bvp(maps, p.ends);
+  const green::BvpOutcome bvp = green::Bvp::factor(maps, p.ends);
   ++factorizations;
-  return {bvp.solve(-R, green::Tails::Zero), bvp.solve(Rrho, green::Tails::Zero)};
+  if (!bvp) return std::nullopt;
+  return Linearised{bvp.bvp->solve(-R, green::Tails::Zero), bvp.bvp->solve(Rrho, green::Tails::Zero)};
 }
 
 /// Signs of det(A_± + rho Dpsi(ubar_±)) (as a pair packed in an int).
@@ -437,11 +473,9 @@ std::pair<double, std::string> refine_end_singularity(const Problem& p, double r
     double r_ref = rho_good;
     for (int j = 1; j <= 16; ++j) {
       const double r = rho_good + (rho - rho_good) * j / 16.0;
-      try {
-        e = end_equilibria(p, r, &ref);
-      } catch (const std::domain_error&) {
-        return false;
-      }
+      EndOutcome found = find_end_equilibria(p, r, &ref);
+      if (!found) return false;
+      e = std::move(*found.ends);
       if (!continues(ref, r_ref, e, r) || end_det_sign(p, r, e) != det0) return false;
       ref = e;
       r_ref = r;
@@ -474,12 +508,9 @@ std::pair<double, std::string> refine_end_singularity(const Problem& p, double r
   // Beyond a pole the branch continues with the other sign of det(A_± + rho Dpsi); beyond a turning
   // point only other branches exist (the sign of the far branch is the near branch's).
   for (double f = 1e-8; f <= 1e-2; f *= 10) {
-    try {
-      const double r = bad + opt.direction * f * (1.0 + std::abs(bad));
-      const EndPoints beyond = end_equilibria(p, r, &good_e);
-      if (end_det_sign(p, r, beyond) != det0) return {bad, "end spectrum"};
-    } catch (const std::domain_error&) {
-    }
+    const double r = bad + opt.direction * f * (1.0 + std::abs(bad));
+    const EndOutcome beyond = find_end_equilibria(p, r, &good_e);
+    if (beyond && end_det_sign(p, r, *beyond.ends) != det0) return {bad, "end spectrum"};
   }
   return {bad, "fold"};
 }
@@ -527,7 +558,9 @@ ContinuationResult continue_in_rho(const Problem& p, const ContinuationOptions& 
   cur.ends = end_equilibria(p, 0.0);
   Seq w = Seq::Zero(p.d, p.L + 1);
   cur.u = w;
-  Tangent t = tangent_from(linearise(p, 0.0, w, cur.ends, res.factorizations).b, opt.direction, nullptr);
+  const std::optional<Linearised> lin0 = linearise(p, 0.0, w, cur.ends, res.factorizations);
+  if (!lin0) throw std::domain_error("closed_loop: the open-loop boundary-value problem is singular at rho = 0 (no dichotomy)");
+  Tangent t = tangent_from(lin0->b, opt.direction, nullptr);
   cur.t_rho = t.rho;
   if (opt.diagnose) cur.diag = diagnose(p, 0.0, cur.u, cur.ends, opt.open, opt.exclude, opt.with_bundles);
   res.points.push_back(cur);
@@ -544,16 +577,21 @@ ContinuationResult continue_in_rho(const Problem& p, const ContinuationOptions& 
     Seq b_last;
     bool ok = false;
     int it = 0;
-    try {
+    // A corrector step that meets no end equilibria, leaves their branch or a singular BVP is
+    // rejected (ok = false: the step is halved); these are outcomes of the continuation, not errors.
+    {
       for (it = 1; it <= opt.newton_max; ++it) {
-        e = end_equilibria(p, rho, &e);
+        EndOutcome found = find_end_equilibria(p, rho, &e);
+        if (!found) break;
+        e = std::move(*found.ends);
         // The end equilibria are parametrised by rho: past a turning point of the ends their Newton
         // lands on another branch. A jump away from the first-order prediction is refused (step
         // halving) unless det(A_± + rho Dpsi(ubar_±)) changed sign: then the step crossed a pole of
         // the branch (1 entered the end spectrum), which the event check reports.
-        if (!continues(last.ends, last.rho, e, rho) && end_det_sign(p, rho, e) == end_det_sign(p, last.rho, last.ends))
-          throw std::domain_error("closed_loop: the end equilibria left their branch");
-        const Linearised lin = linearise(p, rho, wc, e, res.factorizations);
+        if (!continues(last.ends, last.rho, e, rho) && end_det_sign(p, rho, e) == end_det_sign(p, last.rho, last.ends)) break;
+        const std::optional<Linearised> solved = linearise(p, rho, wc, e, res.factorizations);
+        if (!solved) break;
+        const Linearised& lin = *solved;
         const double g = scaled_dot(t.w, wc - w_pred) + t.rho * (rho - rho_pred);
         const double drho = (g + scaled_dot(t.w, lin.a)) / (scaled_dot(t.w, lin.b) - t.rho);
         const Seq dw = lin.a - drho * lin.b;
@@ -566,9 +604,11 @@ ContinuationResult continue_in_rho(const Problem& p, const ContinuationOptions& 
           break;
         }
       }
-      if (ok) e = end_equilibria(p, rho, &e);
-    } catch (const std::domain_error&) {
-      ok = false;
+      if (ok) {
+        EndOutcome found = find_end_equilibria(p, rho, &e);
+        ok = static_cast<bool>(found);
+        if (ok) e = std::move(*found.ends);
+      }
     }
     if (!ok) {
       ++res.steps_rejected;
@@ -610,21 +650,19 @@ ContinuationResult continue_in_rho(const Problem& p, const ContinuationOptions& 
         Seq guess = u_prev;
         for (int r = 0; r < opt.refine_steps && std::abs(bad - good) > 1e-14 * (1.0 + std::abs(bad)); ++r) {
           const double mid = 0.5 * (good + bad);
+          // Bad: no converged solution (newton reports why as a value), no end equilibria, or an event.
           bool is_bad = true;
-          try {
-            const Solution s = newton(p, mid, guess, {opt.newton_max * 2, opt.tol});
-            if (s.converged) {
-              ContinuationPoint q;
-              q.rho = mid;
-              q.t_rho = opt.direction;
-              q.ends = end_equilibria(p, mid);
-              q.u = s.u;
-              q.diag = diagnose(p, mid, s.u, q.ends, opt.open, opt.exclude, opt.with_bundles);
-              is_bad = !event_of(q).empty();
-              if (!is_bad) guess = s.u;
-            }
-          } catch (const std::domain_error&) {
-            is_bad = true;
+          const Solution s = newton(p, mid, guess, {opt.newton_max * 2, opt.tol});
+          const EndOutcome ends = s.converged ? find_end_equilibria(p, mid) : EndOutcome{};
+          if (s.converged && ends) {
+            ContinuationPoint q;
+            q.rho = mid;
+            q.t_rho = opt.direction;
+            q.ends = *ends.ends;
+            q.u = s.u;
+            q.diag = diagnose(p, mid, s.u, q.ends, opt.open, opt.exclude, opt.with_bundles);
+            is_bad = !event_of(q).empty();
+            if (!is_bad) guess = s.u;
           }
           (is_bad ? bad : good) = mid;
         }

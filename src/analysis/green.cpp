@@ -44,7 +44,8 @@ Matrix complement(const Matrix& U) {
 // only, as in cocycle.cpp: bits independent of the thread count); smaller ones through Eigen.
 constexpr double kBlasMinWork = 1 << 15;
 
-void panel_lu(Eigen::Map<Matrix> P, std::vector<int>& ipiv, long layer) {
+/// LU of one panel; empty, or why the BVP is singular there.
+std::string panel_lu(Eigen::Map<Matrix> P, std::vector<int>& ipiv, long layer) {
   const int m = static_cast<int>(P.rows()), n = static_cast<int>(P.cols());
   ipiv.assign(static_cast<std::size_t>(n), 0);
   int info = 0;
@@ -53,10 +54,11 @@ void panel_lu(Eigen::Map<Matrix> P, std::vector<int>& ipiv, long layer) {
   });
   if (info < 0) throw std::logic_error(fmt::format("green::Bvp: dgetrf returned info = {}", info));
   if (info > 0)
-    throw std::domain_error(fmt::format("green::Bvp: the boundary-value problem is singular at layer {} (zero pivot): the "
-                                        "cocycle has no transversal bundles, so the bounded solution is not unique",
-                                        layer));
+    return fmt::format("green::Bvp: the boundary-value problem is singular at layer {} (zero pivot): the "
+                       "cocycle has no transversal bundles, so the bounded solution is not unique",
+                       layer);
   for (int& p : ipiv) --p;  // 0-based
+  return {};
 }
 
 // C -= A B (dense), through BLAS for large products.
@@ -126,7 +128,19 @@ Ends make_ends(const Matrix& B_left, const Matrix& B_right, double tol) {
 // (m+d) x d panel, LU with partial pivoting (the pivot rows become U11, U12), the m rows left over
 // carry X_{l+1} = R_bot - L21 U12 on u(l+1). The last step is the square [X_L; right_rows].
 
-Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(ends)) {
+Bvp::Bvp(std::vector<Matrix> B, Ends ends) : Bvp(Unfactored{}, std::move(B), std::move(ends)) {
+  if (std::string why = factorise(); !why.empty()) throw std::domain_error(why);
+}
+
+BvpOutcome Bvp::factor(std::vector<Matrix> B, Ends ends) {
+  BvpOutcome o;
+  Bvp b(Unfactored{}, std::move(B), std::move(ends));
+  o.why_not = b.factorise();
+  if (o.why_not.empty()) o.bvp.emplace(std::move(b));
+  return o;
+}
+
+Bvp::Bvp(Unfactored, std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(ends)) {
   d_ = ends_.B_left.rows();
   L_ = static_cast<long>(B_.size());
   if (L_ < 1) throw std::invalid_argument("green::Bvp: no layer maps (L = 0); expected L >= 1");
@@ -144,6 +158,10 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
       throw std::invalid_argument(fmt::format("green::Bvp: B({}) is {} x {}; expected {} x {}", l, Bl.rows(), Bl.cols(), d_, d_));
     if (!all_finite(Bl)) throw std::invalid_argument(fmt::format("green::Bvp: B({}) has non-finite entries", l));
   }
+}
+
+std::string Bvp::factorise() {
+  const long k = ends_.k;
   m_ = d_ - k;
   const Matrix I = Matrix::Identity(d_, d_);
   lu_left_ = Eigen::PartialPivLU<Matrix>(I - ends_.B_left);
@@ -169,7 +187,7 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
     P.topRows(m_) = X;
     P.bottomRows(d_) = -B_[static_cast<std::size_t>(l)];
     std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
-    panel_lu(P, piv, l);
+    if (std::string why = panel_lu(P, piv, l); !why.empty()) return why;
     R.setZero();
     R.bottomRows(d_).setIdentity();
     for (long i = 0; i < d_; ++i)
@@ -187,8 +205,9 @@ Bvp::Bvp(std::vector<Matrix> B, Ends ends) : B_(std::move(B)), ends_(std::move(e
   // PartialPivLU does not report singularity: check the pivots of U.
   const Eigen::VectorXd piv = last_.matrixLU().diagonal().cwiseAbs();
   if (!(piv.minCoeff() > 1e-14 * std::max(1.0, piv.maxCoeff())))
-    throw std::domain_error("green::Bvp: the boundary-value problem is singular at the right end (zero pivot): the "
-                            "interior cocycle maps E^u(B_left) onto a space meeting E^s(B_right), so the bounded solution is not unique");
+    return "green::Bvp: the boundary-value problem is singular at the right end (zero pivot): the "
+           "interior cocycle maps E^u(B_left) onto a space meeting E^s(B_right), so the bounded solution is not unique";
+  return {};
 }
 
 double Bvp::factor_flops() const {

@@ -55,6 +55,9 @@ std::vector<Matrix> family_generators(const Params& P) {
 
 // ------------------------------------------------------------------ cocycle-spectra
 
+double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle& c, long burn, long H_min,
+                       const std::vector<cocycle::Interval>& widest, const cocycle::HyperbolicDecision& dec);
+
 void run_spectra(const Params& P, RunContext& ctx) {
   const std::string file = P.get_string("generators");
   std::vector<Matrix> drawn;
@@ -93,7 +96,7 @@ void run_spectra(const Params& P, RunContext& ctx) {
   {
     // resolved = false: R_ii fell to round-off of the frame's image at some layer (qr_iterate's
     // unresolved_at): from there the column measures round-off, not growth (a rank-deficient layer).
-    CsvWriter w(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma", "resolved", "unresolved_from_layer"});
+    CsvWriter w = ctx.table("lyapunov.csv");
     w.blank_nonfinite({"unresolved_from_layer"});
     std::vector<long> unresolved;
     for (long i = 0; i < k; ++i) {
@@ -108,19 +111,20 @@ void run_spectra(const Params& P, RunContext& ctx) {
                                          "(a rank-deficient layer; the growth scale along them may be exactly 0); see lyapunov.csv:resolved",
                                          unresolved.size()));
     const Matrix run = cocycle::running_exponents(qr.log_diag, burn);
-    CsvWriter g(ctx.dir / "running.csv", {"layer", "i", "log_r", "mu_running"});
+    CsvWriter g = ctx.table("running.csv");
     const long step = std::max<long>(1, N / 500);
     for (long l = burn; l < L; l += step)
       for (long i = 0; i < k; ++i) g.cell(l).cell(i).cell(qr.log_diag(l, i)).cell(run(l, i)).end_row();
   }
   std::vector<cocycle::Interval> widest;  // merged intervals at the smallest H (the widest, most conservative)
   {
-    CsvWriter w(ctx.dir / "dichotomy.csv", {"H", "interval", "lower", "upper"});
-    CsvWriter s(ctx.dir / "separation.csv", {"H", "pair", "min_gap"});
+    CsvWriter w = ctx.table("dichotomy.csv");
+    CsvWriter s = ctx.table("separation.csv");
     for (long H : Hs) {
       const auto merged = cocycle::merge_intervals(cocycle::bohl_intervals(qr.log_diag, H, burn));
       if (widest.empty()) widest = merged;
-      for (std::size_t j = 0; j < merged.size(); ++j) w.cell(H).cell(j).cell(merged[j].lower).cell(merged[j].upper).end_row();
+      for (std::size_t j = 0; j < merged.size(); ++j)
+        w.cell(H).cell(j).cell(merged[j].lower).cell(merged[j].upper).cell(merged[j].columns.size()).end_row();
       const Eigen::VectorXd sep = cocycle::separation(qr.log_diag, H, burn);
       for (long i = 0; i < sep.size(); ++i) s.cell(H).cell(i).cell(sep(i)).end_row();
     }
@@ -129,7 +133,6 @@ void run_spectra(const Params& P, RunContext& ctx) {
   // (round-off and the window's bias, cocycle::spectrum_error).
   const cocycle::SpectrumError err = cocycle::spectrum_error(qr.log_diag, burn);
   const cocycle::HyperbolicDecision dec = cocycle::decide_hyperbolic(widest, err.tolerance());
-  const bool hyp = dec.verdict == cocycle::Verdict::Yes;
   ctx.notes["hyperbolic"] = cocycle::verdict_name(dec.verdict);
   ctx.notes["hyperbolic_margin"] = dec.margin;
   ctx.notes["hyperbolic_tolerance"] = {{"total", err.tolerance()}, {"roundoff", err.roundoff}, {"window_bias", err.window_bias}};
@@ -147,7 +150,7 @@ void run_spectra(const Params& P, RunContext& ctx) {
         hi = std::max(hi, f.log_sv_rate(i));
       }
     if (std::isfinite(lo)) {
-      CsvWriter w(ctx.dir / "rank.csv", {"gamma", "k_min", "k_max", "N"});
+      CsvWriter w = ctx.table("rank.csv");
       const double pad = 0.1 * (hi - lo) + 0.05;
       for (int j = 0; j <= 200; ++j) {
         const double gamma = std::exp(lo - pad + (hi - lo + 2 * pad) * j / 200.0);
@@ -156,31 +159,45 @@ void run_spectra(const Params& P, RunContext& ctx) {
       }
     }
   }
+  // The dichotomy constant C (NaN when it is not computed: bundles = none, no bundles, not hyperbolic).
+  const double C = spectra_bundles(P, ctx, c, burn, Hs.front(), widest, dec);
+  ctx.summary("mu_max", ly.mu.maxCoeff());
+  ctx.summary("mu_min", ly.mu.minCoeff());
+  ctx.summary("intervals", widest.size());
+  ctx.summary("hyperbolic_margin", dec.margin);
+  ctx.summary("C", C);
+}
+
+// Bundles, projectors and the dichotomy constant of cocycle-spectra (bundles.csv, constants.csv,
+// tradeoff.csv): returns C, NaN when it is not computed.
+double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle& c, long burn, long H_min,
+                       const std::vector<cocycle::Interval>& widest, const cocycle::HyperbolicDecision& dec) {
+  constexpr double none = std::numeric_limits<double>::quiet_NaN();
   const std::string method = P.get_string("bundles");
-  if (method == "none") return;
+  if (method == "none") return none;
   cocycle::Bundles b;
   try {
     b = method == "clv" ? cocycle::clv_bundles(c, burn) : cocycle::two_sided_bundles(c);
   } catch (const std::domain_error& e) {
     ctx.warnings.push_back(std::string("no bundles: ") + e.what());
     ctx.notes["bundles"] = std::string("none: ") + e.what();
-    return;
+    return none;
   }
   ctx.notes["bundles"] = b.method;
   ctx.notes["k_plus"] = b.k;
   const auto diag = cocycle::bundle_diagnostics(c, b);
   {
-    CsvWriter w(ctx.dir / "bundles.csv", {"l", "angle", "p_plus_norm", "invariance_residual"});
+    CsvWriter w = ctx.table("bundles.csv");
     for (long j = 0; j < diag.angle.size(); ++j)
       w.cell(b.first + j).cell(diag.angle(j)).cell(diag.p_plus_norm(j)).cell(diag.invariance(j)).end_row();
   }
-  if (!hyp) {
+  if (dec.verdict != cocycle::Verdict::Yes) {
     ctx.warnings.push_back(dec.verdict == cocycle::Verdict::No
                                ? fmt::format("1 lies in the estimated dichotomy spectrum (not hyperbolic: margin {:.3g} < -tolerance {:.3g}): "
                                              "no dichotomy constant", dec.margin, dec.tolerance)
                                : fmt::format("hyperbolicity undecided: 1 is within the estimate's tolerance {:.3g} of the spectrum "
                                              "(margin {:.3g}): no dichotomy constant", dec.tolerance, dec.margin));
-    return;
+    return none;
   }
   // Rates: r_- just above the decaying part of the spectrum, r_+^min just below the growing part
   // (flag F11: r_+ is a lower growth bound in (A4); r_+^max = sup Sigma is the upper one).
@@ -199,16 +216,15 @@ void run_spectra(const Params& P, RunContext& ctx) {
   const double Cm = cocycle::constant_minus(env, r_minus), Cp = cocycle::constant_plus(env, r_plus);
   const double C = std::max(Cm, Cp);
   {
-    CsvWriter w(ctx.dir / "constants.csv", {"r_minus", "r_plus", "C", "m_minus", "m_plus", "C_minus", "C_plus", "r_plus_min",
-                                             "r_plus_max", "transient_depth", "k_plus", "H", "stride"});
+    CsvWriter w = ctx.table("constants.csv");
     // empty: no finite constant at these rates (a rate at or beyond the spectrum's edge)
     w.blank_nonfinite({"C", "C_minus", "C_plus", "transient_depth"});
     w.cell(r_minus).cell(r_plus).cell(C).cell(1 - r_minus).cell(r_plus - 1).cell(Cm).cell(Cp);
     if (std::isfinite(g_hi)) w.cell(g_hi); else w.empty();
-    w.cell(sup).cell(r_minus < 1 ? std::log(C) / std::log(1 / r_minus) : 0.0).cell(b.k).cell(Hs.front()).cell(stride).end_row();
+    w.cell(sup).cell(r_minus < 1 ? std::log(C) / std::log(1 / r_minus) : 0.0).cell(b.k).cell(H_min).cell(stride).end_row();
   }
   {
-    CsvWriter w(ctx.dir / "tradeoff.csv", {"side", "r", "C"});
+    CsvWriter w = ctx.table("tradeoff.csv");
     w.blank_nonfinite({"C"});  // empty: no finite constant at this rate
     const double a = g_lo > 0 ? std::log(g_lo) : std::log(1e-3);
     for (int j = 1; j < 60; ++j) {
@@ -223,6 +239,7 @@ void run_spectra(const Params& P, RunContext& ctx) {
       }
     }
   }
+  return C;
 }
 
 // ------------------------------------------------------------------ coupling-euler
@@ -256,7 +273,7 @@ void run_euler(const Params& P, RunContext& ctx) {
   stats(A, a, jump);
   double worst_ratio = 0;
   {
-    CsvWriter w(ctx.dir / "euler_local.csv", {"delta", "l", "deviation", "bound", "omega", "a"});
+    CsvWriter w = ctx.table("euler_local.csv");
     for (long h = 0; h <= halvings; ++h) {
       const double D = std::ldexp(1.0, static_cast<int>(-h));
       const double omega = D * jump;  // omega_A(Delta) for piecewise-linear A, Delta <= 1
@@ -275,7 +292,7 @@ void run_euler(const Params& P, RunContext& ctx) {
   {  // global Euler error over [0, L-1]: prod (I + Delta A(j Delta)) against Phi_c(L-1, 0)
     Matrix exact = I;
     for (long l = 0; l + 1 < L; ++l) exact = (cocycle::time_ordered_exp(Af, static_cast<double>(l), static_cast<double>(l + 1)) * exact).eval();
-    CsvWriter w(ctx.dir / "euler_global.csv", {"delta", "error", "depth"});
+    CsvWriter w = ctx.table("euler_global.csv");
     for (long h = 0; h <= halvings; ++h) {
       const long n = (L - 1) << h;
       const double D = std::ldexp(1.0, static_cast<int>(-h));
@@ -286,7 +303,7 @@ void run_euler(const Params& P, RunContext& ctx) {
     }
   }
   {  // per-layer deviation at Delta = 1 against the size a of A (small only when a << 1)
-    CsvWriter w(ctx.dir / "euler_scale.csv", {"a", "deviation_max", "bound_max"});
+    CsvWriter w = ctx.table("euler_scale.csv");
     for (int e = -6; e <= 2; ++e) {
       const auto As = layers_A(std::ldexp(1.0, e));
       const auto Asf = cocycle::piecewise_linear(As);
@@ -304,7 +321,7 @@ void run_euler(const Params& P, RunContext& ctx) {
   const auto qr = cocycle::qr_iterate(c);
   const Matrix run = cocycle::running_exponents(qr.log_diag);
   {
-    CsvWriter w(ctx.dir / "nonnormal.csv", {"l", "phi_norm", "prod_rho", "mu1_running"});
+    CsvWriter w = ctx.table("nonnormal.csv");
     Matrix Phi = Matrix::Identity(2, 2);
     double log_prod = 0;
     w.cell(0L).cell(1.0).cell(1.0).empty().end_row();
@@ -316,21 +333,23 @@ void run_euler(const Params& P, RunContext& ctx) {
   }
   const double target = std::sqrt(spectral_radius(pair[1] * pair[0]));
   const auto ly = cocycle::lyapunov_spectrum(qr.log_diag, nn / 2);  // burn-in: half the depth
-  CsvWriter s(ctx.dir / "nonnormal_summary.csv", {"quantity", "value"});
-  s.cell(std::string("rho(B1)")).cell(spectral_radius(pair[0])).end_row();
-  s.cell(std::string("rho(B2)")).cell(spectral_radius(pair[1])).end_row();
-  s.cell(std::string("rho(B2 B1)")).cell(spectral_radius(pair[1] * pair[0])).end_row();
-  s.cell(std::string("sqrt(rho(B2 B1))")).cell(target).end_row();
-  s.cell(std::string("QR growth scale gamma_1")).cell(ly.gamma(0)).end_row();
-  s.cell(std::string("QR growth scale gamma_2")).cell(ly.gamma(1)).end_row();
   ctx.notes["nonnormal_growth_scale"] = ly.gamma(0);
+  // Slope of log error against log Delta over the finest halving (NaN with fewer than 3 steps).
+  const std::size_t n_err = global_err.size();
+  const double slope = n_err >= 3 ? std::log2(global_err[n_err - 2] / global_err[n_err - 1]) : std::numeric_limits<double>::quiet_NaN();
+  ctx.summary("deviation_over_bound", worst_ratio);
+  ctx.summary("euler_order", slope);
+  ctx.summary("rho_B1", spectral_radius(pair[0]));
+  ctx.summary("rho_B2", spectral_radius(pair[1]));
+  ctx.summary("rho_B2B1", spectral_radius(pair[1] * pair[0]));
+  ctx.summary("sqrt_rho_B2B1", target);
+  ctx.summary("gamma_1", ly.gamma(0));
+  ctx.summary("gamma_2", ly.gamma(1));
   CheckTable checks(ctx.dir / "checks.csv");
   checks.add("R8", "Thm 4: |Phi_c(l + Delta, l) - (I + Delta A(l))| <= omega_A(Delta) Delta + a^2 Delta^2 e^(a Delta) / 2",
              "max deviation / bound", worst_ratio, "<= 1", worst_ratio <= 1.0,
              bound("Thm 4: omega_A(Delta) Delta + a^2 Delta^2 e^(a Delta) / 2"));
-  if (global_err.size() >= 3) {  // slope of log error against log Delta over the finest halvings
-    const std::size_t n = global_err.size();
-    const double slope = std::log2(global_err[n - 2] / global_err[n - 1]);
+  if (n_err >= 3) {  // slope of log error against log Delta over the finest halvings
     checks.add("R8", "Thm 4: the Euler product converges to the time-ordered exponential at first order", "log2 error ratio, last halving",
                slope, "in [0.9, 1.1]", slope >= 0.9 && slope <= 1.1, qualitative("Thm 4: first-order convergence (slope 1)"));
   }
@@ -364,19 +383,20 @@ void run_looped(const Params& P, RunContext& ctx) {
   // h* = (I - Abar)^{-1} Bbar e (C.1; the undefined Deltabar is 0 for the linear recurrence, F20).
   const Eigen::VectorXd hstar = (e.array() / (1.0 - abar.array())).matrix();
   const double d0 = (h - hstar).norm();
-  double worst = 0;
+  double worst = 0, last = d0;
   {
-    CsvWriter w(ctx.dir / "looped.csv", {"t", "dist", "bound", "rho"});
+    CsvWriter w = ctx.table("looped.csv");
     for (long t = 0; t <= T; ++t) {
       const double dist = (h - hstar).norm(), bound = std::pow(rho, static_cast<double>(t)) * d0;
       worst = std::max(worst, dist / bound);
+      last = dist;
       w.cell(t).cell(dist).cell(bound).cell(rho).end_row();
       h = (abar.array() * h.array()).matrix() + e;
     }
   }
   ctx.notes["worst_dist_over_bound"] = worst;
   // ||G|| = max_l sum_s ||G(l, s+1)|| for the all-contracting cocycle (P_+ = 0), against rho -> 1.
-  CsvWriter w(ctx.dir / "green.csv", {"rho", "G_norm", "G_window", "G_infinite", "window"});
+  CsvWriter w = ctx.table("green.csv");
   double g_err = 0;
   const std::vector<double> targets = {0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995};
   for (std::size_t j = 0; j < targets.size(); ++j) {
@@ -391,6 +411,10 @@ void run_looped(const Params& P, RunContext& ctx) {
     w.cell(r).cell(gn).cell(gw).cell(1 / (1 - r)).cell(Lg).end_row();
     if (ctx.progress) ctx.progress(static_cast<double>(j + 1) / static_cast<double>(targets.size()));
   }
+  ctx.summary("rho", rho);
+  ctx.summary("measured_rate", std::pow(last / d0, 1.0 / static_cast<double>(T)));
+  ctx.summary("worst_dist_over_bound", worst);
+  ctx.summary("green_rel_error", g_err);
   CheckTable checks(ctx.dir / "checks.csv");
   checks.add("R25", "looped LTI (C.1): |h_t - h*| <= rho(Abar)^t |h_0 - h*| (C = 1)", "max |h_t - h*| / bound", worst, "<= 1 + 1e-12",
              worst <= 1.0 + 1e-12, bound("C.1: rho(Abar)^t |h_0 - h*| (C = 1)"));
@@ -400,7 +424,73 @@ void run_looped(const Params& P, RunContext& ctx) {
   checks.report(ctx, "coupling-looped");
 }
 
-const ExperimentRegistration reg_spectra{with_smoke(Experiment{
+OutputDecl cocycle_spectra_outputs() {
+  const std::string singular = "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)";
+  const std::string when_c = "bundles != none, the bundles exist and 1 is outside the estimated spectrum (hyperbolic = yes)";
+  OutputDecl o;
+  o.tables = {
+      {"lyapunov.csv", "one Lyapunov exponent of the cocycle (top k, in QR order), over the layers after the burn-in",
+       {index("i", "exponent index, in QR order (0: the first column, usually the largest)", 0),
+        real("mu", "Lyapunov exponent: mean of log R_ii over layers burn_in..L-1", "1/layer").may_be_nonfinite(singular),
+        real("gamma", "growth scale exp(mu) per layer (0 for mu = -inf)"),
+        flag("resolved", "R_ii never fell to round-off of the frame's image: the exponent measures growth"),
+        index("unresolved_from_layer", "first layer r (map from depth r to r+1) at which R_ii fell to round-off", 0)
+            .may_be_empty("the column never fell to round-off (resolved = true)")}},
+      {"running.csv", "one QR column at one layer (every max(1, N/500)-th layer from burn_in): its log growth and the running exponent",
+       {index("layer", "layer r (the map from depth r to r+1)", 0), index("i", "exponent index, in QR order (as in lyapunov.csv)", 0),
+        real("log_r", "log R_ii of layer r", "1/layer").may_be_nonfinite(singular),
+        real("mu_running", "mean of log R_ii over layers burn_in..r", "1/layer").may_be_nonfinite(singular)}},
+      {"dichotomy.csv", "one merged dichotomy (Sacker-Sell) interval of the QR diagonal for one Steklov window",
+       {integer("H", "Steklov window (layers)"), index("interval", "interval index (0: the lowest)", 0),
+        real("lower", "lower end (growth scale)"), real("upper", "upper end (growth scale)"),
+        integer("columns", "QR columns whose Bohl intervals merged into this one")}},
+      {"separation.csv", "one consecutive pair of QR columns for one Steklov window: integral separation (Dieci-Van Vleck)",
+       {integer("H", "Steklov window (layers)"), index("pair", "the pair (i, i+1) of QR columns, i counted from 0", 0),
+        real("min_gap", "smallest Steklov average of log R_ii - log R_(i+1)(i+1) (positive: separated at scale H; "
+             "about 1e306 when column i+1 alone is exactly singular: separated without bound)", "1/layer")
+            .may_be_nonfinite("-inf: column i alone is exactly singular at some layer (never separated)")}},
+      {"rank.csv", "one growth scale gamma: the rank function k(gamma) from finite-time singular values (Dieci-Elia-Van Vleck)",
+       {real("gamma", "growth scale"), integer("k_min", "fewest singular values of Phi(s+N, s) above gamma^N over the starts s"),
+        integer("k_max", "most singular values above gamma^N over the starts (k_min < k_max: gamma inside a spectral interval)"),
+        integer("N", "window of the finite-time singular values (layers): min(smallest H, 32)")},
+       "rank = true, k = d, and some finite-time singular value is finite"},
+      {"bundles.csv", "one layer: the bundles V_par, V_perp and the projector P_+ there",
+       {index("l", "layer of the projector P_+(l) (two-sided: 0..L; clv: burn_in..)", 0),
+        real("angle", "smallest angle between V_par(l) and V_perp(l) (pi/2 when k_+ = 0 or d)", "rad"),
+        real("p_plus_norm", "||P_+(l)||_2"),
+        real("invariance_residual", "||P_+(l+1) B(l) - B(l) P_+(l)||_2 (0 at the last layer)")},
+       "bundles != none and the bundles exist (ends hyperbolic with equal unstable dimensions)"},
+      {"constants.csv", "the dichotomy constant C at the rates r_-, r_+ (assumption (A4)); one row",
+       {real("r_minus", "decay rate r_- (growth scale; automatic: (top of the decaying spectrum)^(1 - slack))"),
+        real("r_plus", "growth rate r_+ (growth scale; automatic: (bottom of the growing spectrum)^(1 - slack))"),
+        real("C", "dichotomy constant max(C_minus, C_plus)").may_be_empty("no finite constant at these rates"),
+        real("m_minus", "margin 1 - r_minus"), real("m_plus", "margin r_plus - 1"),
+        real("C_minus", "max over starts s, j of ||Phi(s+j, s) P_-(s)|| r_minus^-j (at least 1)").may_be_empty("no finite constant at r_minus"),
+        real("C_plus", "max over starts s, j of ||Phi(s-j, s) P_+(s)|| r_plus^j (at least 1)").may_be_empty("no finite constant at r_plus"),
+        real("r_plus_min", "lower end of the growing part of the spectrum (F11: the lower growth bound)")
+            .may_be_empty("no interval above 1 (no growing part)"),
+        real("r_plus_max", "upper end of the whole spectrum (F11: the upper growth bound)"),
+        real("transient_depth", "log C / log(1 / r_minus): depth after which the decaying part is below 1 (0 when r_minus = 1)", "layer")
+            .may_be_empty("C not finite"),
+        integer("k_plus", "dimension of V_par (unstable directions)"), integer("H", "Steklov window of the intervals used (the smallest H)"),
+        integer("stride", "start layers s sampled every stride layers")},
+       when_c},
+      {"tradeoff.csv", "one rate on one side: the constant C as a function of the rate (the trade-off curves)",
+       {category("side", "which constant", {{"minus", "C_-(r) of the decaying part, r below 1"}, {"plus", "C_+(r) of the growing part, r above 1"}}),
+        real("r", "rate (growth scale)"), real("C", "C_-(r) or C_+(r)").may_be_empty("no finite constant at this rate")},
+       when_c}};
+  o.summaries = {{"mu_max", "the largest of the k Lyapunov exponents (empty when -inf)", "1/layer"},
+                 {"mu_min", "the smallest of the k Lyapunov exponents (empty when -inf: an exactly singular direction)", "1/layer"},
+                 {"intervals", "merged dichotomy intervals at the smallest Steklov window H"},
+                 {"hyperbolic_margin", "signed log distance of 1 from those intervals (> 0: outside every interval; "
+                  "hyperbolic = yes when above the estimate's tolerance)", "1/layer"},
+                 {"C", "the dichotomy constant of constants.csv (empty when not computed: bundles = none, no bundles, or not hyperbolic)"}};
+  o.figures = {{"cocycle_spectra.png", "running exponents, dichotomy intervals per H with the growth scales, bundles and projectors, "
+                "trade-off curves C(r)"}};
+  return o;
+}
+
+const ExperimentRegistration reg_spectra{with_outputs(with_smoke(Experiment{
     "cocycle-spectra",
     "Coupling paper Thm 5 / (A4): Lyapunov, dichotomy (Sacker-Sell) spectra, bundles and constant C of a cocycle (.npy or G1-G5)",
     {p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: use the family)").file(),
@@ -435,21 +525,70 @@ const ExperimentRegistration reg_spectra{with_smoke(Experiment{
       const auto [L, d] = generators_shape_or(P, "generators", static_cast<double>(P.get_int("depth")), static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d")));
       const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
       return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
-    }}, {{"depth", "40"}},
-    {{"lyapunov.csv:mu", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
-     {"lyapunov.csv:unresolved_from_layer", "empty: the column never fell to round-off (resolved = true)"}, {"running.csv:log_r", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
-     {"running.csv:mu_running", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}})};
+    }}, {{"depth", "40"}}), cocycle_spectra_outputs())};
 
-const ExperimentRegistration reg_euler{with_smoke(Experiment{
+OutputDecl coupling_euler_outputs() {
+  OutputDecl o;
+  o.tables = {
+      {"euler_local.csv", "one step Delta at one layer l: the Euler step against the time-ordered exponential (Thm 4)",
+       {real("delta", "step Delta (1, 1/2, ..., 2^-halvings)", "layer"), index("l", "layer l, the start of the step [l, l + Delta]", 0),
+        real("deviation", "||Phi_c(l + Delta, l) - (I + Delta A(l))||_2"),
+        real("bound", "Thm 4 bound omega_A(Delta) Delta + a^2 Delta^2 e^(a Delta) / 2"),
+        real("omega", "modulus of continuity omega_A(Delta) = Delta max_l ||A(l+1) - A(l)||_2 (A piecewise linear)"),
+        real("a", "a = max_l ||A(l)||_2")}},
+      {"euler_global.csv", "one step Delta: the Euler product over the whole depth against Phi_c(L-1, 0)",
+       {real("delta", "step Delta", "layer"), real("error", "||prod_j (I + Delta A(j Delta)) - Phi_c(L-1, 0)||_2"),
+        integer("depth", "length L - 1 of the time interval [0, L-1] (layers)")}},
+      {"euler_scale.csv", "one scale s = 2^-6 .. 2^2 of A (layers s A(l)): the Euler deviation at Delta = 1 against the size a",
+       {real("a", "a = max_l ||s A(l)||_2"), real("deviation_max", "max_l ||Phi_c(l + 1, l) - (I + s A(l))||_2"),
+        real("bound_max", "Thm 4 bound at Delta = 1: max jump + a^2 e^a / 2")}},
+      {"nonnormal.csv", "one depth l of the alternating non-normal pair B1, B2 (each of spectral radius 0.5)",
+       {index("l", "depth l: layers applied", 0), real("phi_norm", "||Phi(l, 0)||_2"), real("prod_rho", "prod_(r < l) rho(B(r)) = 0.5^l"),
+        real("mu1_running", "running top QR exponent: mean of log R_11 over layers 0..l-1", "1/layer")
+            .may_be_empty("l = 0: no layer applied yet")}},
+      checks_table()};
+  o.summaries = {{"deviation_over_bound", "Thm 4: max over Delta and l of the Euler deviation / its bound (euler_local.csv)"},
+                 {"euler_order", "log2 of the ratio of the global Euler errors at the last two steps (1: first order; empty when halvings < 2)"},
+                 {"rho_B1", "spectral radius of B1"},
+                 {"rho_B2", "spectral radius of B2"},
+                 {"rho_B2B1", "spectral radius of the period product B2 B1"},
+                 {"sqrt_rho_B2B1", "sqrt(rho(B2 B1)): the growth scale of the alternating cocycle"},
+                 {"gamma_1", "top QR growth scale of the alternating cocycle (burn-in: half of nn_depth)"},
+                 {"gamma_2", "second QR growth scale of the alternating cocycle"}};
+  o.figures = {{"coupling_euler.png", "local Euler deviation and bound against Delta, global error (slope 1), deviation at Delta = 1 "
+                "against a, non-normal transient growth"}};
+  return o;
+}
+
+OutputDecl coupling_looped_outputs() {
+  OutputDecl o;
+  o.tables = {
+      {"looped.csv", "one loop t of the looped LTI recurrence h <- Abar h + e (C.1)",
+       {index("t", "loop t", 0), real("dist", "||h_t - h*||, h* = (I - Abar)^-1 e"), real("bound", "rho(Abar)^t ||h_0 - h*||"),
+        real("rho", "rho(Abar), the largest entry of the diagonal Abar")}},
+      {"green.csv", "one spectral radius rho -> 1: the Green operator norm of the all-contracting diagonal cocycle",
+       {real("rho", "spectral radius of the rescaled Abar (log Abar scaled so that its largest entry is rho)"),
+        real("G_norm", "computed max_l sum_s ||G(l, s+1)|| over the window"), real("G_window", "closed form (1 - rho^L) / (1 - rho) on the window"),
+        real("G_infinite", "1 / (1 - rho): the norm on the infinite window"), integer("window", "window length L (layers): green_window")}},
+      checks_table()};
+  o.summaries = {{"rho", "rho(Abar): the contraction rate the bound uses"},
+                 {"measured_rate", "(||h_T - h*|| / ||h_0 - h*||)^(1/T) over the T = loops loops"},
+                 {"worst_dist_over_bound", "max over t of ||h_t - h*|| / (rho^t ||h_0 - h*||) (<= 1: C = 1)"},
+                 {"green_rel_error", "max over rho of |G_norm - G_window| / G_window"}};
+  o.figures = {{"coupling_looped.png", "distance to h* against loops with the bound rho^t; the Green norm against rho"}};
+  return o;
+}
+
+const ExperimentRegistration reg_euler{with_outputs(with_smoke(Experiment{
     "coupling-euler",
     "Coupling paper Thm 4 (Euler step vs time-ordered exponential, bound and slope 1) and §2.4 non-normal transient growth (R8, R9)",
     {p_int("d", 3, "dimension", 1, 64), p_int("depth", 9, "layer matrices A(0..L-1) (family G5)", 2, 200),
      p_int("seed", 0, "random seed", 0, kMaxSeed), p_double("scale", 0.3, "A_0 = scale G / sqrt(d)", 0.0, 100.0),
      p_double("delta", 0.2, "layer variation", 0.0, 100.0), p_int("smooth", 2, "knot spacing of E(l) (0: i.i.d.)", 0, 1000),
      p_int("halvings", 6, "Delta = 1, 1/2, ..., 2^-halvings", 1, 10), p_int("nn_depth", 60, "layers of the non-normal pair", 2, 100000)},
-    run_euler, "coupling-euler"}, {{"depth", "3"}, {"halvings", "2"}, {"nn_depth", "10"}})};
+    run_euler, "coupling-euler"}, {{"depth", "3"}, {"halvings", "2"}, {"nn_depth", "10"}}), coupling_euler_outputs())};
 
-const ExperimentRegistration reg_looped{with_smoke(Experiment{
+const ExperimentRegistration reg_looped{with_outputs(with_smoke(Experiment{
     "coupling-looped",
     "Coupling paper §2.4 / C.1: looped LTI Abar = diag(exp(-exp(a))): ||h_t - h*|| <= rho^t ||h_0 - h*||, ||G|| = 1/(1 - rho) (R25)",
     {p_int("d", 6, "state dimension", 1, 256), p_int("loops", 200, "loop count t", 1, 1000000),
@@ -461,7 +600,7 @@ const ExperimentRegistration reg_looped{with_smoke(Experiment{
       const double d = static_cast<double>(P.get_int("d")), L = static_cast<double>(P.get_int("green_window"));
       // 10 radii, each max_l sum_s ||G(l, s+1)||: L^2 / 2 products and 2-norms of d x d matrices.
       return ResourceEstimate{8.0 * L * d * d * 3 + 64e6, 10.0 * L * L * 20.0 * d * d * d, "10 Green-norm sums over L^2 / 2 layer pairs"};
-    }}, {{"d", "2"}, {"loops", "20"}, {"green_window", "20"}})};
+    }}, {{"d", "2"}, {"loops", "20"}, {"green_window", "20"}}), coupling_looped_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

@@ -1,7 +1,7 @@
 // Preset coupling-all: the computable content of "Attention is Just Another Name for Coupling?" in
 // one command. Runs every coupling-paper preset of both parts (every registered preset named
 // coupling-*) at its defaults, each into its own folder <preset>/ with its CSV files, manifest.json
-// and figure, and joins their checks.csv tables into summary.csv (check, statement, quantity, value,
+// and figure, and joins their verdict tables into checks.csv (check, statement, quantity, value,
 // expected, reference_kind, reference, pass; the check id is suffixed with the preset that made it) and presets.csv (one row
 // per preset: checks, failed, wall time).
 #include <algorithm>
@@ -32,28 +32,6 @@ std::vector<const Experiment*> coupling_presets() {
   return out;
 }
 
-/// Splits one RFC-4180 CSV record (as CsvWriter writes it: fields quoted only when they contain a
-/// comma, quote or line break; quotes doubled). Records of checks.csv never span lines.
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> f(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char ch = line[i];
-    if (quoted) {
-      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') f.back() += '"', ++i;
-      else if (ch == '"') quoted = false;
-      else f.back() += ch;
-    } else if (ch == '"') {
-      quoted = true;
-    } else if (ch == ',') {
-      f.emplace_back();
-    } else {
-      f.back() += ch;
-    }
-  }
-  return f;
-}
-
 void run_all(const Params& p, RunContext& ctx) {
   const std::string want = p.get_string("presets");
   std::vector<const Experiment*> todo;
@@ -80,10 +58,9 @@ void run_all(const Params& p, RunContext& ctx) {
     if (todo.empty()) throw InputError("parameter 'presets': empty list; expected 'all' or a comma-separated list of coupling presets");
   }
 
-  const std::vector<std::string> cols = CheckTable::columns();
-  CsvWriter summary(ctx.dir / "summary.csv", cols);
+  CsvWriter summary = ctx.table("checks.csv");
   std::map<std::string, std::array<int, 3>> by_kind;  // reference kind -> passed, failed, not applicable
-  CsvWriter runs(ctx.dir / "presets.csv", {"preset", "figure_kind", "checks", "failed", "wall_time_s"});
+  CsvWriter runs = ctx.table("presets.csv");
   int total = 0, failed = 0, na = 0;
   nlohmann::json per = nlohmann::json::object();
   for (std::size_t i = 0; i < todo.size(); ++i) {
@@ -94,18 +71,22 @@ void run_all(const Params& p, RunContext& ctx) {
     fs::create_directory(sc.dir);
     sc.threads = ctx.threads;
     sc.figures = ctx.figures;
+    sc.outputs = &e.outputs;
+    sc.preset = e.name;
     if (ctx.progress) {
       const double a = static_cast<double>(i) / todo.size(), b = static_cast<double>(i + 1) / todo.size();
       sc.progress = [&ctx, a, b](double f) { ctx.progress(a + (b - a) * std::clamp(f, 0.0, 1.0)); };
     }
     const auto t0 = std::chrono::steady_clock::now();
     e.run(sp, sc);
+    finish_outputs(e, sc);  // its summary.csv, and its folder checked against its declaration
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // The preset's own manifest (its figure module reads the notes), as run_experiment writes it.
     nlohmann::json m = nlohmann::json::object();
     m["preset"] = e.name;
     m["params"] = sp.to_json();
     m["notes"] = sc.notes;
+    if (!sc.summaries.empty()) m["summaries"] = summaries_json(sc);
     m["wall_time_s"] = wall;
     m["figure_kind"] = e.figure_kind;
     if (!sc.warnings.empty()) m["warnings"] = sc.warnings;
@@ -116,31 +97,18 @@ void run_all(const Params& p, RunContext& ctx) {
     }
     for (const std::string& w : sc.warnings) ctx.warnings.push_back(e.name + ": " + w);
 
+    // The preset's verdicts, as its CheckTable recorded them (the same cells as its checks.csv).
     int n = 0, nf = 0, nna = 0;
-    std::ifstream in(sc.dir / "checks.csv");
-    std::string line;
-    bool header = true;
-    while (std::getline(in, line)) {
-      if (header) {
-        header = false;
-        continue;
-      }
-      const auto f = split_csv_line(line);
-      if (f.size() != cols.size())
-        throw std::logic_error(fmt::format("{}/checks.csv: a row with {} fields (expected {})", e.name, f.size(), cols.size()));
-      summary.cell(f[0] + " [" + e.name + "]");
-      for (std::size_t c = 1; c < f.size(); ++c) summary.cell(f[c]);
-      summary.end_row();
+    for (const std::vector<std::string>& f : sc.check_rows) {
+      summary.cell(f[0] + " [" + e.name + "]").cell(f[1]).cell(f[2]);
+      if (f[3].empty()) summary.empty(); else summary.cell(std::stod(f[3]));
+      summary.cell(f[4]).cell(f[5]).cell(f[6]).cell(f[7]).end_row();
       const std::string& kind = f[5];
       const std::string& pass = f[7];
-      if (std::find(kRefKindNames.begin(), kRefKindNames.end(), kind) == kRefKindNames.end())
-        throw std::logic_error(fmt::format("{}/checks.csv: reference_kind = '{}'", e.name, kind));
       ++by_kind[kind][pass == "true" ? 0 : pass == "false" ? 1 : 2];
       ++n;
       nf += pass == "false" ? 1 : 0;
       nna += pass == "n/a" ? 1 : 0;
-      if (pass != "true" && pass != "false" && pass != "n/a")
-        throw std::logic_error(fmt::format("{}/checks.csv: pass = '{}' (expected true, false or n/a)", e.name, pass));
     }
     runs.cell(e.name).cell(e.figure_kind).cell(n).cell(nf).cell(wall).end_row();
     per[e.name] = {{"checks", n}, {"failed", nf}, {"not_applicable", nna}, {"wall_time_s", wall}};
@@ -162,11 +130,35 @@ void run_all(const Params& p, RunContext& ctx) {
   }
   ctx.notes["checks_by_kind"] = kinds;
   ctx.notes["independent_reference_share"] = total > 0 ? static_cast<double>(indep) / total : 0.0;
-  if (na) ctx.warnings.push_back(fmt::format("{} of {} checks not applicable with these parameters: see summary.csv", na, total));
-  if (failed) ctx.warnings.push_back(fmt::format("{} of {} checks failed: see summary.csv", failed, total));
+  ctx.summary("presets", static_cast<long>(todo.size()));
+  ctx.summary("checks", static_cast<long>(total));
+  ctx.summary("checks_failed", static_cast<long>(failed));
+  ctx.summary("checks_not_applicable", static_cast<long>(na));
+  ctx.summary("independent_reference_share", total > 0 ? static_cast<double>(indep) / total : 0.0);
+  if (na) ctx.warnings.push_back(fmt::format("{} of {} checks not applicable with these parameters: see checks.csv", na, total));
+  if (failed) ctx.warnings.push_back(fmt::format("{} of {} checks failed: see checks.csv", failed, total));
 }
 
-const ExperimentRegistration reg_coupling_all{with_smoke(Experiment{
+OutputDecl coupling_all_outputs() {
+  OutputDecl o;
+  TableDecl joined = checks_table();
+  joined.description = "one check of one coupling preset: every preset's checks.csv joined, the check id suffixed with ' [preset]'";
+  o.tables = {joined,
+              {"presets.csv", "one coupling preset that was run",
+               {text("preset", "the preset's name (its results are in the sub-folder of that name)"),
+                text("figure_kind", "its figure kind (python/tokdyn_plot)"), integer("checks", "checks it made"),
+                integer("failed", "checks that failed"), real("wall_time_s", "its wall time", "s")}}};
+  o.subruns = "<preset>/: each coupling preset's own results (its files as `tokdyn show PRESET` lists them, and its manifest.json)";
+  o.summaries = {{"presets", "coupling presets run", "", ""},
+                 {"checks", "checks made by all of them", "", ""},
+                 {"checks_failed", "checks that failed", "", ""},
+                 {"checks_not_applicable", "checks not applicable with these parameters", "", ""},
+                 {"independent_reference_share", "share of the checks whose reference does not share tokdyn's code (paper, closed form, independent)", "", ""}};
+  o.figures = {{"coupling_all.png", "the verdicts by preset and reference kind", ""}};
+  return o;
+}
+
+const ExperimentRegistration reg_coupling_all{with_outputs(with_smoke(Experiment{
     "coupling-all",
     "Coupling paper, everything computable: every coupling-* preset at its defaults, one summary.csv of all checks and every figure",
     {p_string("presets", "all", "'all' or a comma-separated list of coupling presets to run")},
@@ -182,7 +174,7 @@ const ExperimentRegistration reg_coupling_all{with_smoke(Experiment{
           r.flops += s.flops;
         }
       return r;
-    }}, {{"presets", "coupling-euler,coupling-looped"}})};
+    }}, {{"presets", "coupling-euler,coupling-looped"}}), coupling_all_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

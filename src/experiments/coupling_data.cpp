@@ -109,7 +109,9 @@ void run_data(const Params& p, RunContext& ctx) {
   const double q_iid = static_cast<double>(S - 1) / S;  // rows of the symmetric kernel coincide: i.i.d. latents
 
   CheckTable checks(ctx.dir / "checks.csv");
-  CsvWriter risks(ctx.dir / "risks.csv", {"method", "emission", "q", "predictor", "risk", "stderr", "gap", "gap_stderr"});
+  CsvWriter risks = ctx.table("risks.csv");
+  // Summaries (put at the end): gaps at the smallest q of the grid, the bounded gate's gain, Prop 14's posterior difference.
+  double sum_gap_exact = kNaN, sum_gap_mc = kNaN, sum_gap_mc_se = kNaN, sum_gate_gain = kNaN, sum_post_T = 0.0;
   const std::vector<Summary> preds = {Summary::Full, Summary::Local, Summary::MeanT, Summary::Stride, Summary::Head, Summary::PrevBlock};
   std::vector<Summary> sweep_preds = preds;
   if (fam == Family::GaussianVariance) sweep_preds.push_back(Summary::MeanX);  // the control: the mean of x is not sufficient
@@ -181,6 +183,7 @@ void run_data(const Params& p, RunContext& ctx) {
   // ---- R22 (c): risks against persistence q (exact tiny, Monte Carlo at the preset's size) ---------
   {
     std::vector<double> exact_gap;
+    const std::size_t qmin = static_cast<std::size_t>(std::min_element(qs.begin(), qs.end()) - qs.begin());
     for (double q : qs) {
       const BlockHmm tiny = symmetric_hmm(tiny_e, 2, eP, std::min(q, 1.0));
       const auto ex = hmm::exact_risks(tiny, eK, preds);
@@ -206,6 +209,11 @@ void run_data(const Params& p, RunContext& ctx) {
         flat = std::max(flat, st.max_abs_gap[1]);
       }
       progress();
+    }
+    if (!qs.empty()) {
+      sum_gap_exact = exact_gap[qmin];
+      sum_gap_mc = mc_gap[qmin].mean;
+      sum_gap_mc_se = mc_gap[qmin].se;
     }
     // Exact gaps: > 0 below the i.i.d. point, growing as q falls (|lambda_2(Q)| = |1 - 2q| -> 1).
     std::vector<std::size_t> order(qs.size());
@@ -248,7 +256,7 @@ void run_data(const Params& p, RunContext& ctx) {
 
   // ---- R22 profile risk R*(rho) (C.3 Step 2; F14) ----------------------------------------------------
   {
-    CsvWriter prof(ctx.dir / "profile.csv", {"setting", "q", "read_in", "rho", "risk", "w_norm", "rho_w_norm", "lambda", "R_full", "R_local"});
+    CsvWriter prof = ctx.table("profile.csv");
     struct Setting {
       std::string name;
       double q;
@@ -309,6 +317,7 @@ void run_data(const Params& p, RunContext& ctx) {
           double widest = kNaN, best = kInf;
           for (std::size_t i = 0; i < rhos.size(); ++i)
             if (std::abs(rhos[i]) > 0 && fits[i].risk < best) best = fits[i].risk, widest = f0.risk - fits[i].risk;
+          if (st.name == "persistent") sum_gate_gain = widest;
           if (std::isfinite(best))
             checks.add("R22 profile", "persistence, bounded read-in: opening the gate lowers the risk", tag + ": R*(0) - min_rho R*(rho)", widest,
                        "> 1e-4", widest > 1e-4, qualitative("C.3 Step 2: R*(0) > min_rho R*(rho) under persistence"));
@@ -331,8 +340,7 @@ void run_data(const Params& p, RunContext& ctx) {
 
   // ---- R23 (Prop 14): sufficiency of the block mean ---------------------------------------------------
   {
-    CsvWriter suff(ctx.dir / "sufficiency.csv", {"family", "statistic", "posterior_max_diff", "filter_max_diff", "risk", "stderr", "gap",
-                                                 "gap_stderr", "max_seq_diff"});
+    CsvWriter suff = ctx.table("sufficiency.csv");
     suff.blank_nonfinite({"posterior_max_diff", "filter_max_diff"});  // empty: not computed for this statistic
     for (Family f : {Family::Categorical, Family::Gaussian, Family::Poisson, Family::GaussianVariance}) {
       const Emission ef = make_emission(f, S, V, f == Family::GaussianVariance ? 1 : D, contrast, rate, seed);
@@ -374,6 +382,7 @@ void run_data(const Params& p, RunContext& ctx) {
       }
       const std::string where = fmt::format("{} (S = {}, P = {}, q = {}, {} blocks)", fn, S, P, sq, K);
       const double seqT = st.max_abs_gap[1];
+      sum_post_T = std::max(sum_post_T, post_T);
       checks.add("R23", "Prop 14: p(z_k | B_k) from the full block equals p(z_k | Tbar_k) (mean of T)",
                  where + fmt::format(": max |difference| over {} blocks", nseq * K), post_T, "<= 1e-14", post_T <= 1e-14,
                  independent("Emission::log_lik_stat(Tbar) vs summed log_density (block_loglik)"));
@@ -427,6 +436,62 @@ void run_data(const Params& p, RunContext& ctx) {
   ctx.notes["pi0"] = "uniform (the stationary law of the symmetric chain)";
   ctx.notes["risk_positions"] = "next-token log-loss averaged over the tokens of blocks 2..K (block 1 has no history)";
   checks.report(ctx, "coupling-data");
+  ctx.summary("gap_exact_q_min", sum_gap_exact);
+  ctx.summary("gap_mc_q_min", sum_gap_mc);
+  ctx.summary("gap_mc_q_min_stderr", sum_gap_mc_se);
+  ctx.summary("gate_gain_bounded", sum_gate_gain);
+  ctx.summary("mean_T_posterior_max_diff", sum_post_T);
+}
+
+OutputDecl data_outputs() {
+  const std::vector<std::pair<std::string, std::string>> predictors = {
+      {"full", "every previous block: the Bayes predictor (R_full)"},
+      {"local", "the within-block prefix only, with the marginal law of z_k (R_local)"},
+      {"mean_T", "the block means of T of every previous block (Pi_mean, Prop 14)"},
+      {"mean_x", "the block means of x (the gaussian-variance control, where it is not sufficient)"},
+      {"stride", "the last token of every previous block (Pi_stride)"},
+      {"head", "the first token of every previous block (Pi_head)"},
+      {"prev_block", "the previous block only (whole), nothing older"}};
+  const std::vector<std::pair<std::string, std::string>> families = {
+      {"categorical", "categorical symbols"}, {"gaussian", "Gaussian vectors with a latent mean"}, {"poisson", "Poisson counts with a latent rate"},
+      {"gaussian-variance", "scalar Gaussian with a latent variance (T = (x, x^2): the negative control)"}};
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      {"risks.csv", "one predictor at one persistence q: its next-token risk and its gap to the Bayes predictor (R22 c)",
+       {category("method", "how the risk was computed", {{"exact", "exact enumeration of the tiny categorical model (exact_V, exact_P, exact_blocks)"},
+                                                          {"monte_carlo", "Monte Carlo over `sequences` sequences of the preset's model"}}),
+        category("emission", "emission family", families), real("q", "persistence q of the symmetric latent chain"),
+        category("predictor", "what the predictor of block k sees of blocks 1..k-1", predictors),
+        real("risk", "next-token log-loss averaged over the tokens of blocks 2..K", "nat"),
+        real("stderr", "its standard error (exact: 0)", "nat"), real("gap", "risk - R_full (paired per sequence)", "nat"),
+        real("gap_stderr", "its standard error (exact: 0)", "nat")}},
+      {"profile.csv", "one gate amplitude rho of the logistic family: the profile risk R*(rho) (C.3 Step 2, F14), exact on the tiny model",
+       {category("setting", "the latent chain", {{"independent", "q = 1/2: independent blocks"}, {"persistent", "q = profile_q"}}),
+        real("q", "its persistence q"),
+        category("read_in", "the read-in W_r", {{"free", "unbounded"}, {"bounded", "|W_r|_F <= readin_norm"}}),
+        real("rho", "gate amplitude rho"), real("risk", "the minimised expected log-loss R*(rho)", "nat"),
+        real("w_norm", "|W_r|_F at the optimum"), real("rho_w_norm", "|rho| |W_r|_F"),
+        real("lambda", "multiplier of the norm constraint (0: inactive)"), real("R_full", "Bayes risk R_full of the setting", "nat"),
+        real("R_local", "block-local risk R_local of the setting", "nat")}},
+      {"sufficiency.csv", "one summary statistic of one emission family: posterior, filter and risk against the full blocks (R23)",
+       {category("family", "emission family (persistence suff_q)", families),
+        category("statistic", "what the slow path sees of the previous blocks", predictors),
+        real("posterior_max_diff", "max |p(z_k | B_k) - p(z_k | statistic of B_k)| over blocks of the first <= 200 sequences")
+            .may_be_empty("not computed for this statistic (only mean_T and mean_x)"),
+        real("filter_max_diff", "max |p(z_k | B_1:k) - p(z_k | statistics of B_1:k)| over blocks and those sequences")
+            .may_be_empty("not computed for this statistic (only mean_T and mean_x)"),
+        real("risk", "next-token log-loss (Monte Carlo, suff_sequences)", "nat"), real("stderr", "its standard error", "nat"),
+        real("gap", "risk - R_full (paired per sequence)", "nat"), real("gap_stderr", "its standard error", "nat"),
+        real("max_seq_diff", "max over sequences of |risk - R_full|", "nat")}}};
+  o.summaries = {{"gap_exact_q_min", "exact R_local - R_full at the smallest q of q_grid (tiny categorical model)", "nat"},
+                 {"gap_mc_q_min", "Monte Carlo R_local - R_full at the smallest q of q_grid (the emission family's model)", "nat"},
+                 {"gap_mc_q_min_stderr", "its standard error", "nat"},
+                 {"gate_gain_bounded", "R*(0) - min over rho != 0 of R*(rho), persistent setting, bounded read-in (> 0: the gate helps); "
+                                       "NaN (empty): rho_grid has no rho != 0", "nat"},
+                 {"mean_T_posterior_max_diff", "max over families of |p(z_k | B_k) - p(z_k | Tbar_k)| (Prop 14: 0)"}};
+  o.figures = {{"data.png", "risk gaps against persistence q (Monte Carlo; exact), the profile risk R*(rho), R23 gaps per emission family"}};
+  return o;
 }
 
 std::vector<ParamSpec> data_params() {
@@ -453,7 +518,7 @@ std::vector<ParamSpec> data_params() {
   };
 }
 
-const ExperimentRegistration reg_coupling_data{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_data{with_outputs(with_smoke(Experiment{
     "coupling-data",
     "Coupling paper §5.3 data side: block HMM risks vs persistence (Prop 13, R22, F13, F14) and block-mean sufficiency (Prop 14, R23)",
     data_params(), run_data, "coupling-data",
@@ -461,7 +526,7 @@ const ExperimentRegistration reg_coupling_data{with_smoke(Experiment{
       const double T = static_cast<double>(p.get_int("P")) * static_cast<double>(p.get_int("blocks"));
       const double n = static_cast<double>(p.get_int("sequences")), ns = static_cast<double>(p.get_int("suff_sequences"));
       return ResourceEstimate{64e6, 200.0 * T * (10.0 * n + 4.0 * ns), "sequences x tokens x predictors (streamed in chunks)"};
-    }}, {{"sequences", "10"}, {"suff_sequences", "10"}, {"blocks", "2"}, {"exact_P", "2"}, {"exact_blocks", "2"}})};
+    }}, {{"sequences", "10"}, {"suff_sequences", "10"}, {"blocks", "2"}, {"exact_P", "2"}, {"exact_blocks", "2"}}), data_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

@@ -114,7 +114,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   const long H_min = *std::min_element(Hs.begin(), Hs.end());
   const long H_win = *std::max_element(Hs.begin(), Hs.end());  // R11's windows: the longest Steklov window
   CheckTable checks(ctx.dir / "checks.csv");
-  CsvWriter ivs(ctx.dir / "intervals.csv", {"part", "H", "interval", "lower", "upper"});
+  CsvWriter ivs = ctx.table("intervals.csv");
   auto write_intervals = [&](const std::string& part, long H, const std::vector<Interval>& iv) {
     for (std::size_t i = 0; i < iv.size(); ++i) {
       ivs.cell(part).cell(H).cell(static_cast<long>(i)).cell(iv[i].lower).cell(iv[i].upper);
@@ -170,7 +170,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     ctx.notes["G1"] = {{"sigma", sigma}, {"kappa_S", kS}, {"projector_norm", proj}, {"C", C}};
 
     // (d) hyperbolicity: the Green operator of gamma^-1 B on windows L and 2L.
-    CsvWriter green(ctx.dir / "green.csv", {"gamma", "window", "green_norm", "hyperbolic"});
+    CsvWriter green = ctx.table("green.csv");
     green.blank_nonfinite({"green_norm"});  // empty: gamma on the spectrum (hyperbolic = false), no Green operator
     const long Lw = std::max<long>(8, p.get_int("green_L"));
     std::vector<double> gammas;
@@ -271,7 +271,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(cfg, seed), static_cast<int>(L));
   const std::vector<Matrix> B = to_matrices(tf::tangent_sequence(ref, form));
   {
-    CsvWriter csv(ctx.dir / "reference.csv", {"l", "norm_x", "norm_A", "norm_A_F", "norm_A_F_times_norm_x"});
+    CsvWriter csv = ctx.table("reference.csv");
     for (long l = 0; l < L; ++l) {
       const Matrix A = B[static_cast<std::size_t>(l)] - Matrix::Identity(d, d);
       const double nx = ref.x[static_cast<std::size_t>(l)].norm();
@@ -282,11 +282,11 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   const Cocycle whole = Cocycle::from_matrices(B);
   const double a = whole.sup_norm_A();
   const auto qr = cocycle::qr_iterate(whole);
+  const auto spec = cocycle::lyapunov_spectrum(qr.log_diag);
   {
-    CsvWriter ly(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma"});
-    const auto s = cocycle::lyapunov_spectrum(qr.log_diag);
-    for (Eigen::Index i = 0; i < s.mu.size(); ++i) {
-      ly.cell(static_cast<long>(i)).cell(s.mu(i)).cell(s.gamma(i));
+    CsvWriter ly = ctx.table("lyapunov.csv");
+    for (Eigen::Index i = 0; i < spec.mu.size(); ++i) {
+      ly.cell(static_cast<long>(i)).cell(spec.mu(i)).cell(spec.gamma(i));
       ly.end_row();
     }
   }
@@ -329,7 +329,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     double diff = 0.0;
     for (std::size_t i = 0; i < full.size(); ++i) diff = std::max(diff, std::abs(full[i] - sectors[i]));
     const double bound = 2.0 * std::log(fk::kappa_alpha(T)) / static_cast<double>(N);
-    CsvWriter sc(ctx.dir / "sector_spectra.csv", {"i", "mu_full", "mu_sectors"});
+    CsvWriter sc = ctx.table("sector_spectra.csv");
     for (std::size_t i = 0; i < full.size(); ++i) {
       sc.cell(static_cast<long>(i)).cell(full[i]).cell(sectors[i]);
       sc.end_row();
@@ -340,8 +340,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   }
 
   // R11 per window.
-  CsvWriter win(ctx.dir / "windows.csv", {"first", "last", "H", "r_minus", "r_plus_min", "r_plus_max", "k_plus", "k_neutral", "hyperbolic",
-                                          "hyperbolic_margin", "hyperbolic_tolerance", "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
+  CsvWriter win = ctx.table("windows.csv");
   // empty: not defined for this window (no dichotomy, or no growing / decaying part)
   win.blank_nonfinite({"r_minus", "r_plus_min", "r_plus_max", "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
   std::vector<double> m_first, m_last;
@@ -403,6 +402,11 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
                hi / lo <= 2.0, qualitative("F17: |A(l)| ~ 1/|x*(l)| under Pre-LN"));
   }
   ctx.notes["R11"] = {{"margins_first_window", m_first}, {"margins_last_window", m_last}, {"a", a}};
+  ctx.summary("mu_max", spec.mu.maxCoeff());
+  ctx.summary("sup_norm_A", a);
+  ctx.summary("spectral_intervals", most);
+  ctx.summary("margin_first_window", m_first[2]);
+  ctx.summary("margin_last_window", m_last[2]);
   if (L >= 2 * window)
     checks.add("R11", "F17: the margins m_-, m_+ of random Pre-LN stacks shrink with depth", "largest margin, last / first window",
                m_last[2] / m_first[2], "< 1", m_last[2] < m_first[2], qualitative("F17: the margins m_-, m_+ shrink with depth"));
@@ -449,10 +453,68 @@ std::vector<ParamSpec> dichotomy_params() {
   return ps;
 }
 
-const ExperimentRegistration reg_coupling_dichotomy{with_smoke(Experiment{
+OutputDecl coupling_dichotomy_outputs() {
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      {"intervals.csv", "one spectral interval (growth scales) of one cocycle part for one Steklov window H",
+       {category("part", "which cocycle",
+                 {{"G1", "(a) the weight-tied family G1: merged Bohl intervals over its second half (each H not longer than that half)"},
+                  {"switching", "(c) the scalar switching sequence: its Bohl interval, for the H given and H = 2, 4, 8, ... <= switch_L"},
+                  {"transformer", "(b) the random Pre-LN Transformer's tangent cocycle: merged Bohl intervals over the whole depth"}}),
+        integer("H", "Steklov window (layers)"), index("interval", "interval index within (part, H) (0: the lowest)", 0),
+        real("lower", "lower end (growth scale)"), real("upper", "upper end (growth scale)")}},
+      {"green.csv", "(d) one growth scale gamma and one window: the Green operator of the constant cocycle gamma^-1 B (family G1)",
+       {real("gamma", "growth scale gamma (a sweep through the G1 spectrum, and each |1 + sigma_i|)"),
+        integer("window", "window length (layers): max(8, green_L) or twice it"),
+        real("green_norm", "max_l sum_s ||G(l, s+1)|| of gamma^-1 B on the window")
+            .may_be_empty("gamma is on the spectrum: no dichotomy, no Green operator (hyperbolic = false)"),
+        flag("hyperbolic", "gamma^-1 B has two-sided bundles (gamma outside the spectrum)")}},
+      {"reference.csv", "one layer of the random Pre-LN Transformer along its reference trajectory x*",
+       {index("l", "layer l (the map from depth l to l+1)", 0), real("norm_x", "|x*(l)|: the reference state entering layer l"),
+        real("norm_A", "||A(l)||_2 of the tangent map B(l) = I + A(l)"), real("norm_A_F", "||A(l)||_F"),
+        real("norm_A_F_times_norm_x", "||A(l)||_F |x*(l)| (F17: of one size under Pre-LN)")}},
+      {"lyapunov.csv", "one Lyapunov exponent of the Transformer's tangent cocycle (d of them, in QR order, over the whole depth)",
+       {index("i", "exponent index, in QR order (0: the first column, usually the largest)", 0),
+        real("mu", "Lyapunov exponent: mean of log R_ii over layers 0..L-1", "1/layer"), real("gamma", "growth scale exp(mu) per layer")}},
+      {"sector_spectra.csv", "R6: one exponent of the full T d cocycle and of the union of the T sector cocycles, both sorted ascending",
+       {index("i", "rank in ascending order (0: the smallest)", 0),
+        real("mu_full", "exponent of the dense T d Jacobian cocycle (layers L/4..L-1)", "1/layer"),
+        real("mu_sectors", "exponent of the union of the T sector cocycles (I + M~)(I + V/j), j = 1..T (same layers)", "1/layer")},
+       "mask = causal, positional = none and T d <= 256"},
+      {"windows.csv", "R11: one depth window [first, last) of the Transformer's tangent cocycle: (A4)/(A5) diagnostics",
+       {index("first", "first layer of the window", 0), integer("last", "one past the window's last layer"),
+        integer("H", "Steklov window of the Bohl intervals (the largest H)"),
+        real("r_minus", "r_-: top of the decaying QR columns' Bohl intervals (growth scale)").may_be_empty("no column below 1"),
+        real("r_plus_min", "r_+^min: bottom of the growing columns' Bohl intervals (F11: lower growth bound)").may_be_empty("no column above 1"),
+        real("r_plus_max", "r_+^max: top of every column's Bohl interval (F11: upper growth bound)"),
+        integer("k_plus", "QR columns whose Bohl interval lies above 1"), integer("k_neutral", "QR columns whose Bohl interval contains 1"),
+        category("hyperbolic", "1 outside the merged intervals, against the estimate's tolerance",
+                 {{"yes", "margin > tolerance"}, {"no", "margin < -tolerance"}, {"undecided", "|margin| <= tolerance"}}),
+        real("hyperbolic_margin", "signed log distance of 1 from the merged intervals (> 0: outside)", "1/layer"),
+        real("hyperbolic_tolerance", "the estimate's own error (round-off + window bias)", "1/layer"),
+        real("C", "dichotomy constant at r_-, r_+^min (two-sided bundles)")
+            .may_be_empty("no constant: hyperbolic is not yes, no decaying column, no two-sided bundles, or not finite"),
+        real("m_minus", "margin 1 - r_minus").may_be_empty("no column below 1"),
+        real("m_plus", "margin r_plus_min - 1").may_be_empty("no column above 1"),
+        real("transient_depth", "log C / log(1 / r_minus)", "layer").may_be_empty("C empty"),
+        real("r_f", "(A5) largest top growth scale of the fluctuation sectors lambda_j = 1/j, j = 2..sectors"),
+        real("C_f", "(A5) largest constant max_(s,n) ||Phi_j(s+n, s)|| / r^n of those sectors"),
+        real("theta", "(A5) r_f max(1, r_plus_max)")}}};
+  o.summaries = {{"mu_max", "the largest Lyapunov exponent of the Transformer's tangent cocycle (lyapunov.csv)", "1/layer"},
+                 {"sup_norm_A", "a = sup_l ||A(l)||_2 of that cocycle (Thm 5: Sigma in (0, 1 + a])"},
+                 {"spectral_intervals", "most merged spectral intervals of that cocycle over the H given (Thm 5: at most d)"},
+                 {"margin_first_window", "largest margin max(m_-, m_+) of the first depth window (0 when neither is defined)"},
+                 {"margin_last_window", "the same for the last depth window (F17: smaller than the first)"}};
+  o.figures = {{"dichotomy.png", "reference stream and |A| (F17), window rates against depth (R11), switching Bohl intervals against H "
+                "(R10c), Green norm against gamma (R10d)"}};
+  return o;
+}
+
+const ExperimentRegistration reg_coupling_dichotomy{with_outputs(with_smoke(Experiment{
     "coupling-dichotomy",
     "Coupling paper Thm 5 / (A4)-(A5): dichotomy spectra R10 (a)-(e), window diagnostics R11 on random Pre-LN stacks (F17, F19)",
-    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}, {{"L", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}})};
+    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}, {{"L", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}}), coupling_dichotomy_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

@@ -149,14 +149,13 @@ void run_duality(const Params& p, RunContext& ctx) {
       throw InputError(fmt::format("parameter 'L_r' = {}: one slow tick is longer than the depth {} of the {} family", L_r, F.flow.length(), F.name));
   const std::vector<int> levels = parse_levels(p, static_cast<int>(p.get_int("P")), static_cast<int>(p.get_int("T")));
   CheckTable checks(ctx.dir / "checks.csv");
-  CsvWriter dcsv(ctx.dir / "duality.csv", {"family", "l", "error_rel", "bound", "C_sharp", "duality_error_rel"});
+  CsvWriter dcsv = ctx.table("duality.csv");
   // empty: not finite in double precision over this depth (a vacuous bound; an error relative to 0)
   dcsv.blank_nonfinite({"error_rel", "bound", "C_sharp", "duality_error_rel"});
-  CsvWriter rcsv(ctx.dir / "remark6.csv", {"family", "compression", "l0_rule", "l", "l0", "error", "bound"});
+  CsvWriter rcsv = ctx.table("remark6.csv");
   rcsv.blank_nonfinite({"error", "bound"});  // empty: not finite in double precision over this depth (vacuous)
-  CsvWriter tcsv(ctx.dir / "slow_tick.csv", {"family", "l", "residual_plus", "residual_minus"});
-  CsvWriter scsv(ctx.dir / "summary.csv", {"family", "kappa_alpha", "r_f", "C_f", "r_minus", "r_plus_min", "r_plus_max", "C", "theta",
-                                           "C_prime_emp", "tau_sat_formula", "tau_sat_empirical"});
+  CsvWriter tcsv = ctx.table("slow_tick.csv");
+  CsvWriter scsv = ctx.table("families.csv");
   // empty: not defined for this family (no dichotomy of the tangent cocycle, no decay to saturate)
   scsv.blank_nonfinite({"r_f", "C_f", "r_minus", "r_plus_min", "r_plus_max", "C", "theta", "C_prime_emp", "tau_sat_formula",
                         "tau_sat_empirical"});
@@ -330,6 +329,12 @@ void run_duality(const Params& p, RunContext& ctx) {
     scsv.cell(tag).cell(kappa).cell(fl.r).cell(fl.C).cell(dch.r_minus).cell(dch.r_plus_min).cell(dch.r_plus_max).cell(dch.C).cell(theta)
         .cell(cprime).cell(tau_sat).cell(l_emp);
     scsv.end_row();
+    ctx.summary(tag + "_r_f", fl.r);
+    ctx.summary(tag + "_C_prime_emp", cprime);
+    if (tag == "g4") {
+      ctx.summary("g4_tau_sat_formula", a5 ? tau_sat : kNaN);
+      ctx.summary("g4_tau_sat_empirical", l_emp >= 0 ? static_cast<double>(l_emp) : kNaN);
+    }
     ctx.notes[tag] = {{"kappa_alpha", kappa}, {"r_f", fl.r}, {"C_f", fl.C}, {"r_minus", dch.r_minus}, {"r_plus_max", dch.r_plus_max},
                       {"C_prime_emp", cprime}, {"tau_sat", tau_sat}, {"tau_sat_empirical", l_emp}, {"hyperbolic", dch.b.has_value()},
                       {"remark6_rate_half", rate_half}, {"remark6_rate_zero", rate_zero}, {"A5_holds", a5}, {"theta", theta}};
@@ -460,6 +465,11 @@ void run_thm9(const Params& p, RunContext& ctx) {
                        {"P_minus_sup", dch.P_minus_sup}, {"literal_violations", literal_viol}, {"rows", rows}, {"rate", rate},
                        {"compression", hier::pi_name(pi.kind)}};
   checks.report(ctx, "coupling-thm9");
+  ctx.summary("rate", rate);
+  ctx.summary("r_minus", dch.r_minus);
+  ctx.summary("r_f", fl.r);
+  ctx.summary("slack", slack);
+  ctx.summary("literal_violations", literal_viol);
 }
 
 std::vector<ParamSpec> thm9_params() {
@@ -470,13 +480,90 @@ std::vector<ParamSpec> thm9_params() {
   return ps;
 }
 
-const ExperimentRegistration reg_duality{with_smoke(Experiment{
+OutputDecl coupling_duality_outputs() {
+  const auto family = [] {
+    return category("family", "the flow", {{"g4", "G-level: the sector-structured family G4"},
+                                           {"transformer", "T-level: the random Pre-LN stack's exact sector maps along x*(l)"}});
+  };
+  const std::string overflow = "not finite in double precision over this depth (a vacuous bound; an error relative to 0)";
+  const std::string undefined = "not defined for this family (no dichotomy of the tangent cocycle, no decay to saturate)";
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      TableDecl{"duality.csv", "one layer of one family: the off-manifold error E_l of Thm 6(2), its bounds and the duality error",
+                {family(), index("l", "layer l (0..depth)", 0),
+                 real("error_rel", "|E_l| / |dX^perp|, max over probes (Frobenius; E_l = Phi^full_l(dX^perp))").may_be_empty(overflow),
+                 real("bound", "Thm 6(2) with C' = 1: kappa_alpha C_f r_f^l").may_be_empty(overflow),
+                 real("C_sharp", "sharp constant C_sharp(l): norm of Phi^full_l on the fluctuations (F16)").may_be_empty(overflow),
+                 real("duality_error_rel", "|Phi^full_l dX - iota Phi(l,0) Pi~ dX| / |dX^perp|, max over probes (14, F15)")
+                     .may_be_empty(overflow)}},
+      TableDecl{"remark6.csv", "one layer, compression and l0 rule of one family: Remark 6's error of measuring after mixing, and its bound",
+                {family(),
+                 category("compression", "Pi", {{"mean", "block mean"}, {"stride", "last token of the block"}, {"head", "first token of the block (Pi~)"},
+                                                {"multi", "multi-level: head at the first level, then means (levels)"}}),
+                 category("l0_rule", "the mixing depth l0", {{"half", "l0 = ceil(l/2) (measure after mixing)"}, {"zero", "l0 = 0 (one shot)"}}),
+                 index("l", "layer l (0..min(depth, remark6_L))", 0), index("l0", "mixing depth l0", 0),
+                 real("error", "|Phi^full_l - iota Phi(l, l0) Pi Phi^full_l0| (operator norm)").may_be_empty(overflow),
+                 real("bound", "kappa_alpha C_1 C_f r_1^(l - l0) r_f^l0 (C_1, r_1: growth envelope of the sector-1 maps)").may_be_empty(overflow)}},
+      TableDecl{"slow_tick.csv", "one start layer of one family whose tangent cocycle has two-sided bundles: how one slow tick "
+                                 "Phi(l + L_r, l) commutes with the bundles (Thm 6(3)); no rows for a family without bundles (F17)",
+                {family(), index("l", "start layer l of the tick", 0),
+                 real("residual_plus", "|P_+(l+L_r) Phi - Phi P_+(l)|_2 / (|Phi|_2 max(|P_+(l)|_2, 1))"),
+                 real("residual_minus", "|P_-(l+L_r) Phi - Phi P_-(l)|_2 / (|Phi|_2 max(|P_+(l)|_2, 1))")}},
+      TableDecl{"families.csv", "one family: the constants and rates of the duality",
+                {family(), real("kappa_alpha", "kappa_alpha(P) = |W_n| |W_n^-1| of the block's change of basis (App. B.2)"),
+                 real("r_f", "decay rate r_f of the fluctuation sector (Bohl estimate, per layer)").may_be_empty(undefined),
+                 real("C_f", "constant C_f of the fluctuation envelope C_f r_f^l").may_be_empty(undefined),
+                 real("r_minus", "r_-: top of the decaying Bohl intervals of the tangent cocycle (per layer)").may_be_empty(undefined),
+                 real("r_plus_min", "r_+^min: bottom of the growing Bohl intervals (per layer)").may_be_empty(undefined),
+                 real("r_plus_max", "r_+^max: top of all Bohl intervals (per layer, F11)").may_be_empty(undefined),
+                 real("C", "dichotomy constant C of the decaying bundle for r_-").may_be_empty(undefined),
+                 real("theta", "theta = r_f max(1, r_+^max): Remark 6's rate (< 1: the gap of (A5))").may_be_empty(undefined),
+                 real("C_prime_emp", "C'_emp = max_l |E_l| / (kappa_alpha C_f r_f^l |dX^perp|) (Thm 6(2) holds with C' = 1)").may_be_empty(undefined),
+                 real("tau_sat_formula", "tau_sat = log(kappa_alpha C_f / eps_tol) / log(1 / r_f) (C' = 1; meaningful only when r_f < 1, "
+                                         "negative otherwise)", "layers").may_be_empty(undefined),
+                 integer("tau_sat_empirical", "first layer from which the duality error stays <= eps_tol (-1: never within the depth)")}}};
+  const std::string g4 = "family = g4 or both", tr = "family = transformer or both";
+  o.summaries = {{"g4_r_f", "G4: decay rate r_f of the fluctuation sector (growth factor per layer)", "", g4},
+                 {"g4_C_prime_emp", "G4: C'_emp = max_l |E_l| / (kappa_alpha C_f r_f^l |dX^perp|) (Thm 6(2): <= 1)", "", g4},
+                 {"g4_tau_sat_formula", "G4: tau_sat = log(kappa_alpha C_f / eps_tol) / log(1 / r_f) (NaN: (A5) fails, r_f >= 1)", "layers", g4},
+                 {"g4_tau_sat_empirical", "G4: first layer from which the duality error stays <= eps_tol (NaN: never within the depth)", "layers", g4},
+                 {"transformer_r_f", "Pre-LN stack: decay rate r_f of the fluctuation sector (growth factor per layer; >= 1: (A5) fails, F17)", "", tr},
+                 {"transformer_C_prime_emp", "Pre-LN stack: C'_emp = max_l |E_l| / (kappa_alpha C_f r_f^l |dX^perp|)", "", tr}};
+  o.figures = {{"duality.png", "per family: |E_l| / |dX^perp| against kappa_alpha C_f r_f^l and C_sharp(l), with eps_tol and tau_sat; "
+                               "Remark 6's error after mixing against the one-shot error, per compression"}};
+  return o;
+}
+
+OutputDecl coupling_thm9_outputs() {
+  const std::string overflow = "not finite in double precision over this depth (a bound that overflows is vacuous)";
+  OutputDecl o;
+  o.tables = {checks_table(),
+              TableDecl{"thm9.csv", "one probe, block and layer: Thm 9's discrepancy and its bounds (G4)",
+                        {index("probe", "probe (random deviation dX)", 0), index("block", "block of P tokens", 0), index("l", "layer l", 0),
+                         real("lhs", "|psi(zeta) - psi(zeta - P_-(l) zeta)|, zeta = Pi(Phi^full_l dX) of the block").may_be_empty(overflow),
+                         real("lpsi_pminus", "L_psi |P_-(l) zeta| (the proof's first step)").may_be_empty(overflow),
+                         real("rhs_literal", "Thm 9 as printed: L_psi C r_-^l |P_-(0) zeta(0)| + L_psi kappa_alpha C_f r_f^l |dX^perp| (C' = 1)")
+                             .may_be_empty(overflow),
+                         real("rhs_corrected", "Thm 9 corrected (F12): L_psi (C r_-^l |P_-(0) Pi~ dX| + |P_-|_inf C_sharp(l) |dX^perp|)")
+                             .may_be_empty(overflow)}}};
+  o.summaries = {{"rate", "fitted decay rate per layer of max L_psi |P_- zeta| over the second half (Thm 9: <= max(r_-, r_f))"},
+                 {"r_minus", "r_-: top of the decaying Bohl intervals of the G4 tangent cocycle (growth factor per layer)"},
+                 {"r_f", "decay rate r_f of the fluctuation sector (growth factor per layer)"},
+                 {"slack", "max lhs / rhs_corrected (the corrected bound holds: <= 1)"},
+                 {"literal_violations", "rows of thm9.csv where the printed bound fails (F12)"}};
+  o.figures = {{"thm9.png", "the discrepancy, L_psi |P_- zeta| and the printed and corrected right-hand sides against depth"}};
+  return o;
+}
+
+const ExperimentRegistration reg_duality{with_outputs(with_smoke(Experiment{
     "coupling-duality",
     "Coupling paper Thm 6 / Remark 6: depth-coarse-grain duality, tau_sat, C_sharp, slow tick, block mean after mixing (R12, R13; F15, F16)",
-    duality_params(), run_duality, "coupling-duality"}, {{"g4_L", "20"}, {"L", "12"}, {"remark6_L", "10"}, {"probes", "1"}})};
-const ExperimentRegistration reg_thm9{with_smoke(Experiment{
+    duality_params(), run_duality, "coupling-duality"}, {{"g4_L", "20"}, {"L", "12"}, {"remark6_L", "10"}, {"probes", "1"}}),
+    coupling_duality_outputs())};
+const ExperimentRegistration reg_thm9{with_outputs(with_smoke(Experiment{
     "coupling-thm9", "Coupling paper Thm 9: decaying content does not reach the injection, printed and corrected bounds (R16, F12)",
-    thm9_params(), run_thm9, "coupling-thm9"}, {{"g4_L", "20"}, {"probes", "1"}})};
+    thm9_params(), run_thm9, "coupling-thm9"}, {{"g4_L", "20"}, {"probes", "1"}}), coupling_thm9_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

@@ -15,7 +15,7 @@
 // R24: one scripted scenario, the first-order change of the observables d_+, alpha*, r_f, m_+- along
 // each row direction of the identification table (§4.2.1).
 // Outputs: checks.csv, fast_slow.csv (mode, eta, sup |P_+ du|, sup |P_- du|, paper bound),
-// profile.csv (per layer, largest eta), identification.csv, figure coupling-fast-slow.
+// profile.csv (per layer, largest eta), identification.csv, summaries, figure coupling-fast-slow.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -188,8 +188,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
   if (ctx.progress) ctx.progress(0.2);
 
   // ---- R15: sweeps in eta ------------------------------------------------------------------------
-  CsvWriter fs(ctx.dir / "fast_slow.csv", {"mode", "eta", "eta_eff", "sup_Pplus_du", "sup_Pminus_du", "ustar_sup", "paper_bound",
-                                           "delta_dplus"});
+  CsvWriter fs = ctx.table("fast_slow.csv");
   fs.blank_nonfinite({"paper_bound"});  // empty: the printed bound does not apply (vacuous) at this eta
   const double dplus0 = split_sup(ustar, b).first;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sweeps;  // mode -> (P+ diffs, P- diffs)
@@ -261,8 +260,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
              "max_eta sup |P+(u_delta - u*)| / |u*|_inf", down_p, "<= 1e-10", down_p <= 1e-10,
              closed_form("0 exactly: the block P_- E P_+ has range in the decaying bundle (a fast mode)"));
   {
-    CsvWriter prof(ctx.dir / "profile.csv", {"l", "norm_ustar", "norm_Pplus_ustar", "fast_Pplus_du", "fast_Pminus_du", "slow_Pplus_du",
-                                             "slow_Pminus_du", "skew_Pplus_du", "skew_Pminus_du"});
+    CsvWriter prof = ctx.table("profile.csv");
     for (long l = 0; l <= L; ++l) {
       const Matrix& P = b.P_plus[static_cast<std::size_t>(l)];
       prof.cell(l).cell(ustar.col(l).norm()).cell((P * ustar.col(l)).norm());
@@ -276,8 +274,7 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
   if (ctx.progress) ctx.progress(0.5);
 
   // ---- R24: the identification table, one scripted scenario -----------------------------------------
-  CsvWriter id(ctx.dir / "identification.csv",
-               {"row", "direction", "observable", "base", "perturbed", "first_order_change", "expected", "visible"});
+  CsvWriter id = ctx.table("identification.csv");
   // empty: the observable is not defined at these parameters (e.g. no growing sector: m_+ = inf)
   id.blank_nonfinite({"base", "perturbed", "first_order_change"});
   auto id_row = [&](const std::string& row, const std::string& dir, const std::string& obs, double base, double pert, double step,
@@ -403,6 +400,56 @@ void run_fast_slow(const Params& p, RunContext& ctx) {
                qualitative("compressions differ off H_P (nonzero)"));
   }
   checks.report(ctx, "coupling-fast-slow");
+  ctx.summary("green_norm_upper", K);
+  ctx.summary("fast_Pplus_change", fast_p);
+  ctx.summary("fast_Pminus_slope", fast_slope);
+  ctx.summary("slow_Pminus_change", slow_m);
+  ctx.summary("slow_Pplus_slope", slow_slope);
+}
+
+OutputDecl coupling_fast_slow_outputs() {
+  const std::string undefined = "not defined at these parameters (e.g. no growing sector: m_+ = inf)";
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      TableDecl{"fast_slow.csv", "one perturbation mode at one eta: the change of the bounded solution, split along the bundles",
+                {category("mode", "the block structure of dA(l) = eta (...)",
+                          {{"fast", "P_-(l+1) E(l) (range in the decaying bundle)"},
+                           {"slow", "P_+(l+1) E(l) P_+(l) (persistent to persistent)"},
+                           {"skew", "P_+(l+1) E(l) P_-(l) + P_-(l+1) E(l) P_+(l) (both skew blocks)"},
+                           {"skew_P+EP-", "P_+(l+1) E(l) P_-(l) alone"},
+                           {"skew_P-EP+", "P_-(l+1) E(l) P_+(l) alone"}}),
+                 real("eta", "perturbation size eta (one of etas)"),
+                 real("eta_eff", "effective size sup_l ||dA(l)||_2"),
+                 real("sup_Pplus_du", "sup_l |P_+(l) (u_delta - u*)(l)|: change of the persistent component"),
+                 real("sup_Pminus_du", "sup_l |P_-(l) (u_delta - u*)(l)|: change of the decaying component"),
+                 real("ustar_sup", "|u*|_inf = sup_l |u*(l)| of the unperturbed solution"),
+                 real("paper_bound", "Thm 7's bound C (C (1/m_- + 1/m_+))^2 eta_eff^2 |u*|_inf / (1 - ||G|| eta_eff)")
+                     .may_be_empty("||G|| eta_eff >= 1: the bound is vacuous"),
+                 real("delta_dplus", "change of d_+ = sup_l |P_+(l) u(l)|: d_+(u_delta) - d_+(u*)")}},
+      TableDecl{"profile.csv", "one layer of the window: the unperturbed solution and each mode's change at the largest eta",
+                {index("l", "layer l of the window (0..L)", 0), real("norm_ustar", "|u*(l)|"), real("norm_Pplus_ustar", "|P_+(l) u*(l)|"),
+                 real("fast_Pplus_du", "fast mode: |P_+(l) du(l)|, du = u_delta - u*"), real("fast_Pminus_du", "fast mode: |P_-(l) du(l)|"),
+                 real("slow_Pplus_du", "slow mode: |P_+(l) du(l)|"), real("slow_Pminus_du", "slow mode: |P_-(l) du(l)|"),
+                 real("skew_Pplus_du", "skew mode: |P_+(l) du(l)|"), real("skew_Pminus_du", "skew mode: |P_-(l) du(l)|")}},
+      TableDecl{"identification.csv", "one row of the identification table (§4.2.1, R24): an observable before and after one step "
+                                      "along one direction",
+                {text("row", "the table row (what is perturbed, and where)"), text("direction", "the perturbation direction"),
+                 text("observable", "the observable measured"),
+                 real("base", "its value before the step (0 where the row measures a difference directly)").may_be_empty(undefined),
+                 real("perturbed", "its value after the step, or the difference itself (W_Q, W_K and compression rows)")
+                     .may_be_empty(undefined),
+                 real("first_order_change", "(perturbed - base) / step, step = eta_id (1 for the compression rows)").may_be_empty(undefined),
+                 text("expected", "what the paper predicts"),
+                 flag("visible", "the observable moved (change above the row's round-off threshold)")}}};
+  o.summaries = {{"green_norm_upper", "upper estimate of ||G||_inf of the G4 saddle (max_l sum_s |G(l, s+1)|)"},
+                 {"fast_Pplus_change", "fast mode: max over eta of sup_l |P_+ du| / |u*|_inf (F7: 0 up to round-off; Thm 7 states O(eta^2))"},
+                 {"fast_Pminus_slope", "fast mode: log-log slope of sup_l |P_- du| in eta (1: linear)"},
+                 {"slow_Pminus_change", "slow mode: max over eta of sup_l |P_- du| / |u*|_inf (0 up to round-off)"},
+                 {"slow_Pplus_slope", "slow mode: log-log slope of sup_l |P_+ du| in eta (1: linear)"}};
+  o.figures = {{"fast_slow.png", "sup |P_+ du|, sup |P_- du| against eta per mode with Thm 7's bound; the profiles at the largest eta; "
+                                 "the identification table's first-order changes"}};
+  return o;
 }
 
 std::vector<ParamSpec> fast_slow_params() {
@@ -415,10 +462,10 @@ std::vector<ParamSpec> fast_slow_params() {
           p_int("seed", 0, "base seed", 0, kMaxSeed)};
 }
 
-const ExperimentRegistration reg_coupling_fast_slow{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_fast_slow{with_outputs(with_smoke(Experiment{
     "coupling-fast-slow",
     "Coupling paper Thm 7 / §4.2.1: fast- and slow-mode perturbations (R14, R15, F7 exactness) and the identification table (R24)",
-    fast_slow_params(), run_fast_slow, "coupling-fast-slow"}, {{"L", "40"}})};
+    fast_slow_params(), run_fast_slow, "coupling-fast-slow"}, {{"L", "40"}}), coupling_fast_slow_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

@@ -9,7 +9,7 @@
 // its reference trajectory, when its window ends are hyperbolic (flag F17: for random stacks they
 // usually are not, the stream grows and |A(l)| ~ 1/|x*(l)| -> 0, so the default is G-level only).
 // Outputs: checks.csv, green.csv (per layer: |u|, |P_+ u|, |P_- u|, explicit-sum difference,
-// residual), norms.csv (window, upper, lower, bound), u.csv (write_u), figure coupling-green.
+// residual), norms.csv (window, upper, lower, bound), u.npy (write_u), summaries, figure coupling-green.
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -66,13 +66,21 @@ Seq random_forcing(long d, long L, std::uint64_t seed) {
   return h;
 }
 
+// What the validation of one window measured (the G-level values become summaries).
+struct WindowResult {
+  double explicit_diff = kNaN;  ///< max_l |u_BVP(l) - u_sum(l)| / (1 + |u|_inf); NaN: no explicit sum (L > explicit_max_L)
+  double norm_upper = kNaN;     ///< upper estimate of ||G||_inf on the full window; NaN: no dichotomy there
+  double bound = kNaN;          ///< Lemma 17's C (1/m_- + 1/m_+) on the full window; NaN: no dichotomy there
+};
+
 // The full R17 validation of one window: explicit sum, projections, norms; rows of green.csv.
-void validate_window(const std::string& level, const std::vector<Matrix>& B, const Seq& h, const Seq& u,
+WindowResult validate_window(const std::string& level, const std::vector<Matrix>& B, const Seq& h, const Seq& u,
                      long explicit_max_L, double exclusion_tol, CsvWriter& gcsv, CsvWriter& ncsv, CheckTable& checks, RunContext& ctx) {
   const long L = static_cast<long>(B.size()), d = B.front().rows();
   const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(B);
   const cocycle::Bundles b = cocycle::two_sided_bundles(c);
   const double scale = 1 + green::sup_norm(u);
+  WindowResult out;
   Seq ue;
   double diff = kNaN;
   if (L <= explicit_max_L) {
@@ -82,6 +90,7 @@ void validate_window(const std::string& level, const std::vector<Matrix>& B, con
                level + ": max_l |u_BVP(l) - u_sum(l)| / (1 + |u|_inf)", diff, "<= 1e-10", diff <= 1e-10,
                independent("green_explicit: the explicit kernel sum (Lemma 17)"));
   }
+  out.explicit_diff = diff;
   // ||G|| on windows L/4, L/2, L (the first layers of the window).
   const long stride = std::max(1L, L / 200);
   green::Lemma17Bound full;
@@ -97,7 +106,11 @@ void validate_window(const std::string& level, const std::vector<Matrix>& B, con
     const cocycle::Bundles bw = std::move(*found.bundles);
     const green::NormEstimate e = green::green_norm_estimate(cw, bw);
     const green::Lemma17Bound lb = green::lemma17_bound(cw, bw, stride);
-    if (w == L) full = lb;
+    if (w == L) {
+      full = lb;
+      out.norm_upper = e.upper;
+      out.bound = lb.bound;
+    }
     ncsv.cell(level).cell(w).cell(e.upper).cell(e.lower).cell(lb.bound).cell(lb.C).cell(lb.r_minus).cell(lb.r_plus).end_row();
     const bool ok = e.lower <= e.upper * (1 + 1e-12) && e.upper <= lb.bound * (1 + 1e-12);
     checks.add("R17 norm", "Lemma 17(1): ||G||_inf <= C (1/m_- + 1/m_+)",
@@ -121,6 +134,7 @@ void validate_window(const std::string& level, const std::vector<Matrix>& B, con
         .cell(ue.size() ? (ue.col(l) - u.col(l)).norm() : kNaN).cell(res).cell(std::string(interior ? "true" : "false"));
     gcsv.end_row();
   }
+  return out;
 }
 
 void run_green(const Params& p, RunContext& ctx) {
@@ -171,6 +185,7 @@ void run_green(const Params& p, RunContext& ctx) {
   checks.add("R17 residual", "Lemma 17(2): G h is the bounded solution of the two-sided extension (end conditions)",
              "G-level: end-condition residual / (1 + |u|_inf)", bres, "<= 1e-12", bres <= 1e-12,
              consistency("Bvp::solve vs the end rows of make_ends it imposes"));
+  double sigma_min = kNaN;  // the certificate (a summary); NaN: none
   if (validate) {
     // A certificate, not an estimate: the exact sigma_min (dense SVD, less its round-off) where the
     // size allows, else the lower bound 1/sqrt(|M^-1|_1 |M^-1|_inf); the power-iteration value
@@ -178,6 +193,7 @@ void run_green(const Params& p, RunContext& ctx) {
     const green::Bvp::SigmaMinCertificate cert = bvp.smallest_singular_value_certificate();
     ctx.notes["sigma_min"] = {{"certificate", cert.method == "none" ? nlohmann::json(nullptr) : nlohmann::json(cert.value)},
                               {"method", cert.method}, {"power_estimate", bvp.smallest_singular_value_estimate()}};
+    if (cert.method != "none") sigma_min = cert.value;
     if (cert.method == "none")
       ctx.warnings.push_back("R17 uniqueness: the BVP is too large for a sigma_min certificate (dense SVD or N solves); the check is not applicable");
     checks.add("R17 uniqueness", "Lemma 17(3): the bounded solution is unique (homogeneous BVP only trivial)",
@@ -185,24 +201,17 @@ void run_green(const Params& p, RunContext& ctx) {
                cert.value, "> 1e-8", cert.value > 1e-8,
                qualitative("Lemma 17(3): sigma_min(BVP matrix) > 0 (uniqueness)"));
   }
-  if (p.get_bool("write_u")) {
-    std::vector<std::string> cols{"l"};
-    for (long i = 0; i < d; ++i) cols.push_back(fmt::format("u{}", i));
-    CsvWriter uc(ctx.dir / "u.csv", cols);
-    for (long l = 0; l <= L; ++l) {
-      uc.cell(l);
-      for (long i = 0; i < d; ++i) uc.cell(u(i, l));
-      uc.end_row();
-    }
-  }
+  // u.npy [L + 1, d]: row l = u(l) (Seq is column-major d x (L + 1), column l contiguous).
+  if (p.get_bool("write_u")) write_npy(ctx.dir / "u.npy", u.data(), {static_cast<std::size_t>(L + 1), static_cast<std::size_t>(d)});
   if (ctx.progress) ctx.progress(0.2);
+  WindowResult gres;
   if (validate) {
-    CsvWriter gcsv(ctx.dir / "green.csv", {"level", "l", "norm_u", "norm_Pplus_u", "norm_Pminus_u", "explicit_diff", "residual", "interior"});
+    CsvWriter gcsv = ctx.table("green.csv");
     gcsv.blank_nonfinite({"explicit_diff", "residual"});  // empty: no explicit sum (window too long) / no residual at l = L
-    CsvWriter ncsv(ctx.dir / "norms.csv", {"level", "window", "upper", "lower", "bound", "C", "r_minus", "r_plus"});
+    CsvWriter ncsv = ctx.table("norms.csv");
     // empty: no decaying / growing part (e.g. d = 1), so no rate or constant on that side
     ncsv.blank_nonfinite({"upper", "lower", "bound", "C", "r_minus", "r_plus"});
-    validate_window("G-level", B, h, u, explicit_max_L, p.get_double("exclusion_tol"), gcsv, ncsv, checks, ctx);
+    gres = validate_window("G-level", B, h, u, explicit_max_L, p.get_double("exclusion_tol"), gcsv, ncsv, checks, ctx);
     if (ctx.progress) ctx.progress(0.6);
 
     // ---- weight-tied closed form: A constant, h constant -> -A^{-1} h at every layer --------------
@@ -254,6 +263,54 @@ void run_green(const Params& p, RunContext& ctx) {
     }
   }
   checks.report(ctx, "coupling-green");
+  ctx.summary("residual", res);
+  ctx.summary("explicit_diff", gres.explicit_diff);
+  ctx.summary("green_norm_upper", gres.norm_upper);
+  ctx.summary("lemma17_bound", gres.bound);
+  ctx.summary("sigma_min", sigma_min);
+}
+
+OutputDecl coupling_green_outputs() {
+  const auto level = [] {
+    return category("level", "which cocycle", {{"G-level", "the G-level saddle (family, or the generators file)"},
+                                               {"T-level", "the random Pre-LN Transformer's tangent cocycle (tlevel = true, hyperbolic ends)"}});
+  };
+  const std::string one_sided = "not defined: the cocycle has no decaying (r_minus) or no growing (r_plus) bundle, e.g. d = 1";
+  const std::string overflow = "not finite in double precision (an estimate that overflows)";
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      TableDecl{"green.csv", "one layer of the window of one level: the bounded solution u = G h and its validation",
+                {level(), index("l", "layer l of the window (0..L)", 0), real("norm_u", "|u(l)| (Euclidean)"),
+                 real("norm_Pplus_u", "|P_+(l) u(l)|: component in the persistent (growing) bundle V_par"),
+                 real("norm_Pminus_u", "|u(l) - P_+(l) u(l)|: component in the decaying bundle V_perp"),
+                 real("explicit_diff", "|u_BVP(l) - u_sum(l)|: difference to the explicit Green sum of Lemma 17 (absolute)")
+                     .may_be_empty("window longer than explicit_max_L: the explicit sum is not computed"),
+                 real("residual", "|u(l+1) - (I + A(l)) u(l) - h(l)| (absolute)").may_be_empty("l = L: no layer map after the window"),
+                 flag("interior", "l_b <= l <= L - l_b: outside the boundary layers, l_b = ceil(log(C / exclusion_tol) / log(1 / max(r_-, 1/r_+))) "
+                      "from Lemma 17's bound on the full window (0 without a bound)")},
+                "validate = true"},
+      TableDecl{"norms.csv", "one sub-window (the first w layers; w = L/4, L/2, L) of one level: ||G||_inf estimates and Lemma 17's bound",
+                {level(), integer("window", "length w of the sub-window (layers)"),
+                 real("upper", "upper estimate of ||G||_inf: max_l sum_s |G(l, s+1)|").may_be_empty(overflow),
+                 real("lower", "lower estimate of ||G||_inf: ||G h||_inf at the best h of a sign iteration").may_be_empty(overflow),
+                 real("bound", "Lemma 17(1): C (1/m_- + 1/m_+), m_- = 1 - r_-, m_+ = r_+ - 1, at its best over the grid of rates")
+                     .may_be_empty(overflow),
+                 real("C", "the dichotomy constant C of that bound").may_be_empty(overflow),
+                 real("r_minus", "the decay factor r_- per layer of that bound").may_be_empty(one_sided),
+                 real("r_plus", "the growth factor r_+ per layer of that bound").may_be_empty(one_sided)},
+                "validate = true"}};
+  o.arrays = {{"u.npy", "float64 [L + 1, d]: the bounded solution u = G h, row l = u(l) (G-level)", "write_u = true"}};
+  o.summaries = {{"residual", "G-level: max_l |u(l+1) - (I + A(l)) u(l) - h(l)| / (1 + |u|_inf) of the BVP solution"},
+                 {"explicit_diff", "G-level: max_l |u_BVP(l) - u_sum(l)| / (1 + |u|_inf) against the explicit Green sum "
+                                   "(NaN: validate = false or L > explicit_max_L)"},
+                 {"green_norm_upper", "G-level: upper estimate of ||G||_inf on the full window (NaN: validate = false, or no dichotomy)"},
+                 {"lemma17_bound", "G-level: Lemma 17's bound C (1/m_- + 1/m_+) on the full window (NaN: validate = false, or no dichotomy)"},
+                 {"sigma_min", "G-level: certified lower value of the smallest singular value of the BVP matrix (uniqueness; NaN: validate = "
+                               "false, or too large for a certificate)"}};
+  o.figures = {{"green.png", "per level: |u|, |P_+ u|, |P_- u| along the window; residual and explicit-sum agreement; ||G|| estimates "
+                             "and Lemma 17's bound against the window", "validate = true"}};
+  return o;
 }
 
 std::vector<ParamSpec> green_params() {
@@ -278,11 +335,11 @@ std::vector<ParamSpec> green_params() {
   ps.push_back(p_double("exclusion_tol", 1e-4, "boundary-layer tolerance of the interior [l_b, L - l_b] (green.csv 'interior')", 0.0, 1.0, true)
                    .when("validate", {"true"}));
   ps.push_back(p_bool("tlevel", false, "also the random Pre-LN Transformer's tangent cocycle (usually not hyperbolic: F17)").when("validate", {"true"}));
-  ps.push_back(p_bool("write_u", false, "write u.csv (the solution, one row per layer)"));
+  ps.push_back(p_bool("write_u", false, "write u.npy [L + 1, d] (the solution, one row per layer)"));
   return ps;
 }
 
-const ExperimentRegistration reg_coupling_green{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_green{with_outputs(with_smoke(Experiment{
     "coupling-green",
     "Coupling paper Lemma 17 (R17): the Green operator of a dichotomy by the block-banded BVP, explicit sum, norms, uniqueness",
     green_params(), run_green, "coupling-green",
@@ -302,7 +359,7 @@ const ExperimentRegistration reg_coupling_green{with_smoke(Experiment{
         }
       }
       return ResourceEstimate{bytes, flops, "the layer maps and the BVP's banded factors; validation: explicit sum, sigma_min certificate"};
-    }}, {{"L", "40"}})};
+    }}, {{"L", "40"}}), coupling_green_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

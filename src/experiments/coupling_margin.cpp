@@ -106,16 +106,19 @@ void run_bench(const Params& p, RunContext& ctx) {
   const cl::ContinuationResult res = cl::continue_in_rho(prob, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double flops = green::Bvp(prob.B, prob.ends).factor_flops();
-  CsvWriter cw(ctx.dir / "continuation.csv", {"step", "rho", "sup_u", "newton_iterations"});
+  CsvWriter cw = ctx.table("continuation.csv");
   for (std::size_t i = 0; i < res.points.size(); ++i)
     cw.cell(i).cell(res.points[i].rho).cell(res.points[i].u.colwise().norm().maxCoeff()).cell(res.points[i].newton_iterations).end_row();
-  CsvWriter fu(ctx.dir / "final_u.csv", {"l", "i", "u"});
+  CsvWriter fu = ctx.table("final_u.csv");
   const Seq& u = res.points.back().u;
   for (long l = 0; l <= prob.L; ++l)
     for (long i = 0; i < d; ++i) fu.cell(l).cell(i).cell(u(i, l)).end_row();
   ctx.notes["bench"] = {{"continuation_seconds", secs}, {"steps", static_cast<long>(res.points.size()) - 1},
                         {"stop_reason", res.stop_reason}, {"factorizations", res.factorizations},
                         {"factor_gflop_each", flops / 1e9}, {"rejected", res.steps_rejected}, {"d", d}, {"L", prob.L}};
+  ctx.summary("continuation_seconds", secs);
+  ctx.summary("continuation_steps", static_cast<long>(res.points.size()) - 1);
+  ctx.summary("final_rho", res.points.back().rho);
 }
 
 void run_margin(const Params& p, RunContext& ctx) {
@@ -134,8 +137,6 @@ void run_margin(const Params& p, RunContext& ctx) {
   for (double s : s21)
     for (double c : c21) as_input_error([&] { cl::remark5_threshold(s, c); });
   CheckTable checks(ctx.dir / "checks.csv");
-  CsvWriter thr(ctx.dir / "thresholds.csv", {"name", "value"});
-  thr.blank_nonfinite({"value"});  // empty: not reached (e.g. no loss of dichotomy up to rho_end) or not defined
 
   // ---- R20: weight-tied G1 sweep ------------------------------------------------------------------
   const std::vector<double> sigma = number_list_param(p, "sigma");
@@ -150,9 +151,7 @@ void run_margin(const Params& p, RunContext& ctx) {
   if (!(Lpsi > 0)) throw InputError("parameter 'psi_scale': psi has Lipschitz constant 0 (expected a non-constant psi)");
   const cl::Bounds bd = cl::bounds(ol.K, ol.C, ol.r_minus, ol.r_plus, Lpsi);
 
-  CsvWriter sw(ctx.dir / "rho_sweep.csv", {"direction", "rho", "sup_u", "k_minus", "k_plus", "end_gap", "green_inverse_sigma_min",
-                                            "k_bundles", "projector_deviation", "r_minus_closed", "r_plus_closed", "t_rho",
-                                            "newton_iterations"});
+  CsvWriter sw = ctx.table("rho_sweep.csv");
   // empty: no projector deviation (no bundles at this rho) / no growing closed-loop multiplier
   sw.blank_nonfinite({"projector_deviation", "r_plus_closed", "green_inverse_sigma_min"});
   double crit[2] = {kNaN, kNaN};
@@ -202,13 +201,14 @@ void run_margin(const Params& p, RunContext& ctx) {
   const double rho_crit = std::min(crit[0], crit[1]);
   const Matrix Bpsi = psi->jacobian(0, Vector::Zero(d));
   const double exact = std::min(weight_tied_crit(B[0], Bpsi, 1.0, rho_end, ds_max / 8), weight_tied_crit(B[0], Bpsi, -1.0, rho_end, ds_max / 8));
+  // The thresholds and constants of R20 (summary.csv; a non-finite value is an empty cell).
   for (auto [n, v] : std::vector<std::pair<std::string, double>>{{"rho_0", bd.rho_0}, {"rho_max_17_c0_1", bd.rho_17},
                                                                  {"rho_max_C2", bd.rho_C2}, {"rho_max_C2_sharp", bd.rho_C2_sharp},
                                                                  {"rho_crit_plus", crit[0]}, {"rho_crit_minus", crit[1]},
                                                                  {"rho_crit", rho_crit}, {"rho_crit_exact_weight_tied", exact},
                                                                  {"K", ol.K}, {"C", ol.C}, {"m_minus", bd.m_minus},
                                                                  {"m_plus", bd.m_plus}, {"L_psi", Lpsi}})
-    thr.cell(n).cell(v).end_row();
+    ctx.summary(n, v);
   ctx.notes["R20"] = {{"events", {events[0], events[1]}}, {"points", points}, {"factorizations", factorizations}};
   checks.add("R20 rho_crit", "Thm 12: the continuation finds the loss of the closed-loop dichotomy (weight-tied: exact)",
              "|rho_crit - exact| / exact", std::abs(rho_crit - exact) / exact, "<= 1e-5 (events: " + events[0] + ", " + events[1] + ")",
@@ -239,7 +239,7 @@ void run_margin(const Params& p, RunContext& ctx) {
     const long d4 = static_cast<long>(m4.size());
     write_input_stack(ctx, "g4_generators.npy", B4, "the rotating G4 generators of the (A7) check ([L, d, d])");
     const cl::OpenLoop o4 = cl::open_loop(B4, std::max(1L, L / 4), std::max(1L, L / 50));
-    CsvWriter al(ctx.dir / "aligned.csv", {"psi", "rho", "projector_deviation"});
+    CsvWriter al = ctx.table("aligned.csv");
     double dev[2] = {0.0, 0.0};
     const double scale = p.get_double("psi_scale");
     for (int kind = 0; kind < 2; ++kind) {
@@ -266,7 +266,7 @@ void run_margin(const Params& p, RunContext& ctx) {
   // ---- R21: scalar weight-tied thresholds (Remark 5, F18) ---------------------------------------------
   {
     const double step = p.get_double("r21_step");
-    CsvWriter r21(ctx.dir / "r21.csv", {"sigma", "c", "expected", "found_sweep", "sweep_step", "found_continuation", "continuous_time"});
+    CsvWriter r21 = ctx.table("r21.csv");
     // empty: no flip found within the sweep / continuation range, or no continuous-time reading
     r21.blank_nonfinite({"expected", "found_sweep", "found_continuation", "continuous_time"});
     double worst_sweep = 0.0, worst_cont = 0.0;
@@ -315,6 +315,75 @@ void run_margin(const Params& p, RunContext& ctx) {
   checks.report(ctx, "coupling-margin");
 }
 
+OutputDecl margin_outputs() {
+  const std::string checks_mode = "bench_generators empty (the checks)", bench_mode = "bench_generators set (benchmark mode)";
+  TableDecl ck = checks_table();
+  ck.when = checks_mode;
+  OutputDecl o;
+  o.tables = {
+      ck,
+      TableDecl{"rho_sweep.csv", "one accepted continuation point of u*_rho (R20, weight-tied G1): closed-loop diagnostics",
+                {integer("direction", "direction of the sweep: 1 (rho increasing from 0) or -1 (decreasing)"), real("rho", "rho"),
+                 real("sup_u", "sup_l |u*_rho(l)|"),
+                 integer("k_minus", "unstable dimension of the closed-loop end map at l -> -inf (I + A_- + rho Dpsi)"),
+                 integer("k_plus", "unstable dimension of the closed-loop end map at l -> +inf"),
+                 real("end_gap", "min over both end maps of | |lambda| - 1 | (0: an eigenvalue on the unit circle)"),
+                 real("green_inverse_sigma_min", "1 / smallest singular value of the closed-loop BVP (~ ||G_rho||)")
+                     .may_be_empty("the BVP is singular (smallest singular value 0)"),
+                 integer("k_bundles", "dimension of the closed-loop growing bundle (-1: no bundles)"),
+                 real("projector_deviation", "max_l |P~_+(l) - P_+(l)| over the interior layers")
+                     .may_be_empty("no closed-loop bundles at this rho"),
+                 real("r_minus_closed", "largest modulus < 1 of the closed-loop multipliers (end map)"),
+                 real("r_plus_closed", "smallest modulus >= 1 of the closed-loop multipliers").may_be_empty("no growing closed-loop multiplier"),
+                 real("t_rho", "rho component of the unit continuation tangent (a sign change: a fold)"),
+                 integer("newton_iterations", "Newton iterations of the corrector")},
+                checks_mode},
+      TableDecl{"aligned.csv", "one aligned injection at one rho on the rotating G4 cocycle: the projector deviation ((A7), F4)",
+                {category("psi", "how psi is aligned with the open loop's bundles",
+                          {{"intertwining", "P(l+1) B(l) = B(l) P(l) ((A7): projectors kept)"}, {"same-index", "commutes with P(l) only (F4)"}}),
+                 real("rho", "rho (0.1, 0.25, 0.5 times 1/(2 K L_psi))"),
+                 real("projector_deviation", "max_l |P~_+(l) - P_+(l)| over the interior layers (nan: no closed-loop bundles)")
+                     .may_be_nonfinite("nan: the closed loop has no bundles at this rho")},
+                checks_mode},
+      TableDecl{"r21.csv", "one scalar weight-tied closed loop 1 + sigma + rho c: its critical |rho| (R21, Remark 5, F18)",
+                {real("sigma", "scalar generator sigma"), real("c", "slope c = Dpsi"),
+                 real("expected", "min(|sigma|, 2 - |sigma|) / |c| (Remark 5)").may_be_empty("not defined"),
+                 real("found_sweep", "first |rho| on the grid of step sweep_step where a multiplier leaves (-1, 1)")
+                     .may_be_empty("no flip found up to 4/|c|"),
+                 real("sweep_step", "the grid step (r21_step)"),
+                 real("found_continuation", "the continuation's bisected critical |rho|").may_be_empty("no event up to 4/|c|"),
+                 real("continuous_time", "|sigma| / |c|, the continuous-time reading (F18)").may_be_empty("not defined")},
+                checks_mode},
+      TableDecl{"continuation.csv", "one continuation point of the benchmark (fixed step)",
+                {index("step", "continuation point (0: rho = 0)", 0), real("rho", "rho"), real("sup_u", "max_l |u*_rho(l)|"),
+                 integer("newton_iterations", "Newton iterations of the corrector")},
+                bench_mode},
+      TableDecl{"final_u.csv", "one component of u*_rho at one layer, at the last continuation point of the benchmark",
+                {index("l", "layer l (0..L)", 0), index("i", "component", 0), real("u", "u*_rho(l)_i")},
+                bench_mode}};
+  const std::string not_reached = "; NaN (empty): no loss of the dichotomy up to rho_end";
+  o.summaries = {{"rho_0", "1/(2 K L_psi): the Thm 10 contraction radius", "", checks_mode},
+                 {"rho_max_17_c0_1", "min(m_-, m_+)/(C^2 L_psi): (17) with c_0 = 1 (F5)", "", checks_mode},
+                 {"rho_max_C2", "mu^2/(4 C (C + mu) L_psi): C.2 with K <= 2C/mu (F5)", "", checks_mode},
+                 {"rho_max_C2_sharp", "mu/(2 K (C + mu) L_psi): C.2 with the computed K", "", checks_mode},
+                 {"rho_crit_plus", "|rho| of the first loss of the closed-loop dichotomy, rho > 0 (continuation, bisected)" + not_reached, "", checks_mode},
+                 {"rho_crit_minus", "the same for rho < 0" + not_reached, "", checks_mode},
+                 {"rho_crit", "the smaller of the two" + not_reached, "", checks_mode},
+                 {"rho_crit_exact_weight_tied", "the exact weight-tied threshold (eigenvalue scan of I + A + rho Dpsi(0), bisected)" + not_reached, "",
+                  checks_mode},
+                 {"K", "K: the open loop's Green-function bound", "", checks_mode},
+                 {"C", "C: the open loop's dichotomy constant", "", checks_mode},
+                 {"m_minus", "m_- = 1 - r_-: the contracting rate margin", "", checks_mode},
+                 {"m_plus", "m_+ = r_+ - 1: the growing rate margin; NaN (empty): no growing direction (k = 0)", "", checks_mode},
+                 {"L_psi", "Lipschitz constant of psi", "", checks_mode},
+                 {"continuation_seconds", "wall time of the continuation", "s", bench_mode},
+                 {"continuation_steps", "continuation steps taken", "", bench_mode},
+                 {"final_rho", "rho at the last continuation point", "", bench_mode}};
+  o.figures = {{"margin.png", "|u*| and ||G_rho|| along the continuation with rho_crit and the bounds; projector deviation; end-spectrum gap; "
+                "Remark 5 thresholds (benchmark mode: empty panels)"}};
+  return o;
+}
+
 std::vector<ParamSpec> margin_params() {
   std::vector<ParamSpec> ps{
       p_int("seed", 0, "base seed (cocycles, psi)", 0, kMaxSeed),
@@ -344,14 +413,14 @@ std::vector<ParamSpec> margin_params() {
   return ps;
 }
 
-const ExperimentRegistration reg_coupling_margin{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_margin{with_outputs(with_smoke(Experiment{
     "coupling-margin",
     "Coupling paper Thm 12 / Remark 5: closed-loop stability margin by continuation in rho, rho_crit against the bounds (R20, R21; F4, F5, F18)",
     margin_params(), run_margin, "coupling-margin",
     [](const Params& p) {
       const double L = static_cast<double>(p.get_int("L"));
       return ResourceEstimate{L * L * 16 * 8.0 * 4 + 64e6, 200.0 * L * L * 64, "the explicit Green norm O(L^2 d^3) and the continuation"};
-    }}, {{"L", "40"}})};
+    }}, {{"L", "40"}}), margin_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

@@ -143,7 +143,7 @@ void run_trajectory(const Params& p, RunContext& ctx) {
                "largest ratio of successive distances", cratio, fmt::format("in (0, {:.6g}] (|rho| ||G|| L_psi)", ratio_bound),
                used > 0 && cratio > 0 && cratio <= ratio_bound * (1 + 1e-9) && dist.back() <= 1e-9,
                bound("Thm 10 / F8: contraction ratio <= |rho| ||G|| L_psi"));
-    CsvWriter it(ctx.dir / "picard.csv", {"method", "iteration", "value"});
+    CsvWriter it = ctx.table("picard.csv");
     it.blank_nonfinite({"value"});  // empty: not defined at this iteration (e.g. 0/0 once the iteration is exact)
     for (std::size_t i = 0; i < pic.history.size(); ++i) it.cell(std::string("picard_step")).cell(i + 1).cell(pic.history[i]).end_row();
     for (std::size_t i = 0; i < nwt_far.history.size(); ++i) it.cell(std::string("newton_residual")).cell(i).cell(nwt_far.history[i]).end_row();
@@ -154,7 +154,7 @@ void run_trajectory(const Params& p, RunContext& ctx) {
 
   // trajectory.csv at rho.
   {
-    CsvWriter tr(ctx.dir / "trajectory.csv", {"l", "component", "u_star", "first_order", "p_plus_u"});
+    CsvWriter tr = ctx.table("trajectory.csv");
     for (long l = 0; l <= L; ++l) {
       const Vector pu = ol.bundles.P_plus[static_cast<std::size_t>(l)] * nwt.u.col(l);
       for (long i = 0; i < d; ++i) tr.cell(l).cell(i).cell(nwt.u(i, l)).cell(rho * Gpsi0(i, l)).cell(pu(i)).end_row();
@@ -163,10 +163,10 @@ void run_trajectory(const Params& p, RunContext& ctx) {
 
   // (b), (c), (d), R19 over the rho grid.
   std::vector<double> rs, rem, cde, dpd, dplus_ratio;
+  double sum_sb = 0.0, sum_sd = 0.0, sum_s1 = 0.0, sum_sup = 0.0;  // summaries
   const double S = d_plus(Gpsi0, ol.bundles, ex);
   {
-    CsvWriter sw(ctx.dir / "rho_sweep.csv", {"rho", "sup_u", "remainder", "remainder_over_rho2", "central_difference_error",
-                                              "d_plus", "d_plus_over_rho", "bound_appendix", "bound_main_text"});
+    CsvWriter sw = ctx.table("rho_sweep.csv");
     bool sup_ok = true;
     double worst_sup = 0.0, worst_main = 0.0;
     Seq guess;
@@ -208,6 +208,10 @@ void run_trajectory(const Params& p, RunContext& ctx) {
                fd / std::max(1e-300, sup_interior(Gpsi0, ex)), "<= 1e-4", fd <= 1e-4 * sup_interior(Gpsi0, ex),
                independent("closed_loop::first_order (Bvp solve of psi(0)) vs newton at +-rho"));
     ctx.notes["slopes"] = {{"R18b", sb}, {"R18d", sd}, {"R19", s1}, {"sup_P_plus_G_psi0", S}};
+    sum_sb = sb;
+    sum_sd = sd;
+    sum_s1 = s1;
+    sum_sup = worst_sup;
   }
 
   // ---- weight-tied exact checks (G1) -------------------------------------------------------------
@@ -275,6 +279,42 @@ void run_trajectory(const Params& p, RunContext& ctx) {
                worst, "<= 1 + 1e-9", worst <= 1.0 + 1e-9, bound("C.1: |u(l) - h*| <= rho(Abar)^l |u(0) - h*| (C = 1)"));
   }
   checks.report(ctx, "coupling-trajectory");
+  ctx.summary("rho_0", bd.rho_0);
+  ctx.summary("remainder_slope", sum_sb);
+  ctx.summary("central_difference_slope", sum_sd);
+  ctx.summary("d_plus_slope", sum_s1);
+  ctx.summary("sup_over_bound", sum_sup);
+}
+
+OutputDecl trajectory_outputs() {
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      {"picard.csv", "one iteration of one convergence sequence (R18 a, F8)",
+       {category("method", "which sequence", {{"picard_step", "Picard |u^{n+1} - u^n|_inf at rho = rho_frac rho_0 (iteration from 1)"},
+                                              {"newton_residual", "Newton residual |R(u^n)|_inf at rho = 0.95 rho_0 (iteration from 0)"},
+                                              {"chain_distance", "cross-block chain |y_k - u*_rho|_inf (F8; iteration = block k from 1)"},
+                                              {"bound_K_rho_Lpsi^n", "the contraction bound (K |rho| L_psi)^(n-1) times the first Picard step"}}),
+        integer("iteration", "iteration n or block k (see method)"),
+        real("value", "the size (sup over layers)").may_be_empty("not defined at this iteration (e.g. 0/0 once the iteration is exact)")}},
+      {"trajectory.csv", "one component of u*_rho at one layer, rho = rho_frac rho_0 (Newton)",
+       {index("l", "layer l (0..L)", 0), index("component", "component i of the d-dimensional state", 0),
+        real("u_star", "u*_rho(l)_i, the bounded solution of u = G[rho psi(u)]"), real("first_order", "rho (G psi(0))(l)_i, its first order (16)"),
+        real("p_plus_u", "(P_+(l) u*_rho(l))_i, its component in the open loop's growing bundle")}},
+      {"rho_sweep.csv", "one rho of the grid (rho_grid times rho_0): remainders, central differences, d_+ and the sup bounds (R18 b-d, R19)",
+       {real("rho", "rho"), real("sup_u", "sup_l |u*_rho(l)| (all layers)"),
+        real("remainder", "sup_l |u*_rho - rho G psi(0)| (interior layers, `exclude` dropped at each end)"),
+        real("remainder_over_rho2", "remainder / rho^2 (bounded: (16))"),
+        real("central_difference_error", "sup_l |(u*_rho - u*_-rho) / (2 rho) - G psi(0)| (interior)"),
+        real("d_plus", "d_+(rho) = sup_l |P_+(l) u*_rho(l)| (interior)"), real("d_plus_over_rho", "d_plus / rho (Prop 11: -> sup_l |P_+ G psi(0)|)"),
+        real("bound_appendix", "2 K |rho| |psi(0)| (C.1)"), real("bound_main_text", "C |rho| |psi(0)| / min(m) (main text, F6)")}}};
+  o.summaries = {{"rho_0", "rho_0 = 1/(2 K L_psi), the Thm 10 contraction radius of the general problem"},
+                 {"remainder_slope", "log-log slope of sup |u*_rho - rho G psi(0)| over the rho grid ((16): 2)"},
+                 {"central_difference_slope", "log-log slope of the central-difference error ((Thm 10, C^1): 2)"},
+                 {"d_plus_slope", "log-log slope of |d_+/rho - sup_l |P_+ G psi(0)|| (Prop 11: 1)"},
+                 {"sup_over_bound", "max over the grid of sup |u*_rho| / (2 K |rho| |psi(0)|) (C.1: <= 1)"}};
+  o.figures = {{"trajectory.png", "u*_rho against rho G psi(0); Picard, Newton and block-chain convergence; remainders (slope 2); sup bounds and d_+"}};
+  return o;
 }
 
 std::vector<ParamSpec> trajectory_params() {
@@ -298,14 +338,14 @@ std::vector<ParamSpec> trajectory_params() {
   };
 }
 
-const ExperimentRegistration reg_coupling_trajectory{with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_trajectory{with_outputs(with_smoke(Experiment{
     "coupling-trajectory",
     "Coupling paper Thm 10 / Prop 11: the distinguished bounded trajectory u*_rho (Picard, Newton, first order, d_+, block chain; R18, R19)",
     trajectory_params(), run_trajectory, "coupling-trajectory",
     [](const Params& p) {
       const double L = static_cast<double>(p.get_int("L"));
       return ResourceEstimate{L * L * 16 * 8.0 * 4 + 64e6, 40.0 * L * L * 64, "the explicit Green norm O(L^2 d^3) and Newton solves"};
-    }}, {{"L", "40"}, {"chain_blocks", "4"}})};
+    }}, {{"L", "40"}, {"chain_blocks", "4"}}), trajectory_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

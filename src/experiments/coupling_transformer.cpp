@@ -1,8 +1,7 @@
 // Presets of "Attention is Just Another Name for Coupling?", part 1 (the Transformer depth flow):
 //   coupling-frozen-kernel   Thm 3 (R5, R6), Prop 8 (R7), flag F1, kappa_alpha and mixing (F16);
-//   coupling-bounded-step    Prop 1 (R2) and Lemmas 15/16 (R3);
-//   coupling-rank-collapse   E2: distance of S(X^(l)) from rank one against depth, slope r_f;
-//   coupling-qk-specificity  E4: |alpha^(l) - alpha*| against depth, effect of late W_Q/W_K changes.
+//   coupling-bounded-step    Prop 1 (R2) and Lemmas 15/16 (R3).
+// (coupling-rank-collapse and coupling-qk-specificity, the depth experiments: coupling_transformer_depth.cpp.)
 // Each writes checks.csv (check, statement, quantity, value, expected, pass), joined by coupling-all.
 #include <algorithm>
 #include <cmath>
@@ -131,8 +130,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
 
   // R5: alpha(X*) = alpha* for W_Q, W_K of any scale and any temperature; zero kernel variation.
   {
-    CsvWriter csv(ctx.dir / "frozen_kernel.csv",
-                  {"qk_scale", "temperature", "layer", "max_dev_alpha_star", "variation_norm", "variation_rowsum_max"});
+    CsvWriter csv = ctx.table("frozen_kernel.csv");
     const int nl = std::min(L, 4);
     for (double scale : {1e-3, 1.0, 1e3})
       for (double tau : {0.01, 1.0, 100.0}) {
@@ -177,9 +175,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
   }
   const Reference refq = reference_trajectory(tq, x0, L);
   {
-    CsvWriter csv(ctx.dir / "jacobian.csv",
-                  {"layer", "x_norm", "A_exact_norm", "A_paper_norm", "MV_norm", "J_analytic_vs_exact", "J_fd_vs_exact",
-                   "J_vs_paper_maxabs", "J_vs_paper_rel2", "sector_residual", "spectrum_union_residual", "qk_bitwise_equal"});
+    CsvWriter csv = ctx.table("jacobian.csv");
     // empty: that comparison is not made here (T d above dense_max, or a mask without the sector form)
     csv.blank_nonfinite({"J_analytic_vs_exact", "J_fd_vs_exact", "J_vs_paper_maxabs", "J_vs_paper_rel2", "sector_residual",
                          "spectrum_union_residual"});
@@ -261,10 +257,10 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
 
   // F16: kappa_alpha and the mixing of alpha* towards 1 e_1^T.
   {
-    CsvWriter k(ctx.dir / "kappa.csv", {"n", "kappa_alpha", "approx_0.2_3^n"});
+    CsvWriter k = ctx.table("kappa.csv");
     for (long n : p.get_int_list("kappa_n"))
       k.cell(n).cell(fk::kappa_alpha(static_cast<int>(n))).cell(0.2 * std::pow(3.0, static_cast<double>(n))).end_row();
-    CsvWriter m(ctx.dir / "mixing.csv", {"n", "m", "distance", "asymptote"});
+    CsvWriter m = ctx.table("mixing.csv");
     for (int n : {4, 8, 16, 32})
       for (int mm = 0; mm <= 40; ++mm) m.cell(n).cell(mm).cell(fk::mixing_distance(n, mm)).cell(std::pow(2.0, -mm) * fk::mixing_constant(n)).end_row();
   }
@@ -277,7 +273,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
   // Negative control: with RoPE or ALiBi the kernel at X* is not 1/t and depends on the layer.
   double neg_min = 1e300;
   {
-    CsvWriter csv(ctx.dir / "negative_control.csv", {"positional", "layer", "max_dev_alpha_star", "max_dev_from_layer0"});
+    CsvWriter csv = ctx.table("negative_control.csv");
     for (Positional pos : {Positional::None, Positional::Rope, Positional::Alibi}) {
       if (pos == Positional::Rope && c.d % 2) continue;
       Config cc = c;
@@ -349,6 +345,55 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
     checks.add("R5 control", "RoPE / ALiBi break the frozen kernel (negative control)", "min over layers of max |alpha - alpha*|", neg_min,
                ">= 0.05", neg_min >= 0.05, qualitative("RoPE / ALiBi: alpha(X*) departs from alpha* (negative control)"));
   checks.report(ctx, "coupling-frozen-kernel");
+  ctx.summary("kernel_deviation", r5_dev);
+  ctx.summary("jacobian_error", have_dense ? r6_an : kNaN);
+  ctx.summary("paper_form_gap", have_dense ? f1_paper : kNaN);
+  ctx.summary("sector_residual", have_sector ? r6_sector : kNaN);
+  ctx.summary("positional_kernel_deviation", neg_min < 1e300 ? neg_min : kNaN);
+}
+
+OutputDecl frozen_kernel_outputs() {
+  const std::string at = "block index l (0-based): block l + 1 evaluated at the homogeneous state X*(l) = 1 x*(l)^T";
+  const std::string not_dense = "not computed: T d above dense_max";
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      {"frozen_kernel.csv", "one block at one W_Q, W_K scale and temperature: the kernel alpha(X*) against alpha* and its variation (R5)",
+       {real("qk_scale", "factor multiplying W_Q and W_K"), real("temperature", "softmax temperature tau"),
+        index("layer", at + " (first 4 blocks)", 0), real("max_dev_alpha_star", "max |alpha(X*) - alpha*| (alpha*: uniform over the admitted positions)"),
+        real("variation_norm", "Frobenius norm of d alpha along a random dX (central difference)"),
+        real("variation_rowsum_max", "max |row sum| of that d alpha (0: d alpha 1 = 0)")}},
+      {"jacobian.csv", "one block along the reference trajectory: generator norms and Jacobian comparisons (R6, F1, R7)",
+       {index("layer", at, 0), real("x_norm", "|x*(l)|"), real("A_exact_norm", "spectral norm of the exact generator A at x*(l)"),
+        real("A_paper_norm", "spectral norm of the paper-form generator (eq. (8))"), real("MV_norm", "spectral norm of M~ V"),
+        real("J_analytic_vs_exact", "max |J_analytic - J_exact| (analytic JVP against the Kronecker form)").may_be_empty(not_dense),
+        real("J_fd_vs_exact", "max |J_fd - J_exact| (central differences against the Kronecker form)").may_be_empty(not_dense),
+        real("J_vs_paper_maxabs", "max |J_analytic - J_paper| (flag F1)").may_be_empty(not_dense),
+        real("J_vs_paper_rel2", "||J_analytic - J_paper||_2 / ||J_analytic||_2").may_be_empty(not_dense),
+        real("sector_residual", "max relative residual of J (w_j u^T) = w_j ((I + M~)(I + V/j) u)^T over the Pascal eigenvectors w_j")
+            .may_be_empty("not computed: mask not causal, or T > 16"),
+        real("spectrum_union_residual", "max distance of an eigenvalue of J to its matched sector eigenvalue")
+            .may_be_empty("not computed: mask not causal, or T d above dense_max"),
+        category("qk_bitwise_equal", "x*(l), A and (dense) J bitwise unchanged when W_Q, W_K are redrawn (Prop 8)",
+                 {{"1", "bitwise equal"}, {"0", "they differ"}})}},
+      {"kappa.csv", "one size n of the Pascal eigenbasis of alpha* (F16)",
+       {integer("n", "size n (= T or P)"), real("kappa_alpha", "condition number ||W_n||_2 ||W_n^-1||_2 of the column-normalised Pascal basis"),
+        real("approx_0.2_3^n", "the paper's approximation 0.2 3^n")}},
+      {"mixing.csv", "one power m of alpha*_n: its distance from the head-token projector 1 e_1^T (F16)",
+       {integer("n", "size n of alpha*_n (4, 8, 16, 32)"), integer("m", "power m"), real("distance", "||(alpha*_n)^m - 1 e_1^T||_2"),
+        real("asymptote", "2^-m sqrt(n(n-1)(2n-1)/3)")}},
+      {"negative_control.csv", "one block with one positional scheme at X*(l): the kernel against alpha* (R5 control)",
+       {category("positional", "positional scheme", {{"none", "no positional scheme (the frozen kernel holds)"}, {"rope", "RoPE (only for even d)"},
+                                                     {"alibi", "ALiBi"}}),
+        index("layer", at + " (first 8 blocks)", 0), real("max_dev_alpha_star", "max |alpha(X*) - alpha*|"),
+        real("max_dev_from_layer0", "max |alpha(X*(l)) - alpha(X*(0))| (0: the same kernel at every block)")}}};
+  o.summaries = {{"kernel_deviation", "max |alpha(X*) - alpha*| over W_Q, W_K scales, temperatures and the first 4 blocks (R5; 0: frozen kernel)"},
+                 {"jacobian_error", "max |J_analytic - J_exact| over blocks (R6); NaN (empty): T d above dense_max"},
+                 {"paper_form_gap", "max |J_analytic - J_paper| over blocks (F1: eq. (8) is not the exact Jacobian); NaN (empty): T d above dense_max"},
+                 {"sector_residual", "max relative residual of the sector factorisation (R6); NaN (empty): mask not causal or T > 16"},
+                 {"positional_kernel_deviation", "min over blocks and RoPE / ALiBi of max |alpha(X*) - alpha*| (negative control: > 0)"}};
+  o.figures = {{"frozen_kernel.png", "Jacobian errors per block, kappa_alpha against n, mixing to the head token, positional negative control"}};
+  return o;
 }
 
 // ---- coupling-bounded-step -----------------------------------------------------------------------
@@ -366,7 +411,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
   std::vector<double> CN(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l) CN[static_cast<std::size_t>(l)] = step_bound(c, tf.weights(l + 1));
   {
-    CsvWriter csv(ctx.dir / "bounded_step.csv", {"layer", "kind", "scale", "max_step", "C_N", "ratio"});
+    CsvWriter csv = ctx.table("bounded_step.csv");
     for (int l = 0; l < std::min(L, 8); ++l) {
       const double C = CN[static_cast<std::size_t>(l)];
       for (double scale : {1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6}) {
@@ -420,7 +465,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
   }
   // The stream: |x_t^(l)| <= |x_t^(0)| + sum_{r<l} C_N^(r) (Pre-LN), against Post-LN's bounded stream.
   {
-    CsvWriter csv(ctx.dir / "stream.csv", {"layer", "placement", "max_norm", "bound", "slack_ratio"});
+    CsvWriter csv = ctx.table("stream.csv");
     Config cp = c;
     cp.placement = Placement::PostLN;
     std::vector<LayerWeights> ws;
@@ -463,7 +508,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
   {
     Config c0 = c;
     c0.eps = 0.0;
-    CsvWriter csv(ctx.dir / "singular.csv", {"placement", "draw", "distance", "jacobian_norm", "point_norm", "point_x0", "point_x1"});
+    CsvWriter csv = ctx.table("singular.csv");
     Vec u(c.d);
     Rng(seed, {0x51}).fill_normal(u, 1.0);
     u.normalize();
@@ -531,141 +576,43 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
                moved, "> 1e-3", moved > 1e-3, qualitative("Lemma 16: Post-LN singular points depend on the weights"));
   }
   checks.report(ctx, "coupling-bounded-step");
+  ctx.summary("step_bound_ratio", r2_ratio);
+  ctx.summary("stream_slack_ratio", stream_slack);
+  ctx.summary("postln_excess", post_excess);
+  ctx.summary("jacobian_blowup_ratio", pre_ratio);
 }
 
-// ---- coupling-rank-collapse (E2) ----------------------------------------------------------------
-
-void run_rank_collapse(const Params& p, RunContext& ctx) {
-  const Transformer tf = transformer_from(p, ctx);
-  const Config& c = tf.config();
-  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
-  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const int P = c.mask == Mask::BlockLocal ? c.block : T;  // collapse within blocks for block-local attention
-  Batch Z;
-  Z.runs = runs;
-  Z.len = T;
-  Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
-  Rng(seed, {0xc0}).fill_normal(Z.Z, 1.0);
-  CsvWriter csv(ctx.dir / "rank_collapse.csv", {"layer", "run", "ratio", "stream_norm"});
-  std::vector<double> mean_log(static_cast<std::size_t>(L + 1), 0.0);
-  for (int l = 0; l <= L; ++l) {
-    if (l > 0) tf.apply(l, Z);
-    require_finite(Z, "layer", l);
-    const LayerWeights& W = tf.weights(std::max(1, l));
-    for (int r = 0; r < runs; ++r) {
-      Mat S;
-      apply_norm(c, W.g_attn, W.beta_attn, Z.run(r), S);
-      Mat D = S;
-      for (int b = 0; b < T; b += P) {
-        const int n = std::min(P, T - b);
-        const RowVec m = S.middleRows(b, n).colwise().mean();
-        D.middleRows(b, n).rowwise() -= m;
-      }
-      const double ratio = D.norm() / S.norm();
-      csv.cell(l).cell(r).cell(ratio).cell(Z.run(r).rowwise().norm().maxCoeff()).end_row();
-      mean_log[static_cast<std::size_t>(l)] += std::log(std::max(ratio, 1e-300)) / runs;
-    }
-    if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
-  }
-  // r_f estimate: exp of the least-squares slope of mean log ratio over the second half of depth.
-  const int l0 = L / 2;
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  int n = 0;
-  for (int l = l0; l <= L; ++l, ++n) {
-    const double y = mean_log[static_cast<std::size_t>(l)];
-    sx += l;
-    sy += y;
-    sxx += static_cast<double>(l) * l;
-    sxy += l * y;
-  }
-  const double slope = n > 1 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : NAN;
-  CsvWriter rate(ctx.dir / "rate.csv", {"from_layer", "to_layer", "log_slope", "r_f_estimate"});
-  rate.cell(l0).cell(L).cell(slope).cell(std::exp(slope)).end_row();
-  ctx.notes["r_f_estimate"] = std::exp(slope);
-  CheckTable checks(ctx.dir / "checks.csv");
-  checks.add("E2", "rank collapse: token states homogenise with depth at rate r_f < 1 (A5)", "r_f estimate (log-slope, second half)",
-             std::exp(slope), "< 1", std::exp(slope) < 1.0, qualitative("A5: r_f < 1 (states homogenise with depth)"));
-  checks.report(ctx, "coupling-rank-collapse");
-}
-
-// ---- coupling-qk-specificity (E4) ---------------------------------------------------------------
-
-void run_qk_specificity(const Params& p, RunContext& ctx) {
-  const Transformer tf = transformer_from(p, ctx);
-  const Config& c = tf.config();
-  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
-  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const double s = p.get_double("amplitude"), eta = p.get_double("eta");
-  const int from = static_cast<int>(p.get_int("perturb_from"));
-  if (from > L) throw InputError(fmt::format("parameter 'perturb_from' = {}: expected <= L = {}", from, L));
-  if (parse_tying(p.get_string("tying")) != Tying::Untied) throw InputError("parameter 'tying': coupling-qk-specificity perturbs single layers; use untied");
-  // The perturbed model: W_Q, W_K of layers >= perturb_from changed by eta * Gaussian (relative to their scale).
-  Transformer tq = tf;
-  for (int l = from; l <= L; ++l) {
-    LayerWeights& W = tq.mutable_weights(static_cast<std::size_t>(l - 1));
-    Mat E(c.d, c.d);
-    Rng(seed, {0x9b, static_cast<std::uint64_t>(l), 1}).fill_normal(E, eta * p.get_double("sigma_w") / std::sqrt(static_cast<double>(c.d)));
-    W.W_Q += E;
-    Rng(seed, {0x9b, static_cast<std::uint64_t>(l), 2}).fill_normal(E, eta * p.get_double("sigma_w") / std::sqrt(static_cast<double>(c.d)));
-    W.W_K += E;
-  }
-  const Vec x0 = reference_start(c, seed);
-  const Mat astar = kernel_of(c, T);
-  // Two amplitudes s and s/10: W_Q, W_K act at second order near H (Prop 8), so the state
-  // difference they cause should shrink ~100x when s shrinks 10x.
-  CsvWriter csv(ctx.dir / "qk_specificity.csv",
-                {"amplitude", "layer", "variant", "alpha_dist_mean", "alpha_dist_max", "state_diff", "fluct_ratio"});
-  CsvWriter fin(ctx.dir / "final.csv", {"amplitude", "relative_state_diff"});
-  int done = 0;
-  std::vector<double> finals;
-  for (double amp : {s, s / 10.0}) {
-    Batch Z;
-    Z.runs = runs;
-    Z.len = T;
-    Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
-    for (int r = 0; r < runs; ++r) {
-      Mat dX(T, c.d);
-      Rng(seed, {0xde, static_cast<std::uint64_t>(r)}).fill_normal(dX, 1.0);
-      Z.run(r) = homogeneous(x0, T) + amp * dX;
-    }
-    Batch Zq = Z;
-    for (int l = 1; l <= L; ++l) {
-      for (int v = 0; v < 2; ++v) {
-        const Transformer& m = v ? tq : tf;
-        Batch& B = v ? Zq : Z;
-        const auto al = m.attention(l, B);
-        double mean = 0, mx = 0, fl = 0;
-        for (int r = 0; r < runs; ++r) {
-          const double dist = (al[static_cast<std::size_t>(r)] - astar).norm();
-          mean += dist / runs;
-          mx = std::max(mx, dist);
-          const Mat X = B.run(r);
-          fl += fk::fluctuation(X, T).norm() / X.norm() / runs;
-        }
-        const double sd = v ? (Zq.Z - Z.Z).norm() / std::max(Z.Z.norm(), 1e-300) : 0.0;
-        csv.cell(amp).cell(l).cell(std::string(v ? "perturbed" : "base")).cell(mean).cell(mx).cell(sd).cell(fl).end_row();
-      }
-      tf.apply(l, Z);
-      tq.apply(l, Zq);
-      require_finite(Z, "layer", l);
-      require_finite(Zq, "layer", l, "perturbed");
-      if (ctx.progress) ctx.progress((done * L + l) / (2.0 * L));
-    }
-    finals.push_back((Zq.Z - Z.Z).norm() / Z.Z.norm());
-    fin.cell(amp).cell(finals.back()).end_row();
-    ++done;
-  }
-  CheckTable checks(ctx.dir / "checks.csv");
-  const double order = finals[1] > 0 ? std::log10(finals[0] / finals[1]) : NAN;
-  if (!std::isnan(order)) {
-    // log10 of the final-state change ratio for s and s/10 (2: second order; RoPE/ALiBi: first order, 1).
-    ctx.notes["qk_final_change_log10_ratio"] = order;
-    if (c.pos == Positional::None)  // with RoPE/ALiBi there is no criterion: the value is in the manifest only
-      checks.add("E4", "Prop 8: late W_Q, W_K changes act at second order near H (no positional scheme)",
-                 "log10 of the final-state change ratio for s and s/10", order, ">= 1.5 (2 = second order)", order >= 1.5,
-                 qualitative("Prop 8: second order in s (log10 ratio 2 for s -> s/10)"));
-  }
-  checks.report(ctx, "coupling-qk-specificity");
+OutputDecl bounded_step_outputs() {
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      {"bounded_step.csv", "one block at one input scale (sampled) or one adversarial search: the largest step |N_t(X)| against C_N (R2)",
+       {index("layer", "block index l (0-based): block l + 1 (first 8 blocks)", 0),
+        category("kind", "how X was drawn", {{"sampled", "Gaussian states of the given scale (largest over samples)"},
+                                             {"adversarial", "gradient ascent on |N_T(X)|^2 of the last token from a scale-1 start"}}),
+        real("scale", "sampled: standard deviation of the entries of X; adversarial: |X|_F where the ascent ended"),
+        real("max_step", "largest token norm |N_t(X)| of the step update N = F(X) - X"),
+        real("C_N", "the Prop 1 bound C_N of the block"), real("ratio", "max_step / C_N (Prop 1: <= 1)")}},
+      {"stream.csv", "one depth l of the residual stream, Pre-LN (the model) or Post-LN (the control, same weights)",
+       {index("layer", "depth l: the state after l blocks (0: the input)", 0),
+        category("placement", "where the norm sits", {{"pre", "Pre-LN (the model)"}, {"post", "Post-LN (the control)"}}),
+        real("max_norm", "largest token norm max_t |x_t^(l)|"),
+        real("bound", "pre: max_t |x_t^(0)| + sum_{r<l} C_N^(r) (Prop 1); post: |g|_inf sqrt(d) (+ |beta| for layer norm)"),
+        real("slack_ratio", "pre: min over tokens of (|x_t^(0)| + sum C_N) / |x_t^(l)| (>= 1); post: bound / max_norm")}},
+      {"singular.csv", "one probe point at one distance: Jacobian norms near the singular sets, with eps_S = 0 (R3)",
+       {category("placement", "which map is probed",
+                 {{"pre", "Pre-LN reduced map near x = 0, eps_S = 0 (Lemma 15)"},
+                  {"pre-eps", "Pre-LN reduced map near x = 0 with the run's eps_S > 0"},
+                  {"post", "Post-LN MLP half G(h) = S(h + MLP(h)) near its singular point h0 (Lemma 16)"}}),
+        index("draw", "weight draw (two independent one-block draws)", 0), real("distance", "distance |x| (pre) or |h - h0| (post) of the probe point"),
+        real("jacobian_norm", "spectral norm of the Jacobian there"), real("point_norm", "post: |h0|; pre: 0"),
+        real("point_x0", "post: first coordinate of h0; pre: 0"), real("point_x1", "post: second coordinate of h0 (0 when d = 1); pre: 0")}}};
+  o.summaries = {{"step_bound_ratio", "max |N_t(X)| / C_N over blocks, scales and the adversarial search (Prop 1: <= 1)"},
+                 {"stream_slack_ratio", "min over depths and tokens of (|x_t^(0)| + sum C_N) / |x_t^(l)| (Prop 1: >= 1)"},
+                 {"postln_excess", "max over depths of max_norm / bound - 1 for the Post-LN control (<= 0: bounded stream)"},
+                 {"jacobian_blowup_ratio", "|J|(|x| = 1e-8) / |J|(|x| = 1) of the Pre-LN reduced map, eps_S = 0 (Lemma 15: ~ 1e8)"}};
+  o.figures = {{"bounded_step.png", "max |N_t| / C_N against the input scale, stream norms against the Prop 1 bound, |J| near the singular sets"}};
+  return o;
 }
 
 ResourceEstimate estimate_of(const Params& p, double factor) {
@@ -676,7 +623,7 @@ ResourceEstimate estimate_of(const Params& p, double factor) {
                           factor * L * runs * T * (T * d + d * f) * 4, "weights, per-run attention and (dense checks) Td x Td Jacobians"};
 }
 
-const ExperimentRegistration reg_fk{with_smoke(Experiment{
+const ExperimentRegistration reg_fk{with_outputs(with_smoke(Experiment{
     "coupling-frozen-kernel",
     "Coupling paper Thm 3 / Prop 8: frozen kernel 1/t, exact Kronecker Jacobian vs eq. (8) (F1), sectors, QK invisibility, kappa_alpha",
     [] {
@@ -689,9 +636,9 @@ const ExperimentRegistration reg_fk{with_smoke(Experiment{
       return ps;
     }(),
     run_frozen_kernel, "coupling-frozen-kernel",
-    [](const Params& p) { return estimate_of(p, 4.0); }}, {{"L", "3"}, {"T", "4"}, {"d", "4"}, {"d_ff", "8"}})};
+    [](const Params& p) { return estimate_of(p, 4.0); }}, {{"L", "3"}, {"T", "4"}, {"d", "4"}, {"d_ff", "8"}}), frozen_kernel_outputs())};
 
-const ExperimentRegistration reg_bs{with_smoke(Experiment{
+const ExperimentRegistration reg_bs{with_outputs(with_smoke(Experiment{
     "coupling-bounded-step",
     "Coupling paper Prop 1 (bounded step, linear stream; Post-LN control) and Lemmas 15/16 (singular sets, eps_S = 0)",
     [] {
@@ -701,32 +648,7 @@ const ExperimentRegistration reg_bs{with_smoke(Experiment{
       return ps;
     }(),
     run_bounded_step, "coupling-bounded-step",
-    [](const Params& p) { return estimate_of(p, 2.0); }}, {{"L", "3"}, {"samples", "2"}, {"ascent_steps", "3"}})};
-
-const ExperimentRegistration reg_rc{with_smoke(Experiment{
-    "coupling-rank-collapse",
-    "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks, log-slope estimate of r_f",
-    [] {
-      auto ps = transformer_params(16, 64, 16, 48, 0.0);
-      ps.push_back(p_int("runs", 8, "random input sequences", 1, 10000));
-      return ps;
-    }(),
-    run_rank_collapse, "coupling-rank-collapse",
-    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"L", "6"}, {"runs", "2"}})};
-
-const ExperimentRegistration reg_qk{with_smoke(Experiment{
-    "coupling-qk-specificity",
-    "Coupling paper E4: |alpha^(l) - alpha*| against depth near H, and the effect of late W_Q/W_K perturbations",
-    [] {
-      auto ps = transformer_params(16, 64, 16, 48, 0.0);
-      ps.push_back(p_int("runs", 8, "perturbed homogeneous inputs", 1, 10000));
-      ps.push_back(p_double("amplitude", 0.1, "size s of the perturbation X(0) = 1 x0^T + s dX", 0.0, 1e3));
-      ps.push_back(p_double("eta", 1.0, "relative size of the W_Q, W_K perturbation", 0.0, 1e3));
-      ps.push_back(p_int("perturb_from", 25, "first (1-based) layer whose W_Q, W_K are perturbed", 1, 5000));
-      return ps;
-    }(),
-    run_qk_specificity, "coupling-qk-specificity",
-    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"L", "6"}, {"runs", "2"}, {"perturb_from", "4"}})};
+    [](const Params& p) { return estimate_of(p, 2.0); }}, {{"L", "3"}, {"samples", "2"}, {"ascent_steps", "3"}}), bounded_step_outputs())};
 
 }  // namespace preset_coupling_transformer
 }  // namespace tokdyn

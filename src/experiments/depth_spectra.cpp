@@ -135,21 +135,32 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
               {R.states.size(), static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.Z.cols())});
   }
 
-  CsvWriter ly(ctx.dir / "lyapunov.csv", {"i", "mu", "gamma"});
-  for (int i = 0; i < R.k; ++i) {
-    ly.cell(i + 1).cell(R.mu[i]).cell(R.gamma[i]);
-    ly.end_row();
+  {
+    CsvWriter ly = ctx.table("lyapunov.csv");
+    ly.blank_nonfinite({"unresolved_from_layer"});
+    std::vector<long> unresolved;
+    for (int i = 0; i < R.k; ++i) {
+      const long at = R.unresolved_at.empty() ? -1 : R.unresolved_at[static_cast<std::size_t>(i)];
+      if (at >= 0) unresolved.push_back(i);
+      ly.cell(i).cell(R.mu[i]).cell(R.gamma[i]).cell(std::string(at >= 0 ? "false" : "true"));
+      if (at >= 0) ly.cell(at); else ly.empty();
+      ly.end_row();
+    }
+    S.notes["unresolved_columns"] = unresolved;
+    if (!unresolved.empty())
+      ctx.warnings.push_back(fmt::format("{} QR column(s) fell to round-off: their exponents are unresolved (a rank-deficient "
+                                         "layer); see lyapunov.csv:resolved", unresolved.size()));
   }
-  CsvWriter gr(ctx.dir / "growth.csv", {"layer", "i", "log_r", "mu_running"});
+  CsvWriter gr = ctx.table("running.csv");
   for (long l = 1; l <= R.depth; ++l)
     for (int i = 0; i < R.k; ++i) {
-      gr.cell(l).cell(i + 1).cell(R.log_r(l - 1, i));
+      gr.cell(l).cell(i).cell(R.log_r(l - 1, i));
       if (l > R.burn_in) gr.cell(R.mu_running(l - 1 - R.burn_in, i)); else gr.empty();
       gr.end_row();
     }
   // Dichotomy (Sacker-Sell) intervals of the top-k QR diagonal (Thm 5): Bohl intervals of each
   // column with Steklov window H, merged where they overlap.
-  CsvWriter dich(ctx.dir / "dichotomy.csv", {"H", "interval", "lower", "upper", "columns"});
+  CsvWriter dich = ctx.table("dichotomy.csv");
   for (long H : Hs) {
     const auto merged = cocycle::merge_intervals(cocycle::bohl_intervals(R.measured_log_r(), H));
     for (std::size_t j = 0; j < merged.size(); ++j) {
@@ -166,6 +177,45 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   ctx.notes["method"] = "discrete QR (Benettin): k tangents pushed by one batched jvp per layer, thin Householder QR with "
                         "diag(R) > 0, mu_i = mean of log R_ii over layers burn_in+1..depth, in QR order";
   ctx.notes["sum_mu"] = R.mu.sum();
+  ctx.summary("mu_max", R.mu.maxCoeff());
+  ctx.summary("mu_min", R.mu.minCoeff());
+  ctx.summary("sum_mu", R.mu.sum());
+  ctx.summary("unresolved_exponents", static_cast<long>(S.notes["unresolved_columns"].size()));
+}
+
+OutputDecl depth_spectra_outputs() {
+  const std::string singular = "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)";
+  OutputDecl o;
+  o.tables = {
+      {"lyapunov.csv", "one Lyapunov exponent of the depth map (top k, in QR order)",
+       {index("i", "exponent index, in QR order (0: the first column, usually the largest)", 0),
+        real("mu", "Lyapunov exponent: mean of log R_ii over layers burn_in+1..depth", "1/layer").may_be_nonfinite(singular),
+        real("gamma", "growth factor exp(mu) per layer"),
+        flag("resolved", "R_ii never fell to round-off of the frame's image: the exponent measures growth"),
+        index("unresolved_from_layer", "first layer at which R_ii fell to round-off", 1)
+            .may_be_empty("the column never fell to round-off (resolved = true)")}},
+      {"running.csv", "one QR column at one layer: its log growth and the running exponent",
+       {index("layer", "layer l (maps x(l-1) to x(l))", 1), index("i", "exponent index, in QR order (as in lyapunov.csv)", 0),
+        real("log_r", "log R_ii of layer l", "1/layer").may_be_nonfinite(singular),
+        real("mu_running", "mean of log R_ii over layers burn_in+1..l", "1/layer")
+            .may_be_empty("l <= burn_in: not averaged yet").may_be_nonfinite(singular)}},
+      {"dichotomy.csv", "one merged dichotomy (Sacker-Sell) interval of the top-k spectrum for one Steklov window",
+       {integer("H", "Steklov window (layers)"), index("interval", "interval index, ascending (0: the lowest)", 0),
+        real("lower", "lower end, as a growth scale (exp of an exponent)"), real("upper", "upper end, as a growth scale"),
+        integer("columns", "QR columns whose Bohl intervals merged into this one")}}};
+  // rows: the state's rows per run: the tokens (hierarchical: the tokens, then the held block summaries).
+  o.arrays = {{"x0.npy", "float64 [rows, d]: the start state used (rows: the tokens; model = hierarchical: then the held block summaries)", ""},
+              {"v0.npy", "float64 [k, rows, d]: the initial tangent frame before projection and orthonormalisation", ""},
+              {"token_ids.npy", "int64 [tokens]: the token ids embedded as the start state", "model = mamba2"},
+              {"trajectory.npy", "float64 [depth + 1, rows, d]: the states x(0..depth)", "trajectory = true"},
+              {"attention/layer_<K>.npy", "float64 [heads, tokens, tokens]: attention weights of layer K at x(K-1)", "attention lists K"},
+              {"taps/<model>/layer_<K>.npy", "float64 [1, rows, d]: the state after layer K", "taps lists K"}};
+  o.summaries = {{"mu_max", "the largest of the k exponents computed", "1/layer", ""},
+                 {"mu_min", "the smallest of the k exponents computed", "1/layer", ""},
+                 {"sum_mu", "sum of the k exponents (volume growth of a k-frame)", "1/layer", ""},
+                 {"unresolved_exponents", "exponents whose QR column fell to round-off", "", ""}};
+  o.figures = {{"depth_spectra.png", "exponents, running exponents and dichotomy intervals", ""}};
+  return o;
 }
 
 std::vector<ParamSpec> depth_spectra_params() {
@@ -193,9 +243,9 @@ std::vector<ParamSpec> depth_spectra_params() {
   return ps;
 }
 
-const ExperimentRegistration reg_depth_spectra{with_smoke(Experiment{
+const ExperimentRegistration reg_depth_spectra{with_outputs(with_smoke(Experiment{
     "depth-spectra",
-    "Coupling paper eq. (10): top-k Lyapunov exponents and dichotomy intervals of the depth map of a model (ssm | rope | mamba2 | transformer) via its JVP",
+    "Coupling paper eq. (10): top-k Lyapunov exponents and dichotomy intervals of the depth map of any registered model (tokdyn models) via its JVP",
     depth_spectra_params(),
     run_depth_spectra,
     "depth-spectra",
@@ -214,9 +264,7 @@ const ExperimentRegistration reg_depth_spectra{with_smoke(Experiment{
       const double bytes = 8.0 * (8.0 * k * T * d + 2.0 * k * T * k + depth * k * 2.0) + 8.0 * 30.0 * k * T * d + weights + mixing + traj + 64e6;
       const double flops = depth * (k * T * per_row + 4.0 * T * d * k * k);
       return ResourceEstimate{bytes, flops, "k replicas of the T x d state and their tangents, one jvp per layer"};
-    }}, {{"depth", "12"}, {"burn_in", "2"}, {"k", "2"}, {"tokens", "4"}, {"n", "4"}, {"m", "4"}},
-    {{"lyapunov.csv:mu", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}, {"growth.csv:log_r", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"},
-     {"growth.csv:mu_running", "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)"}})};
+    }}, {{"depth", "12"}, {"burn_in", "2"}, {"k", "2"}, {"tokens", "4"}, {"n", "4"}, {"m", "4"}}), depth_spectra_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

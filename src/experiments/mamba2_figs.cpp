@@ -13,7 +13,10 @@
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/constants.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
+#include "tokdyn/experiments/output_tables.hpp"
+#include "tokdyn/experiments/pe_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
@@ -305,6 +308,71 @@ void paper_checks(const Setup& S, const Params& P, RunContext& ctx, int fig, con
   ctx.notes["paper_values"] = aw::paper_values(fig);
 }
 
+/// The paper's value of Fig. `fig` for `variant` (`key`: "lambda1", "r" or "" for a T*), as the
+/// paper states it: "~0.8", "> 0.95" (Fig. 2's lambda_bar_1), "past 14" (Fig. 3's r without SiLU),
+/// "35", "none"; from attention_within::paper_values, the one place the numbers are defined.
+std::string paper_text(int fig, const std::string& variant, const std::string& key) {
+  const nlohmann::json pv = attention_within::paper_values(fig);
+  if (key.empty()) {
+    const nlohmann::json& v = pv.contains(variant) ? pv.at(variant) : pv.at("t_star");
+    return v.is_null() ? std::string("none") : fmt::format("{}", v.get<int>());
+  }
+  if (!pv.contains(variant)) return {};
+  const double v = pv.at(variant).at(key).get<double>();
+  if (fig == 2 && key == "lambda1") return fmt::format("> {}", v);
+  if (fig == 3 && variant == "no_silu" && key == "r") return fmt::format("past {}", v);
+  return fmt::format("~{}", v);
+}
+
+/// T* of eq. (23) as a summary value (NaN: none).
+double t_star_value(const std::optional<int>& t) { return t ? static_cast<double>(*t) : kNaN; }
+
+/// Scalar summaries of Figs. 1-5 (see mamba2_outputs): plateau (Figs. 1-2: mean of the run-mean
+/// over the second half of the layers, 101-200 at the paper's depth) or end values (Fig. 3) of
+/// lambda_bar_1 and r per variant; T* of the drawn token (Figs. 4-5).
+void mamba2_summaries(const Params& P, RunContext& ctx, int fig, long depth, const PassResult& R) {
+  namespace aw = attention_within;
+  auto gram = [&](const std::string& name) -> const GramObserver* {
+    for (std::size_t v = 0; v < R.names.size(); ++v)
+      if (R.names[v] == name) return &R.gram[v];
+    return nullptr;
+  };
+  if (fig <= 3) {
+    const std::vector<std::string> names = fig == 1 ? std::vector<std::string>{"no_gate", "gate"}
+                                           : fig == 2 ? std::vector<std::string>{"no_gate"}
+                                                      : std::vector<std::string>{"silu", "no_silu"};
+    const std::string what = fig == 3 ? "end" : "plateau";
+    for (const std::string& v : names) {
+      const GramObserver* g = gram(v);
+      for (bool part : {false, true}) {
+        double x = kNaN;
+        if (g) x = fig == 3 ? aw::run_mean_at(*g, depth, part) : aw::run_mean_over(*g, depth / 2 + 1, depth, part);
+        ctx.summary(fmt::format("{}_{}_{}", part ? "r" : "lambda1", what, v), x, paper_text(fig, v, part ? "r" : "lambda1"));
+      }
+    }
+    return;
+  }
+  // Figs. 4-5: the variant drawn (silu unless variants = no_silu).
+  const std::string shown = P.get_string("variants") == "no_silu" ? "no_silu" : "silu";
+  const int run = static_cast<int>(P.get_int("fig_run")), token = static_cast<int>(P.get_int("fig_token"));
+  std::size_t vi = 0;
+  while (vi < R.names.size() && R.names[vi] != shown) ++vi;
+  const QRecord& q = R.pe[vi].q();
+  const PeReadings rd = pe_readings(q);
+  double lo = kNaN, hi = kNaN;
+  for (const auto& runs_q : rd.t_star) {
+    const std::optional<int>& t = runs_q[static_cast<std::size_t>(token - 1)];
+    if (!t) continue;
+    lo = std::isnan(lo) ? *t : std::min(lo, static_cast<double>(*t));
+    hi = std::isnan(hi) ? *t : std::max(hi, static_cast<double>(*t));
+  }
+  ctx.summary("t_star_token", t_star_value(rd.t_star[static_cast<std::size_t>(run)][static_cast<std::size_t>(token - 1)]),
+              shown == "silu" ? paper_text(fig, "t_star", "") : std::string());
+  ctx.summary("t_star_token_min", lo);
+  ctx.summary("t_star_token_max", hi);
+  ctx.summary("t_star_text", t_star_value(rd.text.t_star));
+}
+
 /// Figs. 1-3 (and 4-5): one schedule, one or two variants.
 void run_single_schedule(const Params& P, RunContext& ctx, const std::vector<std::pair<std::string, Switches>>& all,
                          bool pe, int fig) {
@@ -348,6 +416,7 @@ void run_single_schedule(const Params& P, RunContext& ctx, const std::vector<std
   ctx.notes["schedule"] = describe_schedule(sched, P, S.model.cfg.n_layer);
   ctx.notes["variants"] = vj;
   paper_checks(S, P, ctx, fig, R);
+  mamba2_summaries(P, ctx, fig, S.depth, R);
 }
 
 Switches sw_gate(bool gate, bool silu_bc) {
@@ -395,12 +464,81 @@ ResourceEstimate mamba2_estimate(const Params& P, double configs) {
                                                      c.n_layer, c.d_model)};
 }
 
+using Values = std::vector<std::pair<std::string, std::string>>;
+const Values kGateVariants = {{"gate", "output gate on (SiLU on B/C)"}, {"no_gate", "output gate off (SiLU on B/C)"}};
+const Values kSiluVariants = {{"silu", "SiLU on the B/C branches, gate off"}, {"no_silu", "no SiLU on B/C, gate off"}};
+
+/// What mamba2-fig<fig> writes (fig 45: Figs. 4 and 5, whose figure is named after the schedule).
+OutputDecl mamba2_outputs(int fig, const Values& variants) {
+  const ColumnDecl variant = variant_column(variants);
+  OutputDecl o;
+  o.tables = {metrics_table(variant), metrics_runs_table(variant)};
+  if (fig >= 4)
+    for (TableDecl& t : pe_tables(variant)) o.tables.push_back(std::move(t));
+  o.tables.push_back(checks_table());
+  o.arrays = {{"token_ids.npy", "int64 [runs, tokens]: the token ids whose embeddings are the initial tokens"},
+              {"taps/<variant>/layer_<K>.npy",
+               "float32 [runs, tokens, d_model]: the state after layer step K (0: the embedded start; update=residual: the residual "
+               "stream x, sphere: z)", "taps lists K"},
+              {"mixing/<variant>/layer_<K>.npy",
+               "float32 [runs, heads, tokens, tokens]: the SSD mixing matrices of the heads mixing_heads at layer step K, entry "
+               "[t, s] = (C_t . B_s) exp(A sum dt) dt_s for s <= t, 0 above", "mixing lists K"}};
+  const std::string half = "mean of the run-mean over layers depth/2+1..depth (101-200 at the paper's depth 200)";
+  const std::string not_run = " (empty: the variant was not run)";
+  // "lambda1_<key>_<v>", "r_<key>_<v>": lambda_bar_1 and r of variant v, `what` says how they are read.
+  auto plateau = [&](const std::string& v, const std::string& key, const std::string& what) {
+    return std::vector<SummaryDecl>{{"lambda1_" + key + "_" + v, "lambda_bar_1 of " + v + ": " + what + not_run},
+                                    {"r_" + key + "_" + v, "participation ratio r of " + v + ": " + what + not_run}};
+  };
+  auto add = [&](std::vector<SummaryDecl> s) { o.summaries.insert(o.summaries.end(), s.begin(), s.end()); };
+  const std::string none = "; empty: no admissible window";
+  switch (fig) {
+    case 1:
+      add(plateau("no_gate", "plateau", half));
+      add(plateau("gate", "plateau", half));
+      break;
+    case 2: add(plateau("no_gate", "plateau", half)); break;
+    case 3:
+      add(plateau("silu", "end", "run-mean at the last layer (the paper's layer 200)"));
+      add(plateau("no_silu", "end", "run-mean at the last layer (the paper's layer 200)"));
+      break;
+    case 6:
+      for (const auto& v : variants)
+        o.summaries.push_back({"t_star_" + v.first, "T* of (23), largest over tokens and runs (the text's reading), " + v.first + none,
+                               "layers"});
+      break;
+    default:
+      o.summaries = {{"t_star_token", "T* of (23) of token fig_token of run fig_run, the variant drawn (silu unless variants = no_silu)" + none,
+                      "layers"},
+                     {"t_star_token_min", "smallest T* over runs of token fig_token (the paper's run is one it does not identify); "
+                      "empty: no run has an admissible window for that token", "layers"},
+                     {"t_star_token_max", "largest T* over runs of token fig_token; empty: no run has one", "layers"},
+                     {"t_star_text", "T* largest over tokens and runs (the text's reading; empty: some token of some run has none)", "layers"}};
+  }
+  // The figures python/tokdyn_plot/metrics.py draws.
+  switch (fig) {
+    case 1: o.figures = {{"fig1_metrics.png", "Fig. 1: lambda_bar_1 and r against depth, gate on vs off, with the paper's values"}}; break;
+    case 2: o.figures = {{"fig2_metrics.png", "Fig. 2: lambda_bar_1 and r against depth for one block repeated, with the paper's values"}}; break;
+    case 3: o.figures = {{"fig3_metrics.png", "Fig. 3: lambda_bar_1 and r against depth, SiLU on vs off, with the paper's values"}}; break;
+    case 6:
+      o.figures = {{"fig6_pe_windows.png", "Fig. 6: worst-case window average against T per variant, with the paper's T*"},
+                   {"metrics.png", "lambda_bar_1 and r against depth of the four variants"}};
+      break;
+    default:
+      o.figures = {{"fig4_pe_token.png", "Fig. 4: sign of q, window average at T = window and W(T) of token fig_token of run fig_run",
+                    "schedule != random"},
+                   {"fig5_pe_token.png", "Fig. 5: the same panels", "schedule = random"},
+                   {"metrics.png", "lambda_bar_1 and r against depth"}};
+  }
+  return o;
+}
+
 double variant_count(const Params& P) {
   const std::string v = P.get_string("variants");
   return v == "both" || v == "all" ? 2.0 : 1.0;
 }
 
-const ExperimentRegistration reg1{with_smoke(Experiment{
+const ExperimentRegistration reg1{with_outputs(with_smoke(Experiment{
     "mamba2-fig1",
     "Attention Within Fig. 1: Mamba-2 blocks cycled to depth 200, SiLU on, output gate on vs off",
     common_params("cycle", 0, "both", {"both", "gate", "no_gate"}),
@@ -408,9 +546,9 @@ const ExperimentRegistration reg1{with_smoke(Experiment{
       run_single_schedule(P, ctx, {{"gate", sw_gate(true, true)}, {"no_gate", sw_gate(false, true)}}, false, 1);
     },
     "mamba2-fig1",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}}), mamba2_outputs(1, kGateVariants))};
 
-const ExperimentRegistration reg2{with_smoke(Experiment{
+const ExperimentRegistration reg2{with_outputs(with_smoke(Experiment{
     "mamba2-fig2",
     "Attention Within Fig. 2: one Mamba-2 block repeated (layer=0 by default), gate off",
     common_params("single", 0, "no_gate", {"no_gate", "gate", "both"}),
@@ -418,9 +556,9 @@ const ExperimentRegistration reg2{with_smoke(Experiment{
       run_single_schedule(P, ctx, {{"no_gate", sw_gate(false, true)}, {"gate", sw_gate(true, true)}}, false, 2);
     },
     "mamba2-fig2",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}}), mamba2_outputs(2, kGateVariants))};
 
-const ExperimentRegistration reg3{with_smoke(Experiment{
+const ExperimentRegistration reg3{with_outputs(with_smoke(Experiment{
     "mamba2-fig3",
     "Attention Within Fig. 3: freshly initialised Mamba-2 blocks redrawn at every layer, gate off, SiLU on B/C vs off",
     common_params("random", 0, "both", {"both", "silu", "no_silu"}),
@@ -428,9 +566,9 @@ const ExperimentRegistration reg3{with_smoke(Experiment{
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, false, 3);
     },
     "mamba2-fig3",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}}), mamba2_outputs(3, kSiluVariants))};
 
-const ExperimentRegistration reg4{with_smoke(Experiment{
+const ExperimentRegistration reg4{with_outputs(with_smoke(Experiment{
     "mamba2-fig4",
     "Attention Within Fig. 4: q_1(t) along one trajectory through the cycled blocks, gate off, its windows and T*",
     with(common_params("cycle", 0, "silu", {"silu", "no_silu", "both"}), pe_params(8)),
@@ -438,9 +576,9 @@ const ExperimentRegistration reg4{with_smoke(Experiment{
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true, 4);
     },
     "mamba2-fig45",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}})};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}}), mamba2_outputs(4, kSiluVariants))};
 
-const ExperimentRegistration reg5{with_smoke(Experiment{
+const ExperimentRegistration reg5{with_outputs(with_smoke(Experiment{
     "mamba2-fig5",
     "Attention Within Fig. 5: q_1(t) along one trajectory through random blocks redrawn per layer, gate off",
     with(common_params("random", 0, "silu", {"silu", "no_silu", "both"}), pe_params(34)),
@@ -448,7 +586,7 @@ const ExperimentRegistration reg5{with_smoke(Experiment{
       run_single_schedule(P, ctx, {{"silu", sw_gate(false, true)}, {"no_silu", sw_gate(false, false)}}, true, 5);
     },
     "mamba2-fig45",
-    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}})};
+    [](const Params& P) { return mamba2_estimate(P, variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "8"}, {"window", "4"}}), mamba2_outputs(5, kSiluVariants))};
 
 // Fig. 6: four configurations (trained / random blocks) x (SiLU on B/C on / off), gate off.
 void run_fig6(const Params& P, RunContext& ctx) {
@@ -475,8 +613,8 @@ void run_fig6(const Params& P, RunContext& ctx) {
       mv.emplace_back(R->names[v], &R->gram[v]);
       qv.emplace_back(R->names[v], &R->pe[v]);
     }
-  write_tables(ctx.dir, mv, "config");
-  write_tables(ctx.dir, qv, "config");
+  write_tables(ctx.dir, mv);
+  write_tables(ctx.dir, qv);
   {
     namespace aw = attention_within;
     CheckTable checks(ctx.dir / "checks.csv");
@@ -490,6 +628,9 @@ void run_fig6(const Params& P, RunContext& ctx) {
     checks.report(ctx, "mamba2-fig6");
     ctx.notes["paper_values"] = aw::paper_values(6);
   }
+  for (const PassResult* R : {&A, &B})
+    for (std::size_t v = 0; v < R->names.size(); ++v)
+      ctx.summary("t_star_" + R->names[v], t_star_value(pe_readings(R->pe[v].q()).text.t_star), paper_text(6, R->names[v], ""));
   ctx.notes["schedule_trained"] = describe_schedule(trained, P, S.model.cfg.n_layer);
   ctx.notes["schedule_random"] = describe_schedule(Sched::Random, P, S.model.cfg.n_layer);
   ctx.notes["gate"] = false;
@@ -502,7 +643,7 @@ std::vector<ParamSpec> fig6_params() {
   return v;
 }
 
-const ExperimentRegistration reg6{with_smoke(Experiment{
+const ExperimentRegistration reg6{with_outputs(with_smoke(Experiment{
     "mamba2-fig6",
     "Attention Within Fig. 6: worst-case window averages and T* for trained/random blocks x SiLU on/off",
     fig6_params(),
@@ -512,7 +653,11 @@ const ExperimentRegistration reg6{with_smoke(Experiment{
       run_fig6(P, ctx);
     },
     "mamba2-fig6",
-    [](const Params& P) { return mamba2_estimate(P, 2.0 * variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}})};
+    [](const Params& P) { return mamba2_estimate(P, 2.0 * variant_count(P)); }}, {{"size", "tiny"}, {"runs", "2"}, {"tokens", "4"}, {"depth", "4"}}),
+    mamba2_outputs(6, {{"mamba2_silu", "the model's blocks (schedule), SiLU on B/C, gate off"},
+                       {"mamba2_no_silu", "the model's blocks (schedule), no SiLU on B/C, gate off"},
+                       {"random_silu", "freshly initialised blocks redrawn per layer, SiLU on B/C, gate off"},
+                       {"random_no_silu", "freshly initialised blocks redrawn per layer, no SiLU on B/C, gate off"}}))};
 
 }  // namespace preset_mamba2_figs
 }  // namespace tokdyn

@@ -2,6 +2,7 @@
 // flow (5) by retracted RK4 or an adaptive embedded method, or the discrete normalised residual
 // step (3) — with the consensus observables along the way. The general-purpose entry point of the
 // RoPE model (the rope-fig* presets reproduce the paper's specific artifacts).
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/rope_attention.hpp"
@@ -52,15 +54,22 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   // SSM paper's axis-aligned sets (a full collapse off the axes would read as far from consensus).
   GramObserver gram(ConsensusSet::Diagonal);
   ctx.notes["consensus_dist"] = "distance of the normalised tokens to {(x, ..., x) : |x| = 1}: sqrt(2 n - 2 |sum_i zhat_i|)";
-  CsvWriter geo(ctx.dir / "geometry.csv", {"t", "tau", "run", "min_inner_c", "hemisphere_min_e1"});
+  CsvWriter geo = ctx.table("geometry.csv");
   const double a = softmax_floor(AP.beta, n);
   RowVec e1 = RowVec::Zero(AP.d);
   e1[0] = 1.0;
+  double last_min_c = NAN;  // smallest c over the runs at the latest observation
   CallbackObserver g([&](double t, const Batch& B) {
-    for (int r = 0; r < B.runs; ++r)
-      geo.cell(t).cell(2.0 * a * t).cell(r).cell(min_pairwise_inner(B.run(r))).cell(hemisphere_min(B.run(r), e1)).end_row();
+    last_min_c = INFINITY;
+    for (int r = 0; r < B.runs; ++r) {
+      const double c = min_pairwise_inner(B.run(r));
+      last_min_c = std::min(last_min_c, c);
+      geo.cell(t).cell(2.0 * a * t).cell(r).cell(c).cell(hemisphere_min(B.run(r), e1)).end_row();
+    }
   });
   std::vector<Observer*> obs{&gram, &g};
+  double max_h_rate = NAN;  // discrete step (3): h x the largest local rate of the flow
+  bool max_h_rate_seen = false;
   if (integ == "discrete") {
     // The step (3) is the model itself (a normalised residual layer), not an approximation that
     // could be refined: its step is measured against the flow's local rate and reported. It
@@ -85,6 +94,8 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
     });
     iterate(step, Z, depth, {&every}, {}, ctx.progress);
     const bool inside = h * max_rate <= kEulerRealAxisLimit;
+    max_h_rate = h * max_rate;
+    max_h_rate_seen = true;
     ctx.notes["step_check"] = {{"method", "discrete normalised residual step (3): a retracted forward-Euler step of the flow (5)"},
                                {"policy", "report (the step is the model's h)"},
                                {"h_requested", h}, {"layers", depth}, {"max_local_rate", max_rate}, {"max_h_rate", h * max_rate},
@@ -119,11 +130,42 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   }
   write_tables(ctx.dir, {{"flow", &gram}});
   ctx.notes["softmax_floor_a"] = a;
+  double l1 = NAN, l1_sd = NAN, pr = NAN, pr_sd = NAN;
+  if (!gram.times().empty()) {
+    gram.lambda1_stats(gram.times().size() - 1, l1, l1_sd);
+    gram.pr_stats(gram.times().size() - 1, pr, pr_sd);
+  }
+  ctx.summary("softmax_floor_a", a);
+  ctx.summary("lambda1_final", l1);
+  ctx.summary("participation_final", pr);
+  ctx.summary("min_inner_c_final", last_min_c);
+  if (max_h_rate_seen) ctx.summary("max_h_rate", max_h_rate);
   ctx.notes["frequencies"] = AP.plane_frequencies();
   ctx.notes["model"] = "dx_i/dt = P_perp(x_i) sum_j A_ij V x_j, A = softmax(beta <R_{p_i} Q x_i, R_{p_j} K x_j>) per head (Q = K = V = I)";
 }
 
-const ExperimentRegistration reg_rope_flow{with_smoke(Experiment{
+OutputDecl rope_flow_outputs() {
+  OutputDecl o;
+  const ColumnDecl variant = variant_column({{"flow", "the run's dynamics: the flow (5), or the discrete step (3) when integrator = discrete"}});
+  o.tables = {
+      {"geometry.csv", "one run at one observation time: the pairwise and hemisphere observables of its tokens",
+       {real("t", "time (discrete step (3): layer k at t = k h)"),
+        real("tau", "floor-scaled time tau = 2 a_{beta,n} t (a_{beta,n}: the softmax floor (7))"),
+        index("run", "run (independent initial state, stream (seed, run))", 0),
+        real("min_inner_c", "c = min_{i<j} <x_i, x_j>: smallest pairwise inner product of the tokens (1: consensus)"),
+        real("hemisphere_min_e1", "m = min_i <x_i, e_1>: smallest first coordinate (>= 0: all tokens in the hemisphere of e_1)")}},
+      metrics_table(variant), metrics_runs_table(variant)};
+  o.summaries = {{"softmax_floor_a", "the softmax floor a_{beta,n} = 1/(1 + (n-1) e^{2 beta}) (7): the rate scale tau = 2 a t"},
+                 {"lambda1_final", "lambda1 at the last observation (t_end), mean over runs (1: consensus)"},
+                 {"participation_final", "participation ratio at the last observation, mean over runs (1: rank one)"},
+                 {"min_inner_c_final", "smallest pairwise inner product c at the last observation, smallest over runs"},
+                 {"max_h_rate", "h x the largest local rate of the flow (5) at the observations: the discrete step (3) follows the "
+                                "flow while <= 2 (forward Euler's real-axis limit)", "", "integrator = discrete"}};
+  o.figures = {{"flow_metrics.png", "lambda1 and participation ratio (mean over runs) and c(t) of every run against t"}};
+  return o;
+}
+
+const ExperimentRegistration reg_rope_flow{with_outputs(with_smoke(Experiment{
     "rope-flow",
     "RoPE self-attention dynamics on spheres for any n, d, beta, frequencies, heads, mask: consensus observables over time",
     {p_int("n", 16, "tokens", 1, 1 << 16),  // n < 2 is refused with the model's own message
@@ -157,7 +199,7 @@ const ExperimentRegistration reg_rope_flow{with_smoke(Experiment{
       const double per_eval = R * (4.0 * n * n * d + 30.0 * n * n);
       const double bytes = 8.0 * R * (20.0 * n * d + 3.0 * n * n) + outs * R * 200.0 + 64e6;
       return ResourceEstimate{bytes, evals * per_eval, "runs x n x n attention weights per field evaluation"};
-    }}, {{"n", "4"}, {"runs", "1"}, {"t_end", "1"}, {"outputs", "5"}})};
+    }}, {{"n", "4"}, {"runs", "1"}, {"t_end", "1"}, {"outputs", "5"}}), rope_flow_outputs())};
 
 }  // namespace preset_rope_flow
 }  // namespace tokdyn

@@ -9,9 +9,12 @@
 
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/analysis/ssm_bounds.hpp"
+#include "tokdyn/constants.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
+#include "tokdyn/experiments/output_tables.hpp"
+#include "tokdyn/experiments/pe_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
@@ -134,8 +137,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   // (S_BC)_{mu~mu~}; Assumption V.1's margin), and the run-level verdict.
   if (P.get_bool("diagnostics")) {
     const AssumptionDiagnostics diag = assumption_diagnostics(*sched, depth, len);
-    CsvWriter a(ctx.dir / "assumptions.csv", {"layer", "mu_tilde", "certified", "gamma", "Gamma", "Lambda", "lambda_max",
-                                              "lambda_min", "S_principal", "lambda_min_sym"});
+    CsvWriter a = ctx.table("assumptions.csv");
     for (const auto& la : diag.layers) {
       a.cell(la.layer).cell(la.mu_tilde + 1).cell(static_cast<long>(la.certified)).cell(la.gamma).cell(la.Gamma)
           .cell(la.Lambda).cell(la.lambda_max).cell(la.lambda_min).cell(la.S_principal).cell(la.lambda_min_sym);
@@ -157,9 +159,63 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
       {"variants", step_checks}, {"action", "reported"}};
   ctx.notes["fig_run"] = fig_run;
   ctx.notes["fig_token"] = fig_token;
+  // Scalar summaries: Fig. 3's end values and Fig. 6's T* (text reading) per variant; NaN for a
+  // variant not run (or no admissible window). The paper's values are at depth 200.
+  namespace aw = attention_within;
+  const VariantResult* by_name[2] = {nullptr, nullptr};  // silu, no_silu
+  for (const auto& R : res) by_name[R.name == "silu" ? 0 : 1] = &R;
+  for (int v = 0; v < 2; ++v) {
+    const VariantResult* R = by_name[v];
+    const std::string name = v == 0 ? "silu" : "no_silu";
+    ctx.summary("lambda1_end_" + name, R ? aw::run_mean_at(R->gram, depth, false) : kNaN, v == 0 ? "~0.88" : "~0.23");
+    ctx.summary("r_end_" + name, R ? aw::run_mean_at(R->gram, depth, true) : kNaN, v == 0 ? "~1.3" : "past 14");
+  }
+  for (int v = 0; v < 2; ++v) {
+    const VariantResult* R = by_name[v];
+    const std::optional<int> ts = R ? pe_readings(R->pe.q()).text.t_star : std::nullopt;
+    ctx.summary(v == 0 ? "t_star_silu" : "t_star_no_silu", ts ? static_cast<double>(*ts) : kNaN, v == 0 ? "35" : "none");
+  }
 }
 
-const ExperimentRegistration reg_ssm_random_silu{with_smoke(Experiment{
+OutputDecl ssm_random_silu_outputs() {
+  const ColumnDecl variant = variant_column({{"silu", "SiLU on the B/C branches (the paper's model)"},
+                                             {"no_silu", "no SiLU on B/C: the bilinear interaction of Lemma IV.1"}});
+  OutputDecl o;
+  o.tables = {metrics_table(variant), metrics_runs_table(variant)};
+  for (TableDecl& t : pe_tables(variant)) o.tables.push_back(std::move(t));
+  o.tables.push_back(checks_table());
+  o.tables.push_back(TableDecl{
+      "assumptions.csv", "one layer: Assumption III.1 diagnostics of its weights (certified channel bounds, Lemma III.1)",
+      {index("layer", "layer k", 1), index("mu_tilde", "principal channel mu~ (largest certified gap)", 1),
+       category("certified", "Assumption III.1 items 1-2 certified at this layer",
+                {{"1", "certified: gamma > 0"}, {"0", "not certified"}}),
+       real("gamma", "certified lower bound on the spectral gap gamma (III.1.2)")
+           .may_be_nonfinite("inf when n = 1: gamma is a minimum over the other channels, and there is none"),
+       real("Gamma", "certified upper bound on Gamma = max_ij Gamma_ij (§IV)"),
+       real("Lambda", "certified upper bound on Lambda (§IV); 0 for one token"),
+       real("lambda_max", "sup of lambda_ij^mu~ (§V item 2)"), real("lambda_min", "inf of lambda_ij^mu~ (§V item 3)"),
+       real("S_principal", "(S_BC)_{mu~ mu~}: Remark IV.1's sufficient sign for PE"),
+       real("lambda_min_sym", "smallest eigenvalue of (S_BC + S_BC^T)/2: Assumption V.1's margin")},
+      "diagnostics = true"});
+  o.arrays = {{"taps/<variant>/layer_<K>.npy", "float64 [runs, tokens, n]: the state after layer K (0: the initial tokens)",
+               "taps lists K"}};
+  const std::string na = " (empty: the variant was not run)";
+  o.summaries = {
+      {"lambda1_end_silu", "run-mean lambda_bar_1 at the last layer, SiLU on (Fig. 3; paper at layer 200)" + na},
+      {"r_end_silu", "run-mean participation ratio r at the last layer, SiLU on (Fig. 3)" + na},
+      {"lambda1_end_no_silu", "run-mean lambda_bar_1 at the last layer, no SiLU (Fig. 3)" + na},
+      {"r_end_no_silu", "run-mean participation ratio r at the last layer, no SiLU (Fig. 3)" + na},
+      {"t_star_silu", "T* of (23), largest over tokens and runs, SiLU on (Fig. 6, random weights; empty: some token of some run "
+                      "has no admissible window, or the variant was not run)", "layers"},
+      {"t_star_no_silu", "the same without SiLU (empty: none, or the variant was not run; the paper finds none)", "layers"}};
+  o.figures = {{"fig3_metrics.png", "Fig. 3 layout: lambda_bar_1 and r against depth, SiLU on vs off, with the paper's values"},
+               {"fig5_pe_token.png", "Fig. 5 layout: sign of q, window average and W(T) of token fig_token of run fig_run (SiLU on)",
+                "variants = both or silu"},
+               {"fig6_pe_windows.png", "Fig. 6 layout: worst-case window average against T per variant (envelope over runs and tokens)"}};
+  return o;
+}
+
+const ExperimentRegistration reg_ssm_random_silu{with_outputs(with_smoke(Experiment{
     "ssm-random-silu",
     "Attention Within Fig. 3/5/6: paper SSM model, random weights redrawn per layer, SiLU on vs off",
     {p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),
@@ -190,8 +246,7 @@ const ExperimentRegistration reg_ssm_random_silu{with_smoke(Experiment{
                            (2.0 * R * L * n * (n + m) + (P.get_bool("diagnostics") ? 2.0 * n * n * n : 0.0) +
                             2.0 * R * L * L * n + (rec > 0 ? 4.0 * R * L * n * m : 0.0));
       return ResourceEstimate{bytes, flops, "runs x tokens x n states, n x n weights per layer"};
-    }}, {{"runs", "2"}, {"depth", "4"}, {"tokens", "4"}, {"n", "8"}, {"m", "4"}},
-    {{"assumptions.csv:gamma", "inf when n = 1: gamma is a minimum over the other channels, and there is none"}})};
+    }}, {{"runs", "2"}, {"depth", "4"}, {"tokens", "4"}, {"n", "8"}, {"m", "4"}}), ssm_random_silu_outputs())};
 
 }  // namespace
 }  // namespace tokdyn

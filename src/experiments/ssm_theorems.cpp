@@ -1,4 +1,4 @@
-// Presets ssm-theorem-pe and ssm-theorem-pd: the theorems of "The Attention Within" (arXiv
+// Presets ssm-theorem-pe (here) and ssm-theorem-pd (ssm_theorem_pd.cpp): the theorems of "The Attention Within" (arXiv
 // 2609.17997) on constructed weights. Integrated by default with error control (Dormand-Prince
 // 5(4), every accepted step retracted; the paper states no integrator, spec N28); with
 // integrator = rk4 the fixed step h is guarded: a step outside RK4's stability region for the
@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <map>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -32,42 +33,18 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/output_tables.hpp"
+#include "tokdyn/experiments/ssm_theorems.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/ssm_designs.hpp"
 #include "tokdyn/observers.hpp"
 
 namespace tokdyn {
-namespace {
+// A named namespace shared with ssm_theorem_pd.cpp (experiments/ssm_theorems.hpp).
+namespace ssm_theorems {
 
-constexpr int kChunk = 8;  ///< runs per integration chunk (fixed: thread-count independent)
-constexpr int kMu = 0;     ///< principal channel of every design here (paper's mu~ = 1)
 constexpr double kMaxRecorded = 2e8;  ///< recorded (token, observation) values per variant
-
-/// What one variant's runs produced: per observation the Gram metrics of every run, and per
-/// (run, token, observation) z_i^mu~ and the tangential mass sum_{nu != mu~} (z_i^nu)^2 (so
-/// that b_i and the stable V_i can be formed for any sign pattern afterwards).
-struct Recorded {
-  std::vector<double> t;
-  GramObserver gram;                           ///< Gram metrics of every run at every observation
-  std::vector<double> zmu, tang;               ///< [(run * len + i) * nobs + o]
-  Tokens final_state;                          ///< (runs * len) x n at t_end
-  Mat tail;                                    ///< runs x len: max |z_i^mu~| over the last 20%
-  int runs = 0, len = 0;
-  std::size_t nobs() const { return t.size(); }
-  std::size_t at(int r, int i, std::size_t o) const {
-    return (static_cast<std::size_t>(r) * static_cast<std::size_t>(len) + static_cast<std::size_t>(i)) * nobs() + o;
-  }
-  double b(int r, int i, std::size_t o, int sigma) const { return projected_b(zmu[at(r, i, o)], sigma); }
-  double V(int r, int i, std::size_t o, int sigma) const { return lyapunov_V(b(r, i, o, sigma), tang[at(r, i, o)]); }
-};
-
-/// How the runs are integrated (parameters integrator, h, rtol, atol).
-struct Integration {
-  std::string method = "dopri5";  ///< dopri5 | cash_karp54 | fehlberg78 | rk4
-  double h = 0.01, rtol = 1e-10, atol = 1e-14;
-  bool fixed() const { return method == "rk4"; }
-};
 
 Integration integration_of(const Params& P) {
   Integration in;
@@ -87,12 +64,6 @@ Integration integration_of(const Params& P) {
                                    "use --set integrator=dopri5 (or fehlberg78, cash_karp54), or drop --set {}", k, k));
   return in;
 }
-
-/// What the integrator did over every run and variant, for manifest.json.
-struct IntegrationLog {
-  StepReport steps;     ///< rk4: the step guard's report
-  AdaptiveStats stats;  ///< adaptive: accepted / rejected steps
-};
 
 constexpr const char* kRk4Fix = "--set integrator=dopri5 (error-controlled, the default)";
 
@@ -286,7 +257,7 @@ void check_common(const Params& P) {
 /// A value against a reference number of the engineering spec (specs/ssm-consensus.md), computed
 /// outside tokdyn: |value - expected| <= tol.
 void spec_value_row(CheckTable& t, const std::string& check, const std::string& statement, const std::string& quantity,
-                    double value, double expected, double tol, const std::string& spec_test, const std::string& why_na = {}) {
+                    double value, double expected, double tol, const std::string& spec_test, const std::string& why_na) {
   const Ref ref = independent(fmt::format("specs/ssm-consensus.md {}: {} (computed outside tokdyn)", spec_test, expected));
   t.add_unless(why_na, check, statement, quantity, [&] { return value; }, fmt::format("{} within {}", expected, tol),
                [&](double v) { return std::abs(v - expected) <= tol; }, ref);
@@ -318,6 +289,34 @@ void convergence_row(CheckTable& t, const std::string& check, const std::string&
   t.add(check, statement, quantity, f, "= 1 (every run)", converged_runs == runs, ref);
 }
 
+/// Runs x tokens x (n = 4) states, 4 RK4 stages per step, O(l^2 m n) per field evaluation.
+ResourceEstimate theorem_estimate(const Params& P, double runs, double tokens) {
+  const double m = static_cast<double>(P.get_int("m"));
+  const double steps = P.get_double("t_end") / P.get_double("h");
+  // States and stages (runs x tokens x (4 + m)), the tokens x tokens mixing of every run of the batch,
+  // and the m x m products of the kernel's factorisation.
+  const double bytes = 8.0 * 40.0 * runs * tokens * (4.0 + m) + 8.0 * 3.0 * runs * tokens * tokens + 8.0 * 4.0 * m * m + 64e6;
+  return ResourceEstimate{bytes, 4.0 * steps * runs * tokens * tokens * 8.0 * m * 4.0,
+                          "runs x tokens states of dimension 4, their tokens x tokens mixing, m x m kernel factors"};
+}
+
+ParamSpec c_spec(double def, const char* help) { return p_double("c", def, help, 0.0, 1.0, true); }
+
+TableDecl theorem_convergence_table(const ColumnDecl& variant) {
+  return {"convergence.csv",
+          "one token of one run at one observation time: b_i and V_i (the first `runs` runs of each variant)",
+          {variant, index("run", "run", 0), index("token", "token i", 1), real("t", "time of the flow"),
+           real("b", "b_i = sigma_i z_i^mu~ (7), sigma_i the token's sign (ssm-theorem-pe: of its start; ssm-theorem-pd: of the "
+                "final state)"),
+           real("V", "V_i = 1 - b_i (8), computed stably near the pole")}};
+}
+
+TableDecl theorem_constants_table(const ColumnDecl& variant) {
+  return {"constants.csv", "one constant of one variant: certified bounds of Lemma III.1 and the constants of the preset's theorem",
+          {variant, text("constant", "the constant's name (suffix _i: of token i, 1-based)"),
+           real("value", "its value").may_be_empty("not finite for this variant (infinite or undefined)")}};
+}
+
 // =============================================================================================
 // ssm-theorem-pe
 
@@ -346,10 +345,11 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   if (which == "all" || which == "cap") variants.push_back({"cap", design_s_cap(0.5, real), P.get_double("c_cap"), two_pi, two_pi});
 
   std::vector<std::pair<std::string, GramObserver>> metrics;  // per variant, written by write_tables
-  CsvWriter conv(ctx.dir / "convergence.csv", {"variant", "run", "token", "t", "b", "V"});
-  CsvWriter rates(ctx.dir / "rates.csv", {"variant", "token", "fitted_rate_mean", "fitted_rate_min", "fitted_rate_max",
-                                          "predicted_rate", "certified_rho", "max_V_end", "converged_runs", "runs"});
-  CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
+  CsvWriter conv = ctx.table("convergence.csv");
+  CsvWriter rates = ctx.table("rates.csv");
+  CsvWriter consts = ctx.table("constants.csv");
+  // Summaries per design (pe, pef, cap): the PE rate rho and the slowest fitted decay rate.
+  std::map<std::string, std::pair<double, double>> rho_rate{{"pe", {kNaN, kNaN}}, {"pef", {kNaN, kNaN}}, {"cap", {kNaN, kNaN}}};
   CheckTable checks(ctx.dir / "checks.csv");
   if (in.fixed()) {
     std::vector<std::pair<SsmSchedulePtr, Batch>> starts;
@@ -436,6 +436,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
     set_interaction_kernel(pbar, Sbar);
     const std::vector<double> predicted = predicted_V_rates(consensus_linearisation_diagonal(pbar, len, kMu, signs[0]), kMu);
     double worst_rel = 0.0, worst_margin = kInf;  // rate checks: largest |fitted/predicted - 1|, min fitted - certified
+    double slowest_fitted = kInf;                   // min over tokens of the run-mean fitted rate
     bool all_fitted = true;
     std::vector<int> runs_converged(static_cast<std::size_t>(runs), 1);
     for (int i = 0; i < len; ++i) {
@@ -459,6 +460,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
       }
       const double pred = predicted[static_cast<std::size_t>(i)];
       if (nfit) {
+        slowest_fitted = std::min(slowest_fitted, fsum / nfit);
         worst_rel = std::max(worst_rel, std::abs(fsum / nfit / pred - 1.0));
         if (std::isfinite(certified[static_cast<std::size_t>(i)]))
           worst_margin = std::min(worst_margin, fmin - certified[static_cast<std::size_t>(i)]);
@@ -472,6 +474,7 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
       rates.cell(vmax).cell(converged).cell(runs);
       rates.end_row();
     }
+    rho_rate[V.name] = {pe.rho, all_fitted ? slowest_fitted : kNaN};
     // Verdicts of this variant: convergence (the theorem's conclusion), the decay rate against the
     // linearisation's closed form, and against the certified rate (a lower bound).
     const double slowest = *std::min_element(predicted.begin(), predicted.end());
@@ -503,170 +506,45 @@ void run_theorem_pe(const Params& P, RunContext& ctx) {
   write_metric_tables(ctx, metrics);
   write_integration_notes(ctx, in, log);
   ctx.notes["rates"] = "fitted: least-squares slope of ln V_i over [t_end/2, t_end]; predicted: 2 x slowest rate of (5) linearised at consensus at the time-averaged kernel; certified: rho_i of Theorem IV.1's proof (eps = rho/2)";
+  for (const char* v : {"pe", "pef", "cap"}) ctx.summary(fmt::format("rho_{}", v), rho_rate[v].first);
+  for (const char* v : {"pe", "pef", "cap"}) ctx.summary(fmt::format("slowest_rate_{}", v), rho_rate[v].second);
 }
 
-// =============================================================================================
-// ssm-theorem-pd
-
-struct PdVariant {
-  std::string name;
-  SsmSchedulePtr sched;
-  int len, n;
-  double period;
-};
-
-void run_theorem_pd(const Params& P, RunContext& ctx) {
-  check_common(P);
-  const int runs = static_cast<int>(P.get_int("runs")), len = static_cast<int>(P.get_int("tokens"));
-  const int doa_runs = static_cast<int>(P.get_int("doa_runs"));
-  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
-  const double t_end = P.get_double("t_end"), c = P.get_double("c");
-  const double every = P.get_double("every");
-  const Integration in = integration_of(P);
-  IntegrationLog log;
-  const auto& dlist = P.get_int_list("ani2_d");
-  const auto& klist = P.get_int_list("ani2_k");
-  if (dlist.size() != klist.size())
-    throw InputError(fmt::format("parameters 'ani2_d' and 'ani2_k': expected lists of equal length, got {} and {}", dlist.size(), klist.size()));
-  const int m = static_cast<int>(P.get_int("m"));
-  const double rotation = P.get_double("rotation");
-  const bool pin_first = P.get_bool("pin_first");
-  const double two_pi = 2.0 * std::numbers::pi;
-  std::vector<PdVariant> variants;
-  variants.push_back({"s-iso", design_s_iso(design_g1(), g_iso, realisation(seed, 4, m, rotation)), len, 4, two_pi});
-  for (std::size_t a = 0; a < dlist.size(); ++a) {
-    const double d = static_cast<double>(dlist[a]), k = static_cast<double>(klist[a]);
-    variants.push_back({fmt::format("s-ani2-d{}-k{}", dlist[a], klist[a]),
-                        design_s_ani2(k, d, realisation(seed, 2, m, rotation)), 2, 2, 1.0});
-  }
-
-  std::vector<std::pair<std::string, GramObserver>> metrics;  // per variant, written by write_tables
-  CsvWriter conv(ctx.dir / "convergence.csv", {"variant", "run", "token", "t", "b", "V"});
-  CsvWriter doa(ctx.dir / "doa.csv", {"design", "c_star", "c_eff", "c_eff_proof", "lambda_max", "lambda_min", "runs",
-                                      "converged", "fraction", "trapped", "c_star_column", "alpha_pd"});
-  CsvWriter consts(ctx.dir / "constants.csv", {"variant", "constant", "value"});
-  CheckTable checks(ctx.dir / "checks.csv");
-  // Spec T21/T22 integrate to t = 40: shorter runs cannot be classified against them.
-  const std::string short_run = t_end >= 40.0 ? std::string()
-                                              : fmt::format("the reference classifies runs at t = 40; this run stops at t_end = {}", t_end);
-  auto start_of = [&](std::size_t vi) {
-    const PdVariant& V = variants[vi];
-    const int nruns = vi == 0 ? runs : doa_runs;
-    std::vector<std::vector<int>> unused;
-    Batch Z0 = initial_tokens(seed, static_cast<int>(vi), nruns, V.len, V.n, false, 0.0, unused);
-    if (vi > 0 && pin_first)  // the slice of the remark after Thm V.1: token 1 at the equilibrium +e^1
-      for (int r = 0; r < nruns; ++r) Z0.Z.row(static_cast<Eigen::Index>(r) * V.len) = RowVec::Unit(V.n, kMu);
-    return Z0;
-  };
-  if (in.fixed()) {
-    std::vector<std::pair<SsmSchedulePtr, Batch>> starts;
-    for (std::size_t vi = 0; vi < variants.size(); ++vi) starts.emplace_back(variants[vi].sched, start_of(vi));
-    refuse_unstable_start(in, t_end, starts);
-  }
-  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
-    const PdVariant& V = variants[vi];
-    const auto samples = sample_times(*V.sched, time_grid(0.0, V.period, 257));
-    const SpectralConstants k = spectral_constants(samples, V.len, kMu);
-    const AnisotropyConstants an = anisotropy(samples, k);
-    const AnisotropyConstants col = anisotropy(samples, k, CstarNorm::Column);
-    put_constant(consts, V.name, "gamma", k.gamma);
-    put_constant(consts, V.name, "lambda_max", k.lambda_max);
-    put_constant(consts, V.name, "lambda_min", k.lambda_min);
-    put_constant(consts, V.name, "alpha_pd", an.alpha_pd);
-    put_constant(consts, V.name, "c_star", an.c_star);
-    put_constant(consts, V.name, "c_star_spectral", anisotropy(samples, k, CstarNorm::Spectral).c_star);
-    put_constant(consts, V.name, "c_star_column", col.c_star);
-    put_constant(consts, V.name, "c_eff", an.c_eff);
-    put_constant(consts, V.name, "c_eff_proof", an.c_eff_proof);
-    put_constant(consts, V.name, "c", c);
-    for (int i = 1; i <= V.len; ++i) {
-      const double beta = prop_v1_beta(c, an.c_star, k.gamma, k.lambda_min, k.lambda_max, i);
-      put_constant(consts, V.name, fmt::format("beta_{}", i), beta);
-      put_constant(consts, V.name, fmt::format("kappa_{}", i), prop_v1_kappa(an.alpha_pd, beta, c));
-    }
-    const int nruns = vi == 0 ? runs : doa_runs;
-    const Batch Z0 = start_of(vi);
-    const Recorded R = integrate_runs(V.sched, Z0, t_end, in, every, log, [&](double f) {
-      if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) / static_cast<double>(variants.size()));
-    });
-    metrics.emplace_back(V.name, std::move(R.gram));
-    const auto signs = final_signs(R);
-    write_convergence(conv, V.name, R, signs, runs);
-    int converged = 0, trapped = 0, unexplained = 0;
-    double trapped_angle_err = 0.0;  // d25-k11: max over trapped runs of ||z_2^1(t_end)| - 0.8570472|
-    for (int r = 0; r < nruns; ++r) {
-      std::vector<double> ls(static_cast<std::size_t>(V.len));
-      for (int i = 0; i < V.len; ++i) ls[static_cast<std::size_t>(i)] = R.tail(r, i);
-      const TrajectoryClass tc =
-          classify_trajectory(R.final_state.middleRows(static_cast<Eigen::Index>(r) * V.len, V.len), kMu, 1e-8, ls);
-      converged += tc.converged;
-      trapped += tc.trapped(an.c_eff);
-      unexplained += !tc.converged && !tc.trapped(an.c_eff);
-      if (!tc.converged && V.len == 2)
-        trapped_angle_err = std::max(trapped_angle_err, std::abs(std::abs(R.final_state(static_cast<Eigen::Index>(r) * 2 + 1, kMu)) - 0.8570472));
-    }
-    // Verdicts (Theorem V.1 / Lemma V.1, spec T21, T22, T26).
-    const std::string thm = "Theorem V.1: a run that does not converge has a token with limsup |z_i^mu~| <= c_eff (the trapping set)";
-    checks.add_unless(short_run, fmt::format("{} non-converged runs trapped", V.name), thm, "runs neither converged nor trapped",
-                      [&] { return static_cast<double>(unexplained); }, "= 0", [](double n) { return n == 0.0; },
-                      bound("Theorem V.1's trapping threshold c_eff"));
-    if (vi == 0) {
-      const std::string st = "Theorem V.1, isotropic case: S_BC(t) = g(t) I gives c_star = 0, so c_eff = 0";
-      const Ref zero = closed_form("c_star = c_eff = 0 for an isotropic kernel (every direction is principal)");
-      checks.add("s-iso c_star", st, "c_star", an.c_star, "|c_star| <= 1e-12", std::abs(an.c_star) <= 1e-12, zero);
-      checks.add("s-iso c_eff", st, "c_eff", an.c_eff, "|c_eff| <= 1e-12", std::abs(an.c_eff) <= 1e-12, zero);
-      const Ref q = qualitative("Theorem V.1: c_star = 0 gives a co-null domain of attraction (spec T21: 0 failures)");
-      const std::string sq = "Theorem V.1: with c_star = 0 almost every start converges (co-null domain of attraction)";
-      checks.add_unless(short_run, "s-iso every run converges", sq, "fraction of random starts converged",
-                        [&] { return static_cast<double>(converged) / nruns; }, "= 1", [](double f) { return f == 1.0; }, q);
-    } else if (dlist[vi - 1] == 25 && klist[vi - 1] == 11) {
-      const std::string st = "Theorem V.1 / Prop V.1 on S-ANI2 (d = 25, k = 11): anisotropy constants";
-      spec_value_row(checks, "T22 c_star", st, "c_star", an.c_star, 28.6006993, 1e-6, "T22/T26");
-      spec_value_row(checks, "T22 c_eff", st, "c_eff", an.c_eff, 0.9981088, 1e-7, "T22/T26");
-      const std::string why = !pin_first ? std::string("the reference starts token 1 at +e^1 (pin_first = true)") : short_run;
-      const double p = 0.1511369, se = std::sqrt(p * (1.0 - p) / nruns);
-      const std::string sf = "S-ANI2 traps a positive fraction of starts outside the consensus: (0.7521609 - 0.2773502) / pi of the angles";
-      const Ref rf = independent("specs/ssm-consensus.md T22: trapped fraction 0.1511369 = basin width / pi (computed outside tokdyn)");
-      checks.add_unless(why, "T22 trapped fraction", sf, "fraction of starts trapped", [&] { return static_cast<double>(trapped) / nruns; },
-                        fmt::format("0.1511369 within 4 standard errors ({:.4f}, {} runs)", 4.0 * se, nruns),
-                        [&](double f) { return std::abs(f - p) <= 4.0 * se; }, rf);
-      const std::string sa = "S-ANI2 (d = 25, k = 11): trapped runs end at the equilibrium |z_2^1| = cos(0.5412853) = 0.8570472";
-      const Ref ra = independent("specs/ssm-consensus.md T22: theta* = 0.5412853 (computed outside tokdyn)");
-      checks.add_unless(!why.empty() ? why : (converged == nruns ? std::string("no run was trapped") : std::string()), "T22 trapped equilibrium",
-                        sa, "max over trapped runs of ||z_2^1(t_end)| - 0.8570472|", [&] { return trapped_angle_err; }, "<= 1e-6",
-                        [](double e) { return e <= 1e-6; }, ra);
-    }
-    doa.cell(V.name);
-    if (std::isfinite(an.c_star)) doa.cell(an.c_star); else doa.empty();
-    doa.cell(an.c_eff).cell(an.c_eff_proof).cell(k.lambda_max).cell(k.lambda_min).cell(nruns).cell(converged);
-    doa.cell(static_cast<double>(converged) / nruns).cell(trapped).cell(col.c_star).cell(an.alpha_pd);
-    doa.end_row();
-  }
-  ctx.notes["designs"] = "s-iso: G1 channels, S_BC = (1 + 0.5 sin t) I, tokens = param; s-ani2-d<d>-k<k>: n = 2, l = 2, b_Delta = (1,-1), alpha = (0, 0.5), S_BC = [[1, k], [-k, d]] (d = 25, k = 11 is the spec's S-ANI2)";
-  ctx.notes["realisation"] = "S_C = Q(t)[I;0], S_B = Q(t)[S_BC(t);0], Q(t) = exp(t K0), K0 skew with N(0, rotation^2) entries";
-  ctx.notes["initial_tokens"] = pin_first
-      ? "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l for s-iso; anisotropic designs: token 1 = +e^1, token 2 uniform on S^1"
-      : "run r of variant v: stream (seed, v, r); uniform on (S^{n-1})^l";
-  write_metric_tables(ctx, metrics);
-  write_integration_notes(ctx, in, log);
-  ctx.notes["classification"] = "converged: max_i V_i(t_end) < 1e-8 with signs of the final state; trapped: some token with max |z_i^mu~| over [0.8 t_end, t_end] <= c_eff";
-  checks.report(ctx, "ssm-theorem-pd");
+OutputDecl ssm_theorem_pe_outputs() {
+  const ColumnDecl variant = variant_column({{"pe", "S-PE: S_BC = (1 + 1.2 sin 2 pi t) I on G1's channels (PE holds)"},
+                                             {"pef", "S-PEF: S_BC = (1 + 2 sin 2 pi t) I (PE fails)"},
+                                             {"cap", "S-CAP: S_BC positive on a cap only (Corollary IV.1)"}});
+  const std::string none = "no run gave a decay rate on [t_end/2, t_end] (V reached 0 or did not decay)";
+  OutputDecl o;
+  o.tables = {metrics_table(variant), metrics_runs_table(variant), theorem_convergence_table(variant),
+              TableDecl{"rates.csv", "one token of one variant: decay rate of V_i, fitted against predicted and certified",
+                        {variant, index("token", "token i", 1),
+                         real("fitted_rate_mean", "least-squares decay rate of V_i over [t_end/2, t_end], mean over runs", "1/time")
+                             .may_be_empty(none),
+                         real("fitted_rate_min", "its minimum over runs", "1/time").may_be_empty(none),
+                         real("fitted_rate_max", "its maximum over runs", "1/time").may_be_empty(none),
+                         real("predicted_rate", "2 x the slowest rate of (5) linearised at consensus, at the kernel averaged over the "
+                              "fit window", "1/time"),
+                         real("certified_rho", "rho_i of Theorem IV.1's proof (eps = rho/2): a lower bound on the decay rate", "1/time")
+                             .may_be_empty("no certificate: PE fails here (rho <= 0)"),
+                         real("max_V_end", "max over runs of V_i(t_end)"),
+                         integer("converged_runs", "runs with V_i(t_end) < 1e-8"), integer("runs", "runs of the variant")}},
+              theorem_constants_table(variant), checks_table()};
+  const std::string na = " (empty: the design was not run)";
+  o.summaries = {{"rho_pe", "PE rate rho of Assumption IV.1 (Lemma IV.2) evaluated for S-PE on the cap c, window T" + na},
+                 {"rho_pef", "the same for S-PEF (negative: PE fails)" + na},
+                 {"rho_cap", "the same for S-CAP on the cap c_cap, window 2 pi" + na},
+                 {"slowest_rate_pe", "min over tokens of the fitted decay rate of V_i (mean over runs), S-PE" + na +
+                  "; empty also when no rate could be fitted", "1/time"},
+                 {"slowest_rate_pef", "the same for S-PEF" + na, "1/time"},
+                 {"slowest_rate_cap", "the same for S-CAP" + na, "1/time"}};
+  o.figures = {{"theorem_pe_metrics.png", "lambda_bar_1 and r against t per design, mean +- std over runs"},
+               {"theorem_pe_convergence.png", "V_i(t) per design and token (median, runs), predicted and certified rates"}};
+  return o;
 }
 
-/// Runs x tokens x (n = 4) states, 4 RK4 stages per step, O(l^2 m n) per field evaluation.
-ResourceEstimate theorem_estimate(const Params& P, double runs, double tokens) {
-  const double m = static_cast<double>(P.get_int("m"));
-  const double steps = P.get_double("t_end") / P.get_double("h");
-  // States and stages (runs x tokens x (4 + m)), the tokens x tokens mixing of every run of the batch,
-  // and the m x m products of the kernel's factorisation.
-  const double bytes = 8.0 * 40.0 * runs * tokens * (4.0 + m) + 8.0 * 3.0 * runs * tokens * tokens + 8.0 * 4.0 * m * m + 64e6;
-  return ResourceEstimate{bytes, 4.0 * steps * runs * tokens * tokens * 8.0 * m * 4.0,
-                          "runs x tokens states of dimension 4, their tokens x tokens mixing, m x m kernel factors"};
-}
 
-ParamSpec c_spec(double def, const char* help) { return p_double("c", def, help, 0.0, 1.0, true); }
-
-const ExperimentRegistration reg_pe{with_smoke(Experiment{
+const ExperimentRegistration reg_pe{with_outputs(with_smoke(Experiment{
     "ssm-theorem-pe",
     "Attention Within Thm IV.1 / Lemma IV.2 / Cor IV.1: constructed PE weights (G1 + S-PE/S-PEF/S-CAP), runs from the caps",
     {p_int("runs", 16, "runs (initial configurations near consensus)", 1, 1000000),
@@ -690,37 +568,8 @@ const ExperimentRegistration reg_pe{with_smoke(Experiment{
     "ssm-theorem-pe",
     [](const Params& P) {
       return theorem_estimate(P, 3.0 * static_cast<double>(P.get_int("runs")), static_cast<double>(P.get_int("tokens")));
-    }}, {{"runs", "1"}, {"t_end", "1"}})};
+    }}, {{"runs", "1"}, {"t_end", "1"}}), ssm_theorem_pe_outputs())};
 
-const ExperimentRegistration reg_pd{with_smoke(Experiment{
-    "ssm-theorem-pd",
-    "Attention Within Thm V.1 / Lemma V.1: isotropic (c_star = 0) vs anisotropic kernels, domain of attraction vs c_eff",
-    {p_int("runs", 40, "random starts for s-iso (and rows of convergence.csv per variant)", 1, 1000000),
-     p_int("tokens", 5, "tokens for s-iso (the anisotropic designs use l = 2)", 1, 100000),
-     p_int("doa_runs", 200, "random starts per anisotropic design", 1, 1000000),
-     p_int("seed", 0, "base seed (initial tokens, rotation K0)", 0, kMaxSeed),
-     p_double("t_end", 40.0, "integration horizon", 0.0, {}, true),
-     p_string("integrator", "dopri5", "dopri5 / fehlberg78 / cash_karp54: error-controlled (rtol, atol); rk4: fixed step h, guarded",
-              {"dopri5", "fehlberg78", "cash_karp54", "rk4"}),
-     p_double("h", 0.02, "RK4 step (integrator=rk4 only; refused when outside RK4's stability region)", 0.0, {}, true).when("integrator", {"rk4"}),
-     p_double("rtol", 1e-10, "relative tolerance (adaptive integrators)", 0.0, {}, true).when_not("integrator", {"rk4"}),
-     p_double("atol", 1e-14, "absolute tolerance (adaptive integrators)", 0.0, {}, true).when_not("integrator", {"rk4"}),
-     c_spec(0.5, "cap level c for Prop V.1's beta_i, kappa_i (0 < c < 1)"),
-     p_double("every", 0.25, "observation interval", 0.0, {}, true),
-     p_int("m", 4, "hidden size of the factorisation (>= n)", 2, 65536),
-     p_double("rotation", 1.0, "scale of the skew K0 of Q(t) = exp(t K0) (0: Q = I)", 0.0),
-     p_int_list("ani2_d", {25, 50, 100, 400}, "anisotropic designs: S_BC(2,2) = d", 1, 1000000),
-     p_int_list("ani2_k", {11, 18, 30, 80}, "anisotropic designs: S_BC(1,2) = -S_BC(2,1) = k", 0, 1000000),
-     p_bool("pin_first", true, "anisotropic designs: token 1 starts at the equilibrium +e^1, token 2 uniform (spec T22)")},
-    run_theorem_pd,
-    "ssm-theorem-pd",
-    [](const Params& P) {
-      const double runs = static_cast<double>(P.get_int("runs")), doa = static_cast<double>(P.get_int("doa_runs"));
-      const double designs = static_cast<double>(P.get_int_list("ani2_d").size());
-      const double tokens = static_cast<double>(P.get_int("tokens"));
-      ResourceEstimate a = theorem_estimate(P, runs, tokens), b = theorem_estimate(P, doa * designs, 2.0);
-      return ResourceEstimate{std::max(a.bytes, b.bytes), a.flops + b.flops, a.what};
-    }}, {{"runs", "2"}, {"doa_runs", "2"}, {"t_end", "1"}, {"ani2_d", "25"}, {"ani2_k", "11"}})};
 
-}  // namespace
+}  // namespace ssm_theorems
 }  // namespace tokdyn

@@ -52,12 +52,32 @@ CsvWriter::CsvWriter(const std::filesystem::path& file, std::vector<std::string>
   if (!out_) throw_write_error(file, errno);
 }
 
+CsvWriter::CsvWriter(const std::filesystem::path& dir, const TableDecl& decl) : CsvWriter(dir / decl.file, decl.column_names()) {
+  decl_ = &decl;
+}
+
+const ColumnDecl* CsvWriter::declared_column() const {
+  return decl_ != nullptr && cur_ < decl_->columns.size() ? &decl_->columns[cur_] : nullptr;
+}
+
+void CsvWriter::refuse(const ColumnDecl& c, const std::string& what) const {
+  throw std::logic_error(fmt::format("CSV '{}', column '{}': {} (not as declared)", file_.string(), c.name, what));
+}
+
 void CsvWriter::begin_cell() {
   if (cur_) row_ += ',';
   ++cur_;
 }
 
 CsvWriter& CsvWriter::cell(const std::string& s) {
+  if (const ColumnDecl* c = declared_column()) {
+    if (c->kind == ColumnKind::Real || c->kind == ColumnKind::Integer) refuse(*c, fmt::format("text '{}' in a numeric column", s));
+    if (c->kind == ColumnKind::Category) {
+      bool known = false;
+      for (const auto& v : c->values) known = known || v.first == s;
+      if (!known) refuse(*c, fmt::format("value '{}' is not one of its declared values", s));
+    }
+  }
   begin_cell();
   append_field(row_, s);
   return *this;
@@ -75,6 +95,11 @@ CsvWriter& CsvWriter::blank_nonfinite(std::initializer_list<const char*> columns
 
 CsvWriter& CsvWriter::cell(double v) {
   if (cur_ < blank_.size() && blank_[cur_] && !std::isfinite(v)) return empty();
+  if (const ColumnDecl* c = declared_column()) {
+    if (c->kind == ColumnKind::Text || c->kind == ColumnKind::Category) refuse(*c, fmt::format("a number ({}) in a text column", v));
+    if (c->kind == ColumnKind::Integer && std::isfinite(v) && v != std::floor(v)) refuse(*c, fmt::format("{} in an integer column", v));
+    if (c->index_base >= 0 && v < c->index_base) refuse(*c, fmt::format("index {} below its base {}", v, c->index_base));
+  }
   begin_cell();
   char buf[64];
   int len = std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -83,6 +108,11 @@ CsvWriter& CsvWriter::cell(double v) {
 }
 
 CsvWriter& CsvWriter::cell(long v) {
+  if (const ColumnDecl* c = declared_column()) {
+    if (c->kind == ColumnKind::Category) return cell(std::to_string(v));
+    if (c->kind == ColumnKind::Text) refuse(*c, fmt::format("a number ({}) in a text column", v));
+    if (c->index_base >= 0 && v < c->index_base) refuse(*c, fmt::format("index {} below its base {}", v, c->index_base));
+  }
   begin_cell();
   char buf[32];
   int len = std::snprintf(buf, sizeof buf, "%ld", v);
@@ -91,6 +121,7 @@ CsvWriter& CsvWriter::cell(long v) {
 }
 
 CsvWriter& CsvWriter::empty() {
+  if (const ColumnDecl* c = declared_column(); c != nullptr && c->empty.empty()) refuse(*c, "an empty cell, which the column does not allow");
   begin_cell();
   return *this;
 }

@@ -9,10 +9,6 @@
 
 namespace tokdyn {
 
-SummaryWriter::SummaryWriter(const std::filesystem::path& dir)
-    : w_(dir / "summary.csv", {"quantity", "value", "paper"}) {}
-void SummaryWriter::put(const std::string& q, double v, const std::string& paper) { w_.cell(q).cell(v).cell(paper).end_row(); }
-void SummaryWriter::put(const std::string& q, long v, const std::string& paper) { w_.cell(q).cell(v).cell(paper).end_row(); }
 
 void write_table(const std::filesystem::path& file, const std::vector<Table>& parts) {
   if (parts.empty()) throw std::logic_error("write_table: no table");

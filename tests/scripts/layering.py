@@ -20,7 +20,7 @@ import re
 import sys
 
 ORDER = ["core", "models", "observers", "drivers", "analysis", "io", "experiments"]
-TOP = {"dynamics": "models", "schedule": "models", "observers": "observers", "drivers": "drivers",
+TOP = {"outputs": "core", "dynamics": "models", "schedule": "models", "observers": "observers", "drivers": "drivers",
        "experiment": "experiments", "params": "experiments", "registry": "experiments", "run": "experiments",
        "figures": "experiments", "resources": "experiments", "output_folder": "experiments",
        "step_notes": "experiments"}

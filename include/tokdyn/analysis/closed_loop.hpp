@@ -29,6 +29,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,16 @@ struct EndPoints {
   Vector minus, plus, dminus, dplus;
 };
 EndPoints end_equilibria(const Problem& p, double rho, const EndPoints* guess = nullptr);
+/// The same as a value: the end equilibria, or why there are none at this rho (A + rho Dpsi
+/// singular; or Newton not converging, `no_convergence`). end_equilibria throws std::domain_error /
+/// ConvergenceError with the same message.
+struct EndOutcome {
+  std::optional<EndPoints> ends;
+  std::string why_not;
+  bool no_convergence = false;
+  explicit operator bool() const { return ends.has_value(); }
+};
+EndOutcome find_end_equilibria(const Problem& p, double rho, const EndPoints* guess = nullptr);
 /// The end profile: ubar_- for l <= L/2, ubar_+ after (d x (L+1)).
 Seq end_profile(const Problem& p, const Vector& minus, const Vector& plus);
 /// R(l) = u(l+1) - B(l) u(l) - rho psi_l(u(l)), l = 0..L-1 (d x L).
@@ -119,6 +130,9 @@ struct Solution {
   std::vector<double> history;  ///< Picard: ||u^{n+1} - u^n||_inf; Newton: ||R(u^n)||_inf (n = 0, 1, ...)
   int iterations = 0;
   bool converged = false;
+  /// Newton: why it stopped without converging when it could not go on (no end equilibria at this
+  /// rho, a singular closed-loop BVP); empty otherwise (converged, or out of iterations).
+  std::string why_not;
 };
 /// Picard iteration of u = G[rho psi(u)] from the end profile.
 Solution picard(const Problem& p, double rho, const IterOptions& opt = {});

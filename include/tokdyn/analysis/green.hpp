@@ -20,6 +20,7 @@
 // Norms: ||u||_inf = max_l ||u(l)||_2 (the paper's sup norm, App. A preamble).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,9 +54,15 @@ Ends make_ends(const Matrix& B_left, const Matrix& B_right, double tol = 1e-9);
 /// each solve is O(L d^2). B may differ from the ends' maps (e.g. a closed loop A + rho Dpsi with
 /// A's ends). std::invalid_argument for bad sizes; std::domain_error when the BVP is singular (the
 /// interior cocycle has no transversal bundles: no unique bounded solution).
+struct BvpOutcome;
+
 class Bvp {
  public:
+  /// Factorises the BVP; std::domain_error when it is singular (the bounded solution is not unique).
   Bvp(std::vector<Matrix> B, Ends ends);
+  /// The same, with a singular BVP as a value (BvpOutcome::why_not), for callers that meet singular
+  /// problems as an outcome (a continuation crossing a fold). Bad sizes are still invalid_argument.
+  static BvpOutcome factor(std::vector<Matrix> B, Ends ends);
 
   long length() const { return L_; }
   long dim() const { return d_; }
@@ -93,6 +100,9 @@ class Bvp {
   double factor_flops() const;
 
  private:
+  struct Unfactored {};
+  Bvp(Unfactored, std::vector<Matrix> B, Ends ends);  ///< validates, does not factorise
+  std::string factorise();                           ///< empty, or why the BVP is singular
   // Full solve of M x = (gL, h, gR) and its transpose.
   Seq solve_full(const Eigen::VectorXd& gL, const Seq& h, const Eigen::VectorXd& gR) const;
   void solve_full_transpose(const Seq& ubar, Eigen::VectorXd& gL, Seq& h, Eigen::VectorXd& gR) const;
@@ -110,6 +120,13 @@ class Bvp {
   Eigen::Map<Matrix> U12_(long l) const { return {store_.get() + l * stride_ + (m_ + d_) * d_, d_, d_}; }
   std::vector<std::vector<int>> ipiv_;              // LAPACK row interchanges of step l (0-based)
   Eigen::PartialPivLU<Matrix> last_;                // [X_L; right_rows] (d x d)
+};
+
+/// A factorised BVP, or why it is singular.
+struct BvpOutcome {
+  std::optional<Bvp> bvp;
+  std::string why_not;  ///< empty when there is a factorisation
+  explicit operator bool() const { return bvp.has_value(); }
 };
 
 /// Explicit Green sum (Lemma 17; validation, O(L^2 d^2), no truncation) on the window with the same

@@ -18,6 +18,7 @@
 // A quantity without a criterion is not a check: it goes to the preset's own CSV or the manifest.
 // `coupling-all` joins the tables into summary.csv with the same columns and counts the rows by kind.
 #include <array>
+#include <stdexcept>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -49,12 +50,33 @@ inline Ref consistency(std::string what) { return {RefKind::Consistency, std::mo
 inline Ref bound(std::string what) { return {RefKind::Bound, std::move(what)}; }
 inline Ref qualitative(std::string what) { return {RefKind::Qualitative, std::move(what)}; }
 
+/// The declaration of checks.csv (the same in every preset; coupling-all's joined table too).
+inline const TableDecl& checks_table() {
+  static const TableDecl t{
+      "checks.csv",
+      "one numerical check of a statement of a paper (the verdict table; see experiments/checks.hpp)",
+      {text("check", "the check's id, e.g. 'R17 residual'"),
+       text("statement", "the paper's claim, with its source (theorem, lemma, equation)"),
+       text("quantity", "what was measured"),
+       real("value", "the measured number").may_be_empty("not computable in this run (pass = n/a), or a failed criterion without a value"),
+       text("expected", "the criterion with its tolerance, in words"),
+       category("reference_kind", "what the value is compared against",
+                {{"paper", "a number printed in the paper"},
+                 {"closed_form", "a formula evaluated independently of the code under test"},
+                 {"independent", "a separate implementation in the repository (named)"},
+                 {"consistency", "two code paths of tokdyn that share most of their code"},
+                 {"bound", "an inequality of the paper"},
+                 {"qualitative", "a sign, an ordering or a trend the paper states"}}),
+       text("reference", "the reference itself, named"),
+       category("pass", "the verdict", {{"true", "the criterion holds"}, {"false", "it does not"}, {"n/a", "not applicable in this run"}})}};
+  return t;
+}
+
 class CheckTable {
  public:
-  static std::vector<std::string> columns() {
-    return {"check", "statement", "quantity", "value", "expected", "reference_kind", "reference", "pass"};
-  }
-  explicit CheckTable(const std::filesystem::path& file) : csv_(file, columns()) {}
+  static std::vector<std::string> columns() { return checks_table().column_names(); }
+  /// Writes `file`, which must be <results folder>/checks.csv.
+  explicit CheckTable(const std::filesystem::path& file) : csv_(folder_of(file), checks_table()) {}
   /// One check: `check` is its id (e.g. "R17 residual"), `statement` the paper's claim,
   /// `quantity` what was measured, `value` the number, `expected` the criterion in words, `ref`
   /// what the value is compared against.
@@ -68,6 +90,7 @@ class CheckTable {
     csv_.cell(check).cell(statement).cell(quantity).cell(value).cell(expected);
     csv_.cell(std::string(ref_kind_name(ref.kind))).cell(ref.what).cell(std::string(pass ? "true" : "false"));
     csv_.end_row();
+    rows_.push_back({check, statement, quantity, fmt::format("{:.17g}", value), expected, ref_kind_name(ref.kind), ref.what, pass ? "true" : "false"});
     ++total_;
     failed_ += pass ? 0 : 1;
     count(ref.kind, pass ? 0 : 1);
@@ -91,6 +114,7 @@ class CheckTable {
     csv_.cell(check).cell(statement).cell(quantity).empty().cell(fmt::format("{} (failed: {})", expected, why));
     csv_.cell(std::string(ref_kind_name(ref.kind))).cell(ref.what).cell(std::string("false"));
     csv_.end_row();
+    rows_.push_back({check, statement, quantity, "", fmt::format("{} (failed: {})", expected, why), ref_kind_name(ref.kind), ref.what, "false"});
     ++total_;
     ++failed_;
     count(ref.kind, 1);
@@ -101,6 +125,7 @@ class CheckTable {
     csv_.cell(check).cell(statement).cell(quantity).empty().cell(why);
     csv_.cell(std::string(ref_kind_name(ref.kind))).cell(ref.what).cell(std::string("n/a"));
     csv_.end_row();
+    rows_.push_back({check, statement, quantity, "", why, ref_kind_name(ref.kind), ref.what, "n/a"});
     ++total_;
     ++na_;
     count(ref.kind, 2);
@@ -111,6 +136,7 @@ class CheckTable {
   /// Records the outcome in the manifest (checks, checks_failed, checks_not_applicable) and warns
   /// about failures and checks that could not be made.
   void report(RunContext& ctx, const std::string& preset) const {
+    ctx.check_rows = rows_;
     ctx.notes["checks"] = total_;
     ctx.notes["checks_failed"] = failed_;
     ctx.notes["checks_not_applicable"] = na_;
@@ -130,7 +156,12 @@ class CheckTable {
 
  private:
   void count(RefKind k, int outcome) { ++by_kind_[static_cast<std::size_t>(k)][static_cast<std::size_t>(outcome)]; }
+  static std::filesystem::path folder_of(const std::filesystem::path& file) {
+    if (file.filename() != "checks.csv") throw std::logic_error("CheckTable writes checks.csv, not " + file.string());
+    return file.parent_path();
+  }
   CsvWriter csv_;
+  std::vector<std::vector<std::string>> rows_;  ///< the rows as written (value with 17 digits, as CsvWriter prints it)
   int failed_ = 0, total_ = 0, na_ = 0;
   std::array<std::array<int, 3>, 6> by_kind_{};  ///< per kind: passed, failed, not applicable
 };

@@ -9,6 +9,7 @@
 
 #include "tokdyn/array_sink.hpp"
 #include "tokdyn/io/npy.hpp"
+#include "tokdyn/outputs.hpp"
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
@@ -16,6 +17,12 @@ namespace tokdyn {
 class CsvWriter {
  public:
   CsvWriter(const std::filesystem::path& file, std::vector<std::string> columns);
+  /// The declared table `decl` in folder `dir`: its columns from the declaration, and every cell
+  /// checked against it (a number in a numeric column, a declared value in a categorical one, an
+  /// index not below its base, an empty cell only where the column says what it means); a cell
+  /// that breaks the declaration is a bug (std::logic_error naming file and column). `decl` must
+  /// outlive the writer (declarations are static).
+  CsvWriter(const std::filesystem::path& dir, const TableDecl& decl);
   /// Appends one row; cells are printed with 17 significant digits (doubles), as-is (strings;
   /// quoted RFC-4180 style only when they contain a comma, quote or line break).
   CsvWriter& cell(const std::string& s);
@@ -40,7 +47,10 @@ class CsvWriter {
   std::vector<bool> blank_;      ///< per column: non-finite -> empty cell
   std::filesystem::path file_;
   std::string row_;              ///< the row being built; written whole by end_row()
+  const TableDecl* decl_ = nullptr;  ///< the declaration cells are checked against (may be null)
   void begin_cell();
+  const ColumnDecl* declared_column() const;  ///< the declared column of the next cell, or null
+  [[noreturn]] void refuse(const ColumnDecl& c, const std::string& what) const;
 };
 
 /// Writes a C-order float64 / float32 / int64 .npy file with the given shape.

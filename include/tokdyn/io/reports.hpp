@@ -1,6 +1,5 @@
 #pragma once
-// The tidy CSV files of the experiments: the summary table (tokdyn's value next to the paper's)
-// and the tables observers emit (observers.hpp Table: the observer declares its columns and rows,
+// The tidy CSV files the observers emit (observers.hpp Table: the observer declares its columns and rows,
 // io only writes them).
 #include <filesystem>
 #include <memory>
@@ -12,18 +11,6 @@
 #include "tokdyn/observers.hpp"
 
 namespace tokdyn {
-
-/// summary.csv: `quantity,value,paper`: tokdyn's value next to the paper's (empty when the
-/// paper prints none).
-class SummaryWriter {
- public:
-  explicit SummaryWriter(const std::filesystem::path& dir);
-  void put(const std::string& quantity, double value, const std::string& paper = "");
-  void put(const std::string& quantity, long value, const std::string& paper = "");
-
- private:
-  CsvWriter w_;
-};
 
 /// Writes the tables of observers, one per variant, into `dir`: table T goes to <T.name>.csv, the
 /// rows of every variant one after another (the first column, `label`, names the variant). Every

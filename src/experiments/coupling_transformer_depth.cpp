@@ -1,0 +1,239 @@
+// Presets of "Attention is Just Another Name for Coupling?", part 1 (the Transformer depth flow),
+// the depth experiments (the checks of the block itself are in coupling_transformer.cpp):
+//   coupling-rank-collapse   E2: distance of S(X^(l)) from rank one against depth, slope r_f;
+//   coupling-qk-specificity  E4: |alpha^(l) - alpha*| against depth, effect of late W_Q/W_K changes.
+// Each writes checks.csv (check, statement, quantity, value, expected, pass), joined by coupling-all.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "tokdyn/analysis/frozen_kernel.hpp"
+#include "tokdyn/drivers.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/io/csv.hpp"
+#include "tokdyn/models/transformer.hpp"
+#include "tokdyn/rng.hpp"
+
+namespace tokdyn {
+// The namespace of coupling_transformer.cpp (named, not anonymous: its using-directive must not
+// reach the other files of a unity batch); its helpers below are defined there.
+namespace preset_coupling_transformer {
+
+using namespace tokdyn::tf;
+
+Mat kernel_of(const Config& c, int T);
+ResourceEstimate estimate_of(const Params& p, double factor);
+
+// ---- coupling-rank-collapse (E2) ----------------------------------------------------------------
+
+void run_rank_collapse(const Params& p, RunContext& ctx) {
+  const Transformer tf = transformer_from(p, ctx);
+  const Config& c = tf.config();
+  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const int P = c.mask == Mask::BlockLocal ? c.block : T;  // collapse within blocks for block-local attention
+  Batch Z;
+  Z.runs = runs;
+  Z.len = T;
+  Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
+  Rng(seed, {0xc0}).fill_normal(Z.Z, 1.0);
+  CsvWriter csv = ctx.table("rank_collapse.csv");
+  std::vector<double> mean_log(static_cast<std::size_t>(L + 1), 0.0);
+  for (int l = 0; l <= L; ++l) {
+    if (l > 0) tf.apply(l, Z);
+    require_finite(Z, "layer", l);
+    const LayerWeights& W = tf.weights(std::max(1, l));
+    for (int r = 0; r < runs; ++r) {
+      Mat S;
+      apply_norm(c, W.g_attn, W.beta_attn, Z.run(r), S);
+      Mat D = S;
+      for (int b = 0; b < T; b += P) {
+        const int n = std::min(P, T - b);
+        const RowVec m = S.middleRows(b, n).colwise().mean();
+        D.middleRows(b, n).rowwise() -= m;
+      }
+      const double ratio = D.norm() / S.norm();
+      csv.cell(l).cell(r).cell(ratio).cell(Z.run(r).rowwise().norm().maxCoeff()).end_row();
+      mean_log[static_cast<std::size_t>(l)] += std::log(std::max(ratio, 1e-300)) / runs;
+    }
+    if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
+  }
+  // r_f estimate: exp of the least-squares slope of mean log ratio over the second half of depth.
+  const int l0 = L / 2;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int n = 0;
+  for (int l = l0; l <= L; ++l, ++n) {
+    const double y = mean_log[static_cast<std::size_t>(l)];
+    sx += l;
+    sy += y;
+    sxx += static_cast<double>(l) * l;
+    sxy += l * y;
+  }
+  const double slope = n > 1 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : NAN;
+  CsvWriter rate = ctx.table("rate.csv");
+  rate.cell(l0).cell(L).cell(slope).cell(std::exp(slope)).end_row();
+  ctx.notes["r_f_estimate"] = std::exp(slope);
+  CheckTable checks(ctx.dir / "checks.csv");
+  checks.add("E2", "rank collapse: token states homogenise with depth at rate r_f < 1 (A5)", "r_f estimate (log-slope, second half)",
+             std::exp(slope), "< 1", std::exp(slope) < 1.0, qualitative("A5: r_f < 1 (states homogenise with depth)"));
+  checks.report(ctx, "coupling-rank-collapse");
+  ctx.summary("r_f_estimate", std::exp(slope));
+  ctx.summary("log_slope", slope);
+  ctx.summary("final_ratio", std::exp(mean_log[static_cast<std::size_t>(L)]));
+}
+
+OutputDecl rank_collapse_outputs() {
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      {"rank_collapse.csv", "one run at one depth: distance of the normalised tokens from rank one",
+       {index("layer", "depth l: the state after l blocks (0: the input)", 0), index("run", "run (independent input sequence)", 0),
+        real("ratio", "|S(X) - 1 mean^T| / |S(X)| (Frobenius; S the attention norm of block max(1, l); block-local masks: per block)"),
+        real("stream_norm", "largest token norm max_t |x_t^(l)| of the residual stream")}},
+      {"rate.csv", "the rank-collapse rate: least-squares fit of the mean log ratio against depth (one row)",
+       {index("from_layer", "first depth of the fit (L/2)", 0), index("to_layer", "last depth of the fit (L)", 0),
+        real("log_slope", "slope of the mean over runs of log ratio against l", "1/layer"),
+        real("r_f_estimate", "exp(log_slope): the homogenisation rate r_f per block (A5: < 1)")}}};
+  o.summaries = {{"r_f_estimate", "exp of the log-slope of the ratio over the second half of depth: the rate r_f per block (A5: < 1)"},
+                 {"log_slope", "the log-slope itself", "1/layer"},
+                 {"final_ratio", "geometric mean over runs of the ratio at depth L"}};
+  o.figures = {{"rank_collapse.png", "|S(X) - 1 mean^T| / |S(X)| against depth: each run and their geometric mean; r_f in the title"}};
+  return o;
+}
+
+// ---- coupling-qk-specificity (E4) ---------------------------------------------------------------
+
+void run_qk_specificity(const Params& p, RunContext& ctx) {
+  const Transformer tf = transformer_from(p, ctx);
+  const Config& c = tf.config();
+  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
+  const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
+  const double s = p.get_double("amplitude"), eta = p.get_double("eta");
+  const int from = static_cast<int>(p.get_int("perturb_from"));
+  if (from > L) throw InputError(fmt::format("parameter 'perturb_from' = {}: expected <= L = {}", from, L));
+  if (parse_tying(p.get_string("tying")) != Tying::Untied) throw InputError("parameter 'tying': coupling-qk-specificity perturbs single layers; use untied");
+  // The perturbed model: W_Q, W_K of layers >= perturb_from changed by eta * Gaussian (relative to their scale).
+  Transformer tq = tf;
+  for (int l = from; l <= L; ++l) {
+    LayerWeights& W = tq.mutable_weights(static_cast<std::size_t>(l - 1));
+    Mat E(c.d, c.d);
+    Rng(seed, {0x9b, static_cast<std::uint64_t>(l), 1}).fill_normal(E, eta * p.get_double("sigma_w") / std::sqrt(static_cast<double>(c.d)));
+    W.W_Q += E;
+    Rng(seed, {0x9b, static_cast<std::uint64_t>(l), 2}).fill_normal(E, eta * p.get_double("sigma_w") / std::sqrt(static_cast<double>(c.d)));
+    W.W_K += E;
+  }
+  const Vec x0 = reference_start(c, seed);
+  const Mat astar = kernel_of(c, T);
+  // Two amplitudes s and s/10: W_Q, W_K act at second order near H (Prop 8), so the state
+  // difference they cause should shrink ~100x when s shrinks 10x.
+  CsvWriter csv = ctx.table("qk_specificity.csv");
+  CsvWriter fin = ctx.table("final.csv");
+  int done = 0;
+  std::vector<double> finals;
+  for (double amp : {s, s / 10.0}) {
+    Batch Z;
+    Z.runs = runs;
+    Z.len = T;
+    Z.Z.resize(static_cast<Eigen::Index>(runs) * T, c.d);
+    for (int r = 0; r < runs; ++r) {
+      Mat dX(T, c.d);
+      Rng(seed, {0xde, static_cast<std::uint64_t>(r)}).fill_normal(dX, 1.0);
+      Z.run(r) = homogeneous(x0, T) + amp * dX;
+    }
+    Batch Zq = Z;
+    for (int l = 1; l <= L; ++l) {
+      for (int v = 0; v < 2; ++v) {
+        const Transformer& m = v ? tq : tf;
+        Batch& B = v ? Zq : Z;
+        const auto al = m.attention(l, B);
+        double mean = 0, mx = 0, fl = 0;
+        for (int r = 0; r < runs; ++r) {
+          const double dist = (al[static_cast<std::size_t>(r)] - astar).norm();
+          mean += dist / runs;
+          mx = std::max(mx, dist);
+          const Mat X = B.run(r);
+          fl += fk::fluctuation(X, T).norm() / X.norm() / runs;
+        }
+        const double sd = v ? (Zq.Z - Z.Z).norm() / std::max(Z.Z.norm(), 1e-300) : 0.0;
+        csv.cell(amp).cell(l).cell(std::string(v ? "perturbed" : "base")).cell(mean).cell(mx).cell(sd).cell(fl).end_row();
+      }
+      tf.apply(l, Z);
+      tq.apply(l, Zq);
+      require_finite(Z, "layer", l);
+      require_finite(Zq, "layer", l, "perturbed");
+      if (ctx.progress) ctx.progress((done * L + l) / (2.0 * L));
+    }
+    finals.push_back((Zq.Z - Z.Z).norm() / Z.Z.norm());
+    fin.cell(amp).cell(finals.back()).end_row();
+    ++done;
+  }
+  CheckTable checks(ctx.dir / "checks.csv");
+  const double order = finals[1] > 0 ? std::log10(finals[0] / finals[1]) : NAN;
+  if (!std::isnan(order)) {
+    // log10 of the final-state change ratio for s and s/10 (2: second order; RoPE/ALiBi: first order, 1).
+    ctx.notes["qk_final_change_log10_ratio"] = order;
+    if (c.pos == Positional::None)  // with RoPE/ALiBi there is no criterion: the value is in the manifest only
+      checks.add("E4", "Prop 8: late W_Q, W_K changes act at second order near H (no positional scheme)",
+                 "log10 of the final-state change ratio for s and s/10", order, ">= 1.5 (2 = second order)", order >= 1.5,
+                 qualitative("Prop 8: second order in s (log10 ratio 2 for s -> s/10)"));
+  }
+  checks.report(ctx, "coupling-qk-specificity");
+  ctx.summary("final_change", finals[0]);
+  ctx.summary("final_change_tenth", finals[1]);
+  ctx.summary("order_log10_ratio", order);
+}
+
+OutputDecl qk_specificity_outputs() {
+  OutputDecl o;
+  o.tables = {
+      checks_table(),
+      {"qk_specificity.csv", "one amplitude, block and model: the kernel against alpha* and the effect of the W_Q, W_K change (E4)",
+       {real("amplitude", "size of the input perturbation X(0) = 1 x0^T + amplitude dX (s, then s/10)"),
+        index("layer", "block l, evaluated at its input (the state after l - 1 blocks)", 1),
+        category("variant", "which model", {{"base", "the drawn model"},
+                                            {"perturbed", "W_Q, W_K of blocks >= perturb_from changed by eta (relative)"}}),
+        real("alpha_dist_mean", "|alpha^(l) - alpha*|_F, mean over runs"), real("alpha_dist_max", "its maximum over runs"),
+        real("state_diff", "perturbed: |X_perturbed - X_base|_F / |X_base|_F at the block's input (all runs); base: 0"),
+        real("fluct_ratio", "|X - 1 x_1^T|_F / |X|_F (fluctuation about the head token), mean over runs")}},
+      {"final.csv", "one amplitude: the relative change of the final state caused by the W_Q, W_K change",
+       {real("amplitude", "size of the input perturbation (s, then s/10)"),
+        real("relative_state_diff", "|X_perturbed(L) - X_base(L)|_F / |X_base(L)|_F")}}};
+  o.summaries = {{"final_change", "relative change of the final state caused by the W_Q, W_K change, input amplitude s"},
+                 {"final_change_tenth", "the same for input amplitude s/10"},
+                 {"order_log10_ratio", "log10(final_change / final_change_tenth): 2 = second order in s (Prop 8), 1 = first order; "
+                                       "NaN (empty): the change at s/10 is 0"}};
+  o.figures = {{"qk_specificity.png", "|alpha^(l) - alpha*| against depth (base and perturbed); state difference and fluctuation ratio against depth"}};
+  return o;
+}
+
+const ExperimentRegistration reg_rc{with_outputs(with_smoke(Experiment{
+    "coupling-rank-collapse",
+    "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks, log-slope estimate of r_f",
+    [] {
+      auto ps = transformer_params(16, 64, 16, 48, 0.0);
+      ps.push_back(p_int("runs", 8, "random input sequences", 1, 10000));
+      return ps;
+    }(),
+    run_rank_collapse, "coupling-rank-collapse",
+    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"L", "6"}, {"runs", "2"}}), rank_collapse_outputs())};
+
+const ExperimentRegistration reg_qk{with_outputs(with_smoke(Experiment{
+    "coupling-qk-specificity",
+    "Coupling paper E4: |alpha^(l) - alpha*| against depth near H, and the effect of late W_Q/W_K perturbations",
+    [] {
+      auto ps = transformer_params(16, 64, 16, 48, 0.0);
+      ps.push_back(p_int("runs", 8, "perturbed homogeneous inputs", 1, 10000));
+      ps.push_back(p_double("amplitude", 0.1, "size s of the perturbation X(0) = 1 x0^T + s dX", 0.0, 1e3));
+      ps.push_back(p_double("eta", 1.0, "relative size of the W_Q, W_K perturbation", 0.0, 1e3));
+      ps.push_back(p_int("perturb_from", 25, "first (1-based) layer whose W_Q, W_K are perturbed", 1, 5000));
+      return ps;
+    }(),
+    run_qk_specificity, "coupling-qk-specificity",
+    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"L", "6"}, {"runs", "2"}, {"perturb_from", "4"}}), qk_specificity_outputs())};
+
+
+}  // namespace preset_coupling_transformer
+}  // namespace tokdyn
