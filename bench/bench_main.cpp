@@ -396,10 +396,11 @@ void BM_PresetLayer(benchmark::State& st) {
   o.silu_bc = st.range(0) != 0;
   SsmLayer layer(sched, o, SsmForm::InputOutput);
   std::vector<std::vector<std::vector<double>>> q(kRuns, std::vector<std::vector<double>>(kLen));
-  layer.set_interaction_sink([&q](long, const Mat& qm) {
+  CallbackTapObserver qtap("q", [&q](long, const double* qm, const std::vector<std::size_t>&) {
     for (int r = 0; r < kRuns; ++r)
-      for (int i = 0; i < kLen; ++i) q[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].push_back(qm(r, i));
+      for (int i = 0; i < kLen; ++i) q[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].push_back(qm[r * kLen + i]);
   });
+  layer.watch(&qtap);
   GramObserver gram;
   Batch Z = d.Z;
   long k = 1;

@@ -5,6 +5,18 @@
 
 namespace tokdyn {
 
+void TapObserver::tap(const std::string& name, long k, const float* data, const std::vector<std::size_t>& shape) {
+  std::size_t n = 1;
+  for (std::size_t s : shape) n *= s;
+  const std::vector<double> wide(data, data + n);
+  tap(name, k, wide.data(), shape);
+}
+
+void LayerMap::watch(TapObserver* o) {
+  if (tap_names().empty()) throw std::invalid_argument("this model offers no taps (internal quantities) to watch");
+  watchers_.push_back(o);
+}
+
 namespace {
 
 /// Central difference (f(Z + hV) - f(Z - hV)) / 2h of a map `f` (Batch in, value out), the step

@@ -169,4 +169,14 @@ void StateTapObserver::tap(double t, const B& Z) {
 void StateTapObserver::observe(double t, const Batch& Z) { tap(t, Z); }
 void StateTapObserver::observe_float(double t, const BatchF& Z) { tap(t, Z); }
 
+bool ArrayTapObserver::wants(const std::string& name, long k) const {
+  return name == name_ && std::find(layers_.begin(), layers_.end(), k) != layers_.end();
+}
+void ArrayTapObserver::tap(const std::string&, long k, const double* data, const std::vector<std::size_t>& shape) {
+  sink_->put("layer_" + std::to_string(k), data, shape);
+}
+void ArrayTapObserver::tap(const std::string&, long k, const float* data, const std::vector<std::size_t>& shape) {
+  sink_->put("layer_" + std::to_string(k), data, shape);
+}
+
 }  // namespace tokdyn

@@ -1,5 +1,5 @@
 #pragma once
-// Where recorded arrays go. An observer (StateTapObserver) or a model's tap (mamba2::MixingTap)
+// Where recorded arrays go. An observer (StateTapObserver) or a model's tap (observers.hpp ArrayTapObserver)
 // hands each array it records to a sink: a name (a relative path without extension, e.g.
 // "layer_12"), the data in C order and its shape. Models and observers never open files; the sink
 // decides where an array lands (io/npy.hpp: NpyFolderSink writes <folder>/<name>.npy; a test or

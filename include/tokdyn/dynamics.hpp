@@ -3,12 +3,33 @@
 //  LayerMap:    Z_{k+1} = F_k(Z_k), one discrete layer at a time;
 //  VectorField: dZ/dt = f(t, Z), with its tangent map (Jacobian-vector product).
 // Both act on a Batch: a stack of equally long sequences processed together.
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
+
+/// Internal quantities of a layer ("taps"): what a model computes inside layer k that is not a
+/// function of the state alone without recomputing the layer, e.g. "q" (q_i = C_i . B_i of the
+/// state entering layer k: the SSM and Mamba-2) or "mixing" (Mamba-2's mixing matrices per head).
+/// A model names the taps it offers (LayerMap::tap_names) and hands each to the observers that ask,
+/// as an array with its shape (row-major); models never write files, observers decide where the
+/// arrays go (observers.hpp ArrayTapObserver: an ArraySink; analysis/pe_window.hpp PeObserver: the
+/// PE windows of q).
+class TapObserver {
+ public:
+  virtual ~TapObserver() = default;
+  /// Whether tap `name` of the state entering layer k is wanted.
+  virtual bool wants(const std::string& name, long k) const = 0;
+  /// For taps with a head axis ("mixing"): the heads wanted at layer k.
+  virtual std::vector<int> heads(const std::string&, long) const { return {}; }
+  /// The quantity, row-major with `shape` (each tap documents its axes). The float overload
+  /// defaults to widening the array and calling the double one.
+  virtual void tap(const std::string& name, long k, const double* data, const std::vector<std::size_t>& shape) = 0;
+  virtual void tap(const std::string& name, long k, const float* data, const std::vector<std::size_t>& shape);
+};
 
 class LayerMap {
  public:
@@ -41,6 +62,16 @@ class LayerMap {
   virtual void apply_float(long k, BatchF& Z) const;
   /// What the message of a non-finite state suggests (drivers name the layer, run and token).
   virtual std::string overflow_hint() const { return "the dynamics overflowed; check the weights and the step size"; }
+
+  // ---- Taps (internal quantities, see TapObserver) ----
+  /// The taps this model offers, with their shapes (e.g. "q [runs, tokens]"); empty: none.
+  virtual std::vector<std::string> tap_names() const { return {}; }
+  /// Registers an observer of the model's taps (not owned; called during apply). A model without
+  /// taps refuses it (std::invalid_argument), so that a tap asked for is never silently ignored.
+  void watch(TapObserver* o);
+
+ protected:
+  std::vector<TapObserver*> watchers_;
 };
 
 class VectorField {

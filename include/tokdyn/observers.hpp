@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokdyn/array_sink.hpp"
+#include "tokdyn/dynamics.hpp"
 #include "tokdyn/tokens.hpp"
 
 namespace tokdyn {
@@ -113,6 +114,39 @@ class StateTapObserver final : public Observer {
   void tap(double t, const B& Z);
   std::shared_ptr<ArraySink> sink_;
   std::vector<long> layers_;
+};
+
+/// Hands a model's tap `name` (dynamics.hpp TapObserver) at chosen layers to a sink as "layer_K",
+/// in the model's precision and with the tap's shape (e.g. Mamba-2's "mixing" of `heads`:
+/// [runs, heads, tokens, tokens]); io's NpyFolderSink writes <dir>/layer_K.npy.
+class ArrayTapObserver final : public TapObserver {
+ public:
+  ArrayTapObserver(std::shared_ptr<ArraySink> sink, std::string name, std::vector<long> layers, std::vector<int> heads = {})
+      : sink_(std::move(sink)), name_(std::move(name)), layers_(std::move(layers)), heads_(std::move(heads)) {}
+  bool wants(const std::string& name, long k) const override;
+  std::vector<int> heads(const std::string& name, long) const override { return name == name_ ? heads_ : std::vector<int>{}; }
+  void tap(const std::string& name, long k, const double* data, const std::vector<std::size_t>& shape) override;
+  void tap(const std::string& name, long k, const float* data, const std::vector<std::size_t>& shape) override;
+
+ private:
+  std::shared_ptr<ArraySink> sink_;
+  std::string name_;
+  std::vector<long> layers_;
+  std::vector<int> heads_;
+};
+
+/// Calls a function with tap `name` at every layer (tests, recorders).
+class CallbackTapObserver final : public TapObserver {
+ public:
+  using Fn = std::function<void(long k, const double* data, const std::vector<std::size_t>& shape)>;
+  CallbackTapObserver(std::string name, Fn f) : name_(std::move(name)), f_(std::move(f)) {}
+  bool wants(const std::string& name, long) const override { return name == name_; }
+  void tap(const std::string&, long k, const double* data, const std::vector<std::size_t>& shape) override { f_(k, data, shape); }
+  using TapObserver::tap;
+
+ private:
+  std::string name_;
+  Fn f_;
 };
 
 /// Calls a function at every observation (tests, taps).

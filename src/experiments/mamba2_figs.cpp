@@ -190,9 +190,8 @@ PassResult run_pass(const Setup& S, const std::shared_ptr<const LayerSchedule>& 
   std::vector<BlockMap> maps;
   std::vector<BatchF> states;
   std::vector<StateTapObserver> taps;
-  std::vector<QTap> qtaps;
-  std::vector<MixingTap> mixtaps;
-  maps.reserve(n), states.reserve(n), taps.reserve(n), qtaps.reserve(n), mixtaps.reserve(n);
+  std::vector<ArrayTapObserver> mixtaps;
+  maps.reserve(n), states.reserve(n), taps.reserve(n), mixtaps.reserve(n);
   const MatF X0 = embed(S.model, S.ids, S.update);
   std::vector<Lane<BatchF>> lanes;
   for (std::size_t v = 0; v < n; ++v) {
@@ -203,12 +202,9 @@ PassResult run_pass(const Setup& S, const std::shared_ptr<const LayerSchedule>& 
       taps.emplace_back(std::make_shared<NpyFolderSink>(taps_dir(ctx.dir, names[v])), S.taps);
       lane.post.push_back(&taps.back());
     }
-    if (record_q) {
-      qtaps.emplace_back([pe = &R.pe[v]](const float* q, int runs, int len) { pe->record(q, runs, len); });
-      maps[v].watch(&qtaps.back());
-    }
+    if (record_q) maps[v].watch(&R.pe[v]);  // the model's tap "q" into the PE windows
     if (write_taps && !S.mixing_depths.empty() && !S.mixing_heads.empty()) {
-      mixtaps.emplace_back(std::make_shared<NpyFolderSink>(ctx.dir / "mixing" / names[v]), S.mixing_depths, S.mixing_heads);
+      mixtaps.emplace_back(std::make_shared<NpyFolderSink>(ctx.dir / "mixing" / names[v]), "mixing", S.mixing_depths, S.mixing_heads);
       maps[v].watch(&mixtaps.back());
     }
     lanes.push_back(std::move(lane));

@@ -74,10 +74,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
     o.gate = GateKind::Off;
     SsmLayer layer(sched, o, form);
     R.pe = PeObserver(fig_run);
-    layer.set_interaction_sink([&R](long, const Mat& q) {
-      // q is runs x len, row-major: run r's tokens are consecutive.
-      R.pe.record(q.data(), static_cast<int>(q.rows()), static_cast<int>(q.cols()));
-    });
+    layer.watch(&R.pe);  // the layer's tap "q" [runs, tokens] into the PE windows
     Batch Z = Z0;
     const double share = 1.0 / static_cast<double>(variants.size());
     // The layer (2) is the model (a retracted forward-Euler step of the flow (5) with the same

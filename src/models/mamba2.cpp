@@ -364,10 +364,11 @@ void BlockMap::apply_float(long k, BatchF& Z) const {
   if (Z.Z.rows() != RT || Z.Z.cols() != cfg_.d_model) throw std::logic_error("mamba2::BlockMap: the state has the wrong shape");
   MixerTaps taps;
   bool want_q = false;
-  InsideObserver* mixer_watcher = nullptr;
-  for (InsideObserver* w : watchers_) {
-    want_q = want_q || w->wants_q(k);
-    std::vector<int> heads = w->mixing_heads(k);
+  TapObserver* mixer_watcher = nullptr;
+  for (TapObserver* w : watchers_) {
+    want_q = want_q || w->wants("q", k);
+    if (!w->wants("mixing", k)) continue;
+    std::vector<int> heads = w->heads("mixing", k);
     if (heads.empty()) continue;
     if (mixer_watcher) throw std::logic_error("mamba2::BlockMap: two observers want mixing matrices at the same layer");
     mixer_watcher = w;
@@ -382,10 +383,11 @@ void BlockMap::apply_float(long k, BatchF& Z) const {
     taps.mixing = mix_.data();
   }
   eng_->mixer(*L, Z.Z, Z.runs, Z.len, out_, taps);
+  const auto runs = static_cast<std::size_t>(Z.runs), len = static_cast<std::size_t>(Z.len);
   if (want_q)
-    for (InsideObserver* w : watchers_)
-      if (w->wants_q(k)) w->q(k, q_.data(), Z.runs, Z.len);
-  if (mixer_watcher) mixer_watcher->mixing(k, mix_.data(), Z.runs, Z.len, taps.heads);
+    for (TapObserver* w : watchers_)
+      if (w->wants("q", k)) w->tap("q", k, q_.data(), {runs, len});
+  if (mixer_watcher) mixer_watcher->tap("mixing", k, mix_.data(), {runs, taps.heads.size(), len, len});
   MatF& S = Z.Z;
   if (update_ == Update::Residual) {
     // Row by row on the thread team (each entry is one float addition: the same bits either way).
@@ -410,16 +412,6 @@ void BlockMap::apply(long k, Batch& Z) const {
   BatchF F{Z.Z.cast<float>(), Z.runs, Z.len};
   apply_float(k, F);
   Z.Z = F.Z.cast<double>();
-}
-
-std::vector<int> MixingTap::mixing_heads(long k) const {
-  if (heads_.empty() || std::find(layers_.begin(), layers_.end(), k) == layers_.end()) return {};
-  return heads_;
-}
-
-void MixingTap::mixing(long k, const float* m, int runs, int len, const std::vector<int>& heads) {
-  sink_->put(fmt::format("layer_{}", k), m,
-            {static_cast<std::size_t>(runs), heads.size(), static_cast<std::size_t>(len), static_cast<std::size_t>(len)});
 }
 
 }  // namespace tokdyn::mamba2

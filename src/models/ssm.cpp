@@ -135,14 +135,17 @@ void SsmLayer::apply(long k, Batch& Z) const {
   const auto p = sched_->at_layer(k);
   SsmBranches br;
   ssm_branches(*p, opt_, Z.Z, br);
-  if (sink_) {  // q_i = C_i . B_i of the state entering layer k (§VI-B), from the same branches
+  bool want_q = false;
+  for (TapObserver* w : watchers_) want_q = want_q || w->wants("q", k);
+  if (want_q) {  // q_i = C_i . B_i of the state entering layer k (§VI-B), from the same branches
     Mat q(Z.runs, Z.len);
     for (int r = 0; r < Z.runs; ++r)
       for (int i = 0; i < Z.len; ++i) {
         const Eigen::Index row = static_cast<Eigen::Index>(r) * Z.len + i;
         q(r, i) = br.Cz.row(row).dot(br.Bz.row(row));
       }
-    sink_(k, q);
+    for (TapObserver* w : watchers_)
+      if (w->wants("q", k)) w->tap("q", k, q.data(), {static_cast<std::size_t>(Z.runs), static_cast<std::size_t>(Z.len)});
   }
   Tokens R(Z.Z.rows(), Z.Z.cols());
   ParallelErrors errors;  // e.g. std::bad_alloc: it must not leave the parallel region

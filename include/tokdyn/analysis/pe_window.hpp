@@ -51,10 +51,18 @@ PeReadings pe_readings(const QRecord& q);
 ///   pe_curve.csv    `<label>,token,T,worst_window_avg` (envelope over runs per token)
 ///   pe_summary.csv  `<label>,reading,T_star,run,token` (the four readings of PeReadings)
 ///   q.csv           `<label>,run,token,layer,q` for run `fig_run`
-class PeObserver final : public Observer {
+class PeObserver final : public Observer, public TapObserver {
  public:
   explicit PeObserver(int fig_run) : fig_run_(fig_run) {}
-  void observe(double, const Batch&) override {}  // q arrives through record()
+  void observe(double, const Batch&) override {}  // q arrives through the model's tap "q"
+  // The model's tap "q" ([runs, tokens]) of every layer (a model offering it: SSM, Mamba-2).
+  bool wants(const std::string& name, long) const override { return name == "q"; }
+  void tap(const std::string&, long, const double* q, const std::vector<std::size_t>& shape) override {
+    record(q, static_cast<int>(shape.at(0)), static_cast<int>(shape.at(1)));
+  }
+  void tap(const std::string&, long, const float* q, const std::vector<std::size_t>& shape) override {
+    record(q, static_cast<int>(shape.at(0)), static_cast<int>(shape.at(1)));
+  }
   /// q of layer k for `runs` x `len` tokens, run-major (q[r * len + i]).
   template <class T>
   void record(const T* q, int runs, int len) {

@@ -126,47 +126,10 @@ std::shared_ptr<const LayerSchedule> cycle_layers(const Model& m);
 /// demand (the last few cached, so lanes in lock step draw each layer once).
 std::shared_ptr<const LayerSchedule> random_layers(const Config& cfg, std::uint64_t seed);
 
-/// Quantities computed inside the block that observers may want (they are not functions of the
-/// state alone without recomputing the mixer): q_i = C_i . B_i and the mixing matrices, at layer k.
-class InsideObserver {
- public:
-  virtual ~InsideObserver() = default;
-  /// Whether q of the state entering layer k is wanted.
-  virtual bool wants_q(long) const { return false; }
-  /// q_i = C_i . B_i (group 0) as the block uses them: [runs*len], run-major.
-  virtual void q(long, const float*, int, int) {}
-  /// Heads whose mixing matrices are wanted at layer k (empty: none).
-  virtual std::vector<int> mixing_heads(long) const { return {}; }
-  /// Mixing matrices [runs][heads][len][len] of the heads asked for.
-  virtual void mixing(long, const float*, int, int, const std::vector<int>&) {}
-};
-
-/// Forwards q of every layer to a recorder (analysis/pe_window.hpp PeObserver, through a
-/// function so that models stay below analyses).
-class QTap final : public InsideObserver {
- public:
-  explicit QTap(std::function<void(const float* q, int runs, int len)> sink) : sink_(std::move(sink)) {}
-  bool wants_q(long) const override { return true; }
-  void q(long, const float* q, int runs, int len) override { sink_(q, runs, len); }
-
- private:
-  std::function<void(const float*, int, int)> sink_;
-};
-
-/// Hands the mixing matrices of `heads` at the layer steps `layers` to a sink as "layer_K",
-/// shape [runs, heads, tokens, tokens] (entry (t, s): (C_t.B_s) exp(A sum dt) dt_s for s <= t, 0 above).
-class MixingTap final : public InsideObserver {
- public:
-  MixingTap(std::shared_ptr<ArraySink> sink, std::vector<long> layers, std::vector<int> heads)
-      : sink_(std::move(sink)), layers_(std::move(layers)), heads_(std::move(heads)) {}
-  std::vector<int> mixing_heads(long k) const override;
-  void mixing(long k, const float* m, int runs, int len, const std::vector<int>& heads) override;
-
- private:
-  std::shared_ptr<ArraySink> sink_;
-  std::vector<long> layers_;
-  std::vector<int> heads_;
-};
+// The block's taps (dynamics.hpp TapObserver), of the state entering layer k, in float:
+//   "q"       q_i = C_i . B_i (group 0) as the block uses them: [runs, tokens];
+//   "mixing"  the mixing matrices of the heads the observer asks for (TapObserver::heads):
+//             [runs, heads, tokens, tokens], entry (t, s): (C_t.B_s) exp(A sum dt) dt_s for s <= t, 0 above.
 
 /// One depth step of the block as a LayerMap over a float batch (src/models/mamba2.cpp): the
 /// mixer (fp32 Engine::mixer of the schedule's layer k) and the residual or sphere update in fp32:
@@ -205,8 +168,9 @@ class BlockMap final : public LayerMap {
   /// is computed once per run and only the tangents m times: about (1 + m) / (2 m) of its work.
   /// The same bits on any thread count.
   void step_double_tangents(long k, const Batch& Z, const Tokens& V, Tokens& Y, Tokens& dY) const;
-  /// Registers an observer of q / mixing matrices (called during apply; not owned).
-  void watch(InsideObserver* o) { watchers_.push_back(o); }
+  std::vector<std::string> tap_names() const override {
+    return {"q [runs, tokens]", "mixing [runs, heads, tokens, tokens]"};
+  }
   const Config& config() const { return cfg_; }
   const Switches& switches() const { return sw_; }
   /// Multiply-adds of one step over `runs` sequences of `len` tokens.
@@ -221,7 +185,6 @@ class BlockMap final : public LayerMap {
   std::unique_ptr<Engine> eng_;  // mutable working buffers
   mutable MatF out_;
   mutable std::vector<float> q_, mix_;
-  std::vector<InsideObserver*> watchers_;
 };
 
 /// Default token ids: run r draws `len` ids iid uniform in [0, vocab) from stream (seed, r);

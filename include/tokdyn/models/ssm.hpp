@@ -90,16 +90,14 @@ class SsmLayer final : public LayerMap {
   /// q (runs x len).
   void interaction_terms(long k, const Batch& Z, Mat& q) const;
   const SsmOptions& options() const { return opt_; }
-  /// Receives q (runs x len) of the state entering each layer k as apply() computes it (no
-  /// extra matrix products).
-  using InteractionSink = std::function<void(long k, const Mat& q)>;
-  void set_interaction_sink(InteractionSink s) { sink_ = std::move(s); }
+  /// Tap "q" (dynamics.hpp TapObserver): q_i = C_i . B_i of the state entering layer k,
+  /// [runs, tokens] in double, as apply() computes it (no extra matrix products).
+  std::vector<std::string> tap_names() const override { return {"q [runs, tokens]"}; }
 
  private:
   std::shared_ptr<const WeightSchedule<SsmParams>> sched_;
   SsmOptions opt_;
   SsmForm form_;
-  InteractionSink sink_;
 };
 
 /// The flow (5): dz_i/dt = (I - z_i z_i^T) g(z_i) ⊙ sum_{j<=i} beta_ij(t) z_j, parameters

@@ -221,7 +221,11 @@ TEST(SsmModel, SameBitsOnOneToFourThreads) {
     o.tau = 0.2;
     SsmLayer L(constant(p), o, form);
     Out out;
-    L.set_interaction_sink([&](long, const Mat& q) { out.q.push_back(q); });
+    // The layer's tap "q" [runs, tokens] (row-major, as Mat is).
+    CallbackTapObserver qtap("q", [&](long, const double* q, const std::vector<std::size_t>& shape) {
+      out.q.push_back(Eigen::Map<const Mat>(q, static_cast<Eigen::Index>(shape[0]), static_cast<Eigen::Index>(shape[1])));
+    });
+    L.watch(&qtap);
     Batch b = Z0;
     for (long k = 1; k <= 6; ++k) {
       L.apply(k, b);

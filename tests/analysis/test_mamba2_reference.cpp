@@ -106,7 +106,8 @@ TEST(Mamba2Reference, AgreesWithTheIndependentNumPyImplementationLayerByLayer) {
       std::vector<MatF> states;
       std::vector<std::vector<float>> qs;
       BlockMap block(c, cs.sw, cycle_layers(m), cs.update, cs.tau);
-      QTap qtap([&](const float* q, int, int) { qs.emplace_back(q, q + runs * len); });
+      // The block's tap "q" [runs, tokens] (float, widened exactly to double by the observer).
+      CallbackTapObserver qtap("q", [&](long, const double* q, const std::vector<std::size_t>&) { qs.emplace_back(q, q + runs * len); });
       block.watch(&qtap);
       CallbackObserver rec([&](double, const Batch& X) { states.push_back(X.Z.cast<float>()); });
       BatchF S{embed(m, ids, cs.update), runs, len};
