@@ -397,6 +397,21 @@ void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen
 void Transformer::apply(long k, Batch& Z) const {
   const LayerWeights& W = weights(k);
   if (Z.dim() != cfg_.d) throw std::invalid_argument(fmt::format("transformer: token dimension {}, expected d = {}", Z.dim(), cfg_.d));
+  bool want_attention = false;
+  for (TapObserver* w : watchers_) want_attention = want_attention || w->wants("attention", k);
+  if (want_attention) {  // the tap "attention" of the state entering layer k: [runs, heads, T, T]
+    const std::vector<Mat> A = attention_heads(k, Z);  // per run T x (H T), head h in columns [h T, (h+1) T)
+    const std::size_t T = static_cast<std::size_t>(Z.len), H = A.empty() ? 0 : static_cast<std::size_t>(A.front().cols()) / T;
+    std::vector<double> packed;
+    packed.reserve(A.size() * H * T * T);
+    for (const Mat& a : A)
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t t = 0; t < T; ++t)
+          for (std::size_t s = 0; s < T; ++s)
+            packed.push_back(a(static_cast<Eigen::Index>(t), static_cast<Eigen::Index>(h * T + s)));
+    for (TapObserver* w : watchers_)
+      if (w->wants("attention", k)) w->tap("attention", k, packed.data(), {A.size(), H, T, T});
+  }
   const Mat B = score_bias(cfg_, Z.len);
   Tokens add;
   if (inject_) {

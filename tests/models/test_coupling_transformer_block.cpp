@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <omp.h>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "coupling_transformer_fixtures.hpp"
@@ -118,6 +119,57 @@ TEST(CouplingTransformer, MultiHead) {
   c.d = 6;
   c.heads = 4;
   EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+// The tap "attention" (dynamics.hpp TapObserver): the weights of every head of layer k at the
+// state entering it, [runs, heads, tokens, tokens], equal to attention_heads(k, Z); only the layers
+// asked for; the step itself is unchanged by watching.
+TEST(CouplingTransformer, AttentionTapHandsEveryHeadOfTheLayersAskedFor) {
+  Config c;
+  c.d = 8;
+  c.d_ff = 12;
+  c.heads = 2;
+  Transformer tf = make(c, 3, 21);
+  Batch Z;
+  Z.runs = 2;
+  Z.len = 5;
+  Z.Z = random_mat(10, 8, 22);
+  const Batch Z0 = Z;
+  std::vector<long> seen;
+  std::vector<double> got;
+  std::vector<std::size_t> shape;
+  struct Layer2 final : TapObserver {
+    std::vector<long>* seen;
+    std::vector<double>* got;
+    std::vector<std::size_t>* shape;
+    bool wants(const std::string& name, long k) const override { return name == "attention" && k == 2; }
+    void tap(const std::string&, long k, const double* data, const std::vector<std::size_t>& s) override {
+      seen->push_back(k);
+      *shape = s;
+      got->assign(data, data + s[0] * s[1] * s[2] * s[3]);
+    }
+    using TapObserver::tap;
+  } obs;
+  obs.seen = &seen, obs.got = &got, obs.shape = &shape;
+  tf.watch(&obs);
+  Batch before2 = Z;
+  tf.apply(1, Z);
+  before2 = Z;
+  tf.apply(2, Z);
+  tf.apply(3, Z);
+  ASSERT_EQ(seen, std::vector<long>{2});
+  ASSERT_EQ(shape, (std::vector<std::size_t>{2, 2, 5, 5}));
+  const std::vector<Mat> A = tf.attention_heads(2, before2);
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t h = 0; h < 2; ++h)
+      for (std::size_t t = 0; t < 5; ++t)
+        for (std::size_t s = 0; s < 5; ++s)
+          EXPECT_EQ(got[((r * 2 + h) * 5 + t) * 5 + s], A[r](static_cast<Eigen::Index>(t), static_cast<Eigen::Index>(h * 5 + s)));
+  // Watching does not change the step.
+  const Transformer plain = make(c, 3, 21);
+  Batch W = Z0;
+  for (long k = 1; k <= 3; ++k) plain.apply(k, W);
+  EXPECT_EQ(W.Z, Z.Z);
 }
 
 // Runs are independent in jvp (k tangents batched as k runs).

@@ -133,6 +133,10 @@ class Transformer : public LayerMap {
   std::string overflow_hint() const override {
     return "the Transformer stream overflowed; lower sigma_w / sigma_b or the depth";
   }
+  /// Tap "attention" (dynamics.hpp TapObserver): the attention weights of every head of layer k at
+  /// the state entering it, [runs, heads, tokens, tokens] (entry (t, s): the weight of token s in
+  /// the update of token t), computed only when a watcher asks for layer k.
+  std::vector<std::string> tap_names() const override { return {"attention [runs, heads, tokens, tokens]"}; }
 
   /// The attention matrices alpha of layer k at Z: one T x T matrix per run (the mean over heads;
   /// with one head, alpha itself). attention_heads: one T x (H T) matrix per run, head h in
