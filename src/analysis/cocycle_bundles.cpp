@@ -129,6 +129,12 @@ BundlesOutcome find_two_sided_bundles(const Cocycle& c) {
 }
 
 Bundles clv_bundles(const Cocycle& c, long burn, long k_plus) {
+  BundlesOutcome o = find_clv_bundles(c, burn, k_plus);
+  if (!o) throw std::domain_error(o.why_not);
+  return std::move(*o.bundles);
+}
+
+BundlesOutcome find_clv_bundles(const Cocycle& c, long burn, long k_plus) {
   const long L = c.length(), d = c.dim();
   if (burn < 0 || 2 * burn > L)
     throw std::invalid_argument(fmt::format("clv_bundles: burn = {} with L = {}; expected 0 <= 2 burn <= L", burn, L));
@@ -142,7 +148,7 @@ Bundles clv_bundles(const Cocycle& c, long burn, long k_plus) {
   }
   if (k_plus > d) throw std::invalid_argument("clv_bundles: k_plus > d");
   for (const auto& R : qr.R)
-    if (R.diagonal().minCoeff() <= 0) throw std::domain_error("clv_bundles: a singular QR factor (R_ii = 0); expected invertible layer maps");
+    if (R.diagonal().minCoeff() <= 0) return {std::nullopt, "clv_bundles: a singular QR factor (R_ii = 0); expected invertible layer maps"};
   Bundles b;
   b.method = "clv";
   b.k = k_plus;
@@ -169,7 +175,7 @@ Bundles clv_bundles(const Cocycle& c, long burn, long k_plus) {
     b.U[static_cast<std::size_t>(j)] = Q.leftCols(k_plus);
     if (r < L - burn) b.T[static_cast<std::size_t>(j)] = qr.R[static_cast<std::size_t>(r)].topLeftCorner(k_plus, k_plus);
   }
-  return b;
+  return {std::move(b), ""};
 }
 
 BundleDiagnostics bundle_diagnostics(const Cocycle& c, const Bundles& b) {

@@ -175,14 +175,14 @@ double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle&
   constexpr double none = std::numeric_limits<double>::quiet_NaN();
   const std::string method = P.get_string("bundles");
   if (method == "none") return none;
-  cocycle::Bundles b;
-  try {
-    b = method == "clv" ? cocycle::clv_bundles(c, burn) : cocycle::two_sided_bundles(c);
-  } catch (const std::domain_error& e) {
-    ctx.warnings.push_back(std::string("no bundles: ") + e.what());
-    ctx.notes["bundles"] = std::string("none: ") + e.what();
+  // No bundles (no dichotomy, a singular layer for CLVs) is an outcome of the data, reported.
+  cocycle::BundlesOutcome found = method == "clv" ? cocycle::find_clv_bundles(c, burn) : cocycle::find_two_sided_bundles(c);
+  if (!found) {
+    ctx.warnings.push_back("no bundles: " + found.why_not);
+    ctx.notes["bundles"] = "none: " + found.why_not;
     return none;
   }
+  const cocycle::Bundles b = std::move(*found.bundles);
   ctx.notes["bundles"] = b.method;
   ctx.notes["k_plus"] = b.k;
   const auto diag = cocycle::bundle_diagnostics(c, b);

@@ -217,6 +217,8 @@ BundlesOutcome find_two_sided_bundles(const Cocycle& c);
 /// Valid on [burn, L - burn]: P_plus[j] is the projector at layer burn + j. k_plus < 0: the
 /// number of exponents > 0 on the window. std::domain_error for a singular R.
 Bundles clv_bundles(const Cocycle& c, long burn, long k_plus = -1);
+/// The same with a singular R as a value (BundlesOutcome::why_not); bad arguments still throw.
+BundlesOutcome find_clv_bundles(const Cocycle& c, long burn, long k_plus = -1);
 
 struct BundleDiagnostics {
   Eigen::VectorXd angle;          ///< minimal angle between V_par(l) and V_perp(l) (radians; pi/2 when k = 0 or d)
