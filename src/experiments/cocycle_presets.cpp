@@ -19,6 +19,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/inputs.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
@@ -428,22 +429,9 @@ OutputDecl cocycle_spectra_outputs() {
   const std::string singular = "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)";
   const std::string when_c = "bundles != none, the bundles exist and 1 is outside the estimated spectrum (hyperbolic = yes)";
   OutputDecl o;
-  o.tables = {
-      {"lyapunov.csv", "one Lyapunov exponent of the cocycle (top k, in QR order), over the layers after the burn-in",
-       {index("i", "exponent index, in QR order (0: the first column, usually the largest)", 0),
-        real("mu", "Lyapunov exponent: mean of log R_ii over layers burn_in..L-1", "1/layer").may_be_nonfinite(singular),
-        real("gamma", "growth scale exp(mu) per layer (0 for mu = -inf)"),
-        flag("resolved", "R_ii never fell to round-off of the frame's image: the exponent measures growth"),
-        index("unresolved_from_layer", "first layer r (map from depth r to r+1) at which R_ii fell to round-off", 0)
-            .may_be_empty("the column never fell to round-off (resolved = true)")}},
-      {"running.csv", "one QR column at one layer (every max(1, N/500)-th layer from burn_in): its log growth and the running exponent",
-       {index("layer", "layer r (the map from depth r to r+1)", 0), index("i", "exponent index, in QR order (as in lyapunov.csv)", 0),
-        real("log_r", "log R_ii of layer r", "1/layer").may_be_nonfinite(singular),
-        real("mu_running", "mean of log R_ii over layers burn_in..r", "1/layer").may_be_nonfinite(singular)}},
-      {"dichotomy.csv", "one merged dichotomy (Sacker-Sell) interval of the QR diagonal for one Steklov window",
-       {integer("H", "Steklov window (layers)"), index("interval", "interval index (0: the lowest)", 0),
-        real("lower", "lower end (growth scale)"), real("upper", "upper end (growth scale)"),
-        integer("columns", "QR columns whose Bohl intervals merged into this one")}},
+  o.tables = spectrum_tables("of the cocycle", index("layer", "layer r (the map from depth r to r+1)", 0), "burn_in..L-1",
+                             "burn_in..r", "", 0, " (every max(1, N/500)-th layer from burn_in)");
+  o.tables.insert(o.tables.end(), {
       {"separation.csv", "one consecutive pair of QR columns for one Steklov window: integral separation (Dieci-Van Vleck)",
        {integer("H", "Steklov window (layers)"), index("pair", "the pair (i, i+1) of QR columns, i counted from 0", 0),
         real("min_gap", "smallest Steklov average of log R_ii - log R_(i+1)(i+1) (positive: separated at scale H; "
@@ -478,7 +466,7 @@ OutputDecl cocycle_spectra_outputs() {
       {"tradeoff.csv", "one rate on one side: the constant C as a function of the rate (the trade-off curves)",
        {category("side", "which constant", {{"minus", "C_-(r) of the decaying part, r below 1"}, {"plus", "C_+(r) of the growing part, r above 1"}}),
         real("r", "rate (growth scale)"), real("C", "C_-(r) or C_+(r)").may_be_empty("no finite constant at this rate")},
-       when_c}};
+       when_c}});
   o.summaries = {{"mu_max", "the largest of the k Lyapunov exponents (empty when -inf)", "1/layer"},
                  {"mu_min", "the smallest of the k Lyapunov exponents (empty when -inf: an exactly singular direction)", "1/layer"},
                  {"intervals", "merged dichotomy intervals at the smallest Steklov window H"},

@@ -22,6 +22,7 @@
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
 
 namespace tokdyn {
@@ -184,25 +185,9 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
 }
 
 OutputDecl depth_spectra_outputs() {
-  const std::string singular = "-inf: the layer maps are exactly singular along this direction (R_ii = 0: log 0)";
   OutputDecl o;
-  o.tables = {
-      {"lyapunov.csv", "one Lyapunov exponent of the depth map (top k, in QR order)",
-       {index("i", "exponent index, in QR order (0: the first column, usually the largest)", 0),
-        real("mu", "Lyapunov exponent: mean of log R_ii over layers burn_in+1..depth", "1/layer").may_be_nonfinite(singular),
-        real("gamma", "growth factor exp(mu) per layer"),
-        flag("resolved", "R_ii never fell to round-off of the frame's image: the exponent measures growth"),
-        index("unresolved_from_layer", "first layer at which R_ii fell to round-off", 1)
-            .may_be_empty("the column never fell to round-off (resolved = true)")}},
-      {"running.csv", "one QR column at one layer: its log growth and the running exponent",
-       {index("layer", "layer l (maps x(l-1) to x(l))", 1), index("i", "exponent index, in QR order (as in lyapunov.csv)", 0),
-        real("log_r", "log R_ii of layer l", "1/layer").may_be_nonfinite(singular),
-        real("mu_running", "mean of log R_ii over layers burn_in+1..l", "1/layer")
-            .may_be_empty("l <= burn_in: not averaged yet").may_be_nonfinite(singular)}},
-      {"dichotomy.csv", "one merged dichotomy (Sacker-Sell) interval of the top-k spectrum for one Steklov window",
-       {integer("H", "Steklov window (layers)"), index("interval", "interval index, ascending (0: the lowest)", 0),
-        real("lower", "lower end, as a growth scale (exp of an exponent)"), real("upper", "upper end, as a growth scale"),
-        integer("columns", "QR columns whose Bohl intervals merged into this one")}}};
+  o.tables = spectrum_tables("of the depth map", index("layer", "layer l (maps x(l-1) to x(l))", 1), "burn_in+1..depth",
+                             "burn_in+1..l", "l <= burn_in: not averaged yet", 1, "");
   // rows: the state's rows per run: the tokens (hierarchical: the tokens, then the held block summaries).
   o.arrays = {{"x0.npy", "float64 [rows, d]: the start state used (rows: the tokens; model = hierarchical: then the held block summaries)", ""},
               {"v0.npy", "float64 [k, rows, d]: the initial tangent frame before projection and orthonormalisation", ""},
