@@ -335,7 +335,8 @@ std::vector<ModelDescriptor> make_registry() {
            p_int("psi_hidden", 8, "hidden width of the tanh-MLP psi", 1, 4096).when("injection", {"tanh-mlp"}),
            p_double("psi_scale", 1.0, "scale of psi's random weights", 0.0, 1e6, true).when_not("injection", {"identity"}),
            p_int("refresh_every", 1, "summaries refreshed every this many layers (0: held for the whole pass)", 0, 10000000),
-           p_string("refresh", "hold", "sample-and-hold refresh or the continuous relaxation (12)", {"hold", "relax"}),
+           p_string("refresh", "hold", "sample-and-hold refresh or the continuous relaxation (12)", {"hold", "relax"})
+               .when_not("refresh_every", {"0"}),  // held for the whole pass: no refresh to choose
            p_string("pooled", "normalised", "pooled quantity: the raw stream x or the normalised S(x) (flag F9)", {"raw", "normalised"}),
            p_string("slow_loop", "chain", "block k reads the summary of block k-1 (chain) or its own (self, eq. (15))", {"chain", "self"}),
            p_string("site", "additive", "injection site: additive (eq. (11)) or inside the norms' argument (Pre-LN only)",

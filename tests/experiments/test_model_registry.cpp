@@ -48,6 +48,9 @@ TEST(ModelRegistry, DepthSpectraTakesEveryKnobOnceForItsModelsOnly) {
   // A knob of one model set for another is refused before anything runs (the parameter layer).
   EXPECT_THROW(resolve_params(*e, {{"model", "rope"}, {"n", "8"}}), InputError);
   EXPECT_THROW(resolve_params(*e, {{"model", "ssm"}, {"attention", "3"}}), InputError);
+  // The hierarchical model's refresh rule does not apply when the summaries are held for the pass.
+  EXPECT_THROW(resolve_params(*e, {{"model", "hierarchical"}, {"refresh_every", "0"}, {"refresh", "relax"}}), InputError);
+  EXPECT_NO_THROW(resolve_params(*e, {{"model", "hierarchical"}, {"refresh_every", "2"}, {"refresh", "relax"}}));
   EXPECT_NO_THROW(resolve_params(*e, {{"model", "transformer"}, {"d", "8"}, {"attention", "3"}}));
 }
 
