@@ -21,9 +21,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/interrupt.hpp"
-#include "tokdyn/models/mamba2.hpp"
 #include "tokdyn/experiments/model_registry.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/output_folder.hpp"
 
 namespace fs = std::filesystem;
@@ -247,11 +245,12 @@ int main(int argc, char** argv) {
   run->add_flag("--inputs", ra.inputs,
                 "Write every randomly drawn input to inputs/ however large (by default only files up to 16 MiB)");
 
-  std::string mc_size = "130m", mc_out;
+  std::string mc_size = "130m", mc_out, mc_model = "mamba2";
   long mc_seed = 0;
   CLI::App* mk = app.add_subcommand("make-checkpoint",
-                                    "Write a freshly initialised Mamba-2 checkpoint (config.json + model.safetensors) "
-                                    "in the reference layout");
+                                    "Write a freshly initialised checkpoint of a registered model (Mamba-2: config.json + "
+                                    "model.safetensors in the reference layout)");
+  mk->add_option("--model", mc_model, "Model to write (tokdyn models: those with checkpoints)")->capture_default_str();
   mk->add_option("--size", mc_size, "tiny, 130m, 370m, 780m, 1.3b or 2.7b")->capture_default_str();
   std::string seed_text = "0";
   mk->add_option("--seed", seed_text, "Seed of the initialisation")->capture_default_str();
@@ -303,18 +302,18 @@ int main(int argc, char** argv) {
     } else if (app.got_subcommand("make-checkpoint")) {
       if (mc_seed < 0) throw InputError(fmt::format("--seed: expected an integer >= 0, got {}", mc_seed));
       const auto t0 = std::chrono::steady_clock::now();
-      const std::vector<std::string> sizes = mamba2::Config::sizes();
-      if (std::find(sizes.begin(), sizes.end(), mc_size) == sizes.end())
-        throw InputError(fmt::format("--size: expected one of {}, got '{}'", fmt::join(sizes, ", "), mc_size));
-      const mamba2::Config cfg = mamba2::Config::named(mc_size);
+      const std::vector<std::string> can = models_with_checkpoints();
+      if (std::find(can.begin(), can.end(), mc_model) == can.end())
+        throw InputError(fmt::format("--model: expected a model that reads checkpoints ({}), got '{}'", fmt::join(can, ", "), mc_model));
+      const ModelDescriptor& md = model_descriptor(mc_model);
+      if (std::find(md.checkpoint_sizes.begin(), md.checkpoint_sizes.end(), mc_size) == md.checkpoint_sizes.end())
+        throw InputError(fmt::format("--size: expected one of {}, got '{}'", fmt::join(md.checkpoint_sizes, ", "), mc_size));
       OutputFolder folder(mc_out, /*overwrite=*/false, "--out");
-      const mamba2::Model m = mamba2::init_model(cfg, static_cast<std::uint64_t>(mc_seed));
-      std::filesystem::remove(folder.tmp() / ".tokdyn-temporary");  // save() wants an empty folder
-      mamba2::save(m, folder.tmp());
+      std::filesystem::remove(folder.tmp() / ".tokdyn-temporary");  // the writer wants an empty folder
+      md.make_checkpoint(mc_size, static_cast<std::uint64_t>(mc_seed), folder.tmp());
       folder.commit();
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      fmt::print("wrote {} (mamba2 {}, seed {}, {} layers, d_model {}; {:.1f} s)\n", message_line(mc_out), mc_size,
-                 mc_seed, m.cfg.n_layer, m.cfg.d_model, secs);
+      fmt::print("wrote {} ({} {}, seed {}; {:.1f} s)\n", message_line(mc_out), mc_model, mc_size, mc_seed, secs);
     } else {
       return fail(exit_code::bad_input, "error: ",
                   "a command is required: presets, models, show, outputs, run or make-checkpoint (see `tokdyn --help`)");

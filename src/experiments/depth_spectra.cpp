@@ -47,7 +47,7 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
     if (H > o.depth - o.burn_in)
       throw InputError(fmt::format("parameter 'H': Steklov window {} is longer than the measured window depth - burn_in = {}", H,
                                    o.depth - o.burn_in));
-  ModelInstance S = model_descriptor(model).build(P, ctx);
+  ModelInstance S = build_model(model, P, ctx);
   // A start state from the user (x0 = FILE.npy) replaces the drawn or embedded tokens; either way the
   // start actually used is written to x0.npy, so that anyone can recompute the trajectory.
   if (const std::string& x0 = P.get_string("x0"); !x0.empty()) {

@@ -15,6 +15,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/constants.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
+#include "tokdyn/experiments/model_registry.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/pe_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
@@ -68,14 +69,8 @@ Setup make_setup(const Params& P, RunContext& ctx) {
   S.runs = static_cast<int>(P.get_int("runs"));
   S.len = static_cast<int>(P.get_int("tokens"));
   S.depth = P.get_int("depth");
-  const std::string ck = P.get_string("checkpoint");
-  if (ck.empty()) {
-    S.model = init_model(Config::named(P.get_string("size")), static_cast<std::uint64_t>(P.get_int("model_seed")));
-    S.synthetic = true;
-  } else {
-    S.model = load(ck);
-    S.synthetic = !S.model.generated_by.empty();  // written by make-checkpoint: not trained weights
-  }
+  S.model = mamba2_model(P);
+  S.synthetic = P.get_string("checkpoint").empty() || !S.model.generated_by.empty();  // make-checkpoint's: not trained weights
   const Config& c = S.model.cfg;
   S.update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;
   S.tau = static_cast<float>(P.get_double("tau"));
@@ -101,29 +96,9 @@ Setup make_setup(const Params& P, RunContext& ctx) {
       if (l >= c.n_layer) throw InputError(fmt::format("parameter 'layers': the model has {} layers, got {}", c.n_layer, l));
   }
 
-  // Initial tokens: given ids, or ids iid uniform in [0, vocab) (run r: stream (seed, r)). The
-  // default range is the model's real vocabulary (50277 for the released models, in either
-  // config layout; Config::vocab_rule says how it was found), not the padded embedding rows.
-  const std::string idfile = P.get_string("token_ids");
-  long vocab = 0;
-  if (!idfile.empty()) {
-    std::vector<std::size_t> shape;
-    // At most runs * tokens ids: a larger file is refused from its header, before it is read.
-    S.ids = read_npy_int(idfile, shape, static_cast<std::uint64_t>(S.runs) * static_cast<std::uint64_t>(S.len));
-    if (shape.size() != 2 || shape[0] != static_cast<std::size_t>(S.runs) || shape[1] != static_cast<std::size_t>(S.len))
-      throw InputError(fmt::format("{}: token ids have shape [{}]; expected [runs, tokens] = [{}, {}]", idfile,
-                                   fmt::join(shape, ", "), S.runs, S.len));
-    for (std::int64_t id : S.ids)
-      if (id < 0 || id >= S.model.embedding.rows())
-        throw InputError(fmt::format("{}: token id {} out of range; expected ids in [0, {})", idfile, id, S.model.embedding.rows()));
-  } else {
-    vocab = P.get_int("vocab");
-    if (vocab == 0) vocab = c.vocab_size;
-    if (vocab > S.model.embedding.rows())
-      throw InputError(fmt::format("parameter 'vocab': the embedding has {} rows, got {}", S.model.embedding.rows(), vocab));
-    S.ids = draw_token_ids(static_cast<std::uint64_t>(vocab), S.runs, S.len, static_cast<std::uint64_t>(P.get_int("seed")));
-  }
-  write_npy(ctx.dir / "token_ids.npy", S.ids.data(), {static_cast<std::size_t>(S.runs), static_cast<std::size_t>(S.len)});
+  // Initial tokens: given ids, or ids iid uniform in [0, vocab) (run r: stream (seed, r)).
+  std::string drawn_from;
+  S.ids = mamba2_token_ids(P, S.model, S.runs, S.len, ctx, drawn_from);
 
   ctx.notes["model"] = S.model.source;
   ctx.notes["synthetic_model"] = S.synthetic;
@@ -136,8 +111,8 @@ Setup make_setup(const Params& P, RunContext& ctx) {
   ctx.notes["vocab"] = {{"embedding_rows", S.model.embedding.rows()},
                         {"real_vocab_size", c.vocab_size},
                         {"rule", c.vocab_rule},
-                        {"ids_drawn_from", idfile.empty() ? fmt::format("[0, {})", vocab) : std::string("given (token_ids)")}};
-  ctx.notes["initial_tokens"] = idfile.empty()
+                        {"ids_drawn_from", drawn_from}};
+  ctx.notes["initial_tokens"] = P.get_string("token_ids").empty()
                                     ? "embedding rows of token ids iid uniform in [0, vocab); run r uses stream (seed, r); ids in token_ids.npy"
                                     : "embedding rows of the given token ids (token_ids.npy)";
   S.layers = share_layers(S.model);
@@ -223,19 +198,17 @@ nlohmann::json switches_json(const Switches& s) {
 std::vector<ParamSpec> common_params(const std::string& sched, long layer, const std::string& variants_def,
                                      const std::vector<std::string>& variant_choices) {
   return {
-      p_string("checkpoint", "", "Mamba-2 checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model").directory(),
-      p_string("size", "130m", "size of the freshly initialised model when no checkpoint is given",
-               {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}).when("checkpoint", {""}),
-      p_int("model_seed", 0, "seed of the freshly initialised model (= tokdyn make-checkpoint --seed)", 0, kMaxSeed).when("checkpoint", {""}),
+      model_knob("mamba2", "checkpoint"),
+      model_knob("mamba2", "size"),
+      model_knob("mamba2", "model_seed"),
       p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),
       p_int("tokens", 50, "tokens per sequence (ell)", 1, 100000),
       p_int("depth", 200, "number of layer steps", 1, 10000000),
       p_int("seed", 0, "seed of the token-id draws", 0, kMaxSeed),
-      p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the model's real vocabulary (50277 for the released models, in either config layout)", 0, 16777216),
-      p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file(),
-      p_string("update", "residual", "residual: the true residual stream; sphere: the paper's z <- pi(z + tau mixer(RMSNorm z))",
-               {"residual", "sphere"}),
-      p_double("tau", 1.0, "step size of the sphere update", 0.0, {}, true).when("update", {"sphere"}),
+      model_knob("mamba2", "vocab"),
+      model_knob("mamba2", "token_ids"),
+      model_knob("mamba2", "update"),
+      model_knob("mamba2", "tau", 1.0, "step size of the sphere update"),
       p_string("schedule", sched, "which block acts at each depth step", {"cycle", "single", "list", "random"}),
       p_int("layer", layer, "the block repeated by schedule=single", 0, 4095).when("schedule", {"single"}),
       p_int_list("layers", {}, "the blocks cycled by schedule=list", 0, 4095).when("schedule", {"list"}),
@@ -437,24 +410,17 @@ std::vector<ParamSpec> pe_params(long window) {
 /// size) and the batch: weights in fp32 (plus the mapped file while converting), the activations of
 /// runs x tokens per block, the per-head L x L SSD matrices.
 ResourceEstimate mamba2_estimate(const Params& P, double configs) {
-  Config c;
-  const std::string ck = P.get_string("checkpoint");
-  if (ck.empty()) {
-    c = Config::named(P.get_string("size"));
-  } else {
-    std::error_code ec;
-    const std::filesystem::path dir = std::filesystem::is_directory(ck, ec) ? std::filesystem::path(ck)
-                                                                             : std::filesystem::path(ck).parent_path();
-    if (!std::filesystem::exists(dir / "config.json", ec)) return {};  // the loader reports what is missing
-    c = parse_config(dir / "config.json");
-  }
+  const std::optional<Config> cfg = mamba2_config(P);
+  if (!cfg) return {};  // the loader reports what is missing
+  const Config& c = *cfg;
+  const bool ck = !P.get_string("checkpoint").empty();
   const double d = c.d_model, di = c.d_inner(), dip = c.d_in_proj(), H = c.nheads(), V = c.vocab_padded();
   const double per_layer = dip * d + di * d + (di + 2.0 * c.ngroups * c.d_state) * (c.d_conv + 1) + 3.0 * H + di + d;
   const double weights = 4.0 * (c.n_layer * per_layer + V * d + d);
   const double R = static_cast<double>(P.get_int("runs")), L = static_cast<double>(P.get_int("tokens"));
   const double depth = static_cast<double>(P.get_int("depth"));
   const double act = 4.0 * R * L * (2.0 * dip + 3.0 * di + 6.0 * d) + 4.0 * 4.0 * L * L * 8.0;
-  const double bytes = weights * (ck.empty() ? 1.0 : 2.0) + act + 64e6;
+  const double bytes = weights * (ck ? 2.0 : 1.0) + act + 64e6;
   const double flops = configs * depth * (2.0 * R * L * (d * dip + di * d) + 2.0 * R * H * L * L * (2.0 * c.d_state + c.headdim));
   return ResourceEstimate{bytes, flops, fmt::format("a {}-layer d_model {} model, runs x tokens x d_in_proj activations",
                                                      c.n_layer, c.d_model)};

@@ -14,6 +14,7 @@
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/io/npy.hpp"
 #include "tokdyn/models/hierarchical.hpp"
 #include "tokdyn/models/mamba2.hpp"
 #include "tokdyn/models/rope_attention.hpp"
@@ -29,24 +30,17 @@ using ModelSetup = ModelInstance;
 
 // ---- SSM (The Attention Within (1)-(2)): random zero-mean weights, as the ssm-random-silu preset ----
 ModelSetup build_ssm(const Params& P, RunContext&) {
-  SsmRandomSpec spec;
-  spec.n = static_cast<int>(P.get_int("n"));
-  spec.m = static_cast<int>(P.get_int("m"));
-  spec.weights = P.get_string("weights");
-  spec.sigma = P.get_double("sigma");
+  const SsmRandomSpec spec = ssm_random_spec(P);
   const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
   const int len = static_cast<int>(P.get_int("tokens"));
-  // Layer weights redrawn every `redraw` layers from stream (seed ^ 0x5eedf00d, block), as ssm-random-silu.
-  auto sched = std::make_shared<IidSchedule<SsmParams>>([spec](Rng& rng) { return draw_ssm_layer(spec, rng); },
-                                                         seed ^ 0x5eedf00dULL, P.get_int("redraw"));
+  auto sched = ssm_random_schedule(P, P.get_int("redraw"));
   SsmOptions o;
   o.tau = P.get_double("tau");
   o.silu_bc = P.get_bool("silu");
   o.gate = GateKind::Off;
   ModelSetup S;
-  S.map = std::make_unique<SsmLayer>(sched, o, SsmForm::InputOutput);
-  Rng rng(seed, {0});
-  S.Z0 = Batch{rng.sphere_tokens(len, spec.n), 1, len};
+  S.map = std::make_unique<SsmLayer>(sched, o, P.get_string("form") == "recurrence" ? SsmForm::Recurrence : SsmForm::InputOutput);
+  S.Z0 = sphere_start(seed, 1, len, spec.n);
   S.notes["model"] = fmt::format("SSM layer (2) of The Attention Within, n = {}, m = {}, tau = {}, SiLU on B/C {}, gate off, "
                                  "{} weights redrawn every {} layer(s)",
                                  spec.n, spec.m, o.tau, o.silu_bc ? "on" : "off", spec.weights, P.get_int("redraw"));
@@ -58,15 +52,7 @@ ModelSetup build_ssm(const Params& P, RunContext&) {
 // ---- RoPE attention step (3) of "Self-Attention Dynamics with Rotary Position Embeddings" ----
 ModelSetup build_rope(const Params& P, RunContext&) {
   const int len = static_cast<int>(P.get_int("tokens"));
-  rope::AttentionParams AP;
-  AP.d = static_cast<int>(P.get_int("d"));
-  AP.beta = P.get_double("beta");
-  AP.rope = P.get_bool("rope");
-  AP.causal = P.get_bool("causal");
-  AP.heads = static_cast<int>(P.get_int("heads"));
-  AP.freqs = P.get_double_list("freqs");
-  AP.positions = P.get_double_list("positions");
-  AP.validate(len, "depth-spectra");
+  const rope::AttentionParams AP = rope_attention_params(P, len, "depth-spectra");
   const double h = P.get_double("h");
   ModelSetup S;
   S.map = std::make_unique<rope::AttentionStep>(AP, len, h);
@@ -76,11 +62,7 @@ ModelSetup build_rope(const Params& P, RunContext&) {
     heads = AP.heads;
     return std::vector<double>(A.data(), A.data() + A.size());
   };
-  Rng rng(static_cast<std::uint64_t>(P.get_int("seed")), {0});
-  Tokens X = rng.sphere_tokens(len, AP.d);
-  if (P.get_string("init") == "hemisphere")
-    for (int i = 0; i < len; ++i) X(i, 0) = std::abs(X(i, 0));
-  S.Z0 = Batch{X, 1, len};
+  S.Z0 = sphere_start(static_cast<std::uint64_t>(P.get_int("seed")), 1, len, AP.d, P.get_string("init") == "hemisphere");
   S.notes["model"] = fmt::format("RoPE attention step (3): x_i <- pi(x_i + h y_i), h = {}, d = {}, beta = {}, rope {}, "
                                  "causal {}, heads {}",
                                  h, AP.d, AP.beta, AP.rope, AP.causal, AP.heads);
@@ -94,26 +76,17 @@ ModelSetup build_rope(const Params& P, RunContext&) {
 // ---- the real Mamba-2 block (The Attention Within §II-B), from a checkpoint ----
 ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
   using namespace mamba2;
-  const std::string ck = P.get_string("checkpoint");
-  if (ck.empty())
-    throw InputError("parameter 'checkpoint': model=mamba2 needs a checkpoint directory (make one with "
-                     "'tokdyn make-checkpoint --size 130m --seed 0 -o DIR')");
-  Model model = load(ck);
+  Model model = mamba2_model(P);
   const Config cfg = model.cfg;
   const int len = static_cast<int>(P.get_int("tokens"));
   const std::string layers = P.get_string("layers");
   const long layer = P.get_int("layer");
   if (layers == "single" && layer >= cfg.n_layer)
     throw InputError(fmt::format("parameter 'layer': the model has {} layers (0..{}), got {}", cfg.n_layer, cfg.n_layer - 1, layer));
-  long vocab = P.get_int("vocab");
-  if (vocab == 0) vocab = cfg.vocab_size;
-  if (vocab > model.embedding.rows())
-    throw InputError(fmt::format("parameter 'vocab': the embedding has {} rows, got {}", model.embedding.rows(), vocab));
   const Update update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;
-  // Token ids iid uniform in [0, vocab), stream (seed, 0): run 0 of the Mamba-2 presets' draw.
-  const std::vector<std::int64_t> ids =
-      draw_token_ids(static_cast<std::uint64_t>(vocab), 1, len, static_cast<std::uint64_t>(P.get_int("seed")));
-  write_npy(ctx.dir / "token_ids.npy", ids.data(), {1, static_cast<std::size_t>(len)});
+  // Token ids as run 0 of the Mamba-2 presets' (given, or iid uniform in [0, vocab), stream (seed, 0)).
+  std::string drawn_from;
+  const std::vector<std::int64_t> ids = mamba2_token_ids(P, model, 1, len, ctx, drawn_from);
   const MatF X0 = embed(model, ids, update);
   ModelSetup S;
   S.notes["model"] = model.source;
@@ -141,7 +114,7 @@ ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
                                            : fmt::format("cycle: depth step l uses block (l-1) mod {}", cfg.n_layer);
   S.notes["update"] = update == Update::Sphere ? fmt::format("sphere: z <- pi(z + {} mixer(RMSNorm(z)))", tau)
                                                : "residual: x <- x + mixer(RMSNorm(x))";
-  S.notes["initial_tokens"] = fmt::format("embedding rows of token ids iid uniform in [0, {}), stream (seed, 0); token_ids.npy", vocab);
+  S.notes["initial_tokens"] = fmt::format("embedding rows of token ids {}; token_ids.npy", drawn_from);
   S.notes["tangent_step"] =
       "value and tangents by BlockMap::step_double_tangents (double forward mode): the value once, the k tangents sharing it";
   return S;
@@ -264,7 +237,8 @@ std::vector<ModelDescriptor> make_registry() {
        p_string("weights", "mamba2", "random weight distribution", {"mamba2", "gaussian"}),
        p_double("sigma", 1.0, "standard deviation for weights=gaussian", 0.0, {}, true).when("weights", {"gaussian"}),
        p_bool("silu", true, "SiLU on the B and C branches"),
-       p_int("redraw", 1, "weights redrawn every this many layers (>= depth: one weight-tied layer)", 1, 10000000)},
+       p_int("redraw", 1, "weights redrawn every this many layers (>= depth: one weight-tied layer)", 1, 10000000),
+       p_string("form", "io", "which exact form computes the layer: input-output (io) or the recurrence", {"io", "recurrence"})},
       {},
       build_ssm,
       [](const Params& P) {
@@ -272,7 +246,9 @@ std::vector<ModelDescriptor> make_registry() {
         const double T = static_cast<double>(P.get_int("tokens"));
         return ModelCost{d, 4.0 * d * (d + m) + 8.0 * T * d,
                          8.0 * 2.0 * (3.0 * d * d + 2.0 * m * d + 2.0 * d)};  // a layer's weights (and the next one drawn)
-      }});
+      },
+      {},
+      {}});
   r.push_back(ModelDescriptor{
       "rope",
       "Self-Attention Dynamics with RoPE, step (3): x_i <- pi(x_i + h y_i), softmax attention with rotary queries and keys",
@@ -290,22 +266,40 @@ std::vector<ModelDescriptor> make_registry() {
       [](const Params& P) {
         const double d = static_cast<double>(P.get_int("d")), T = static_cast<double>(P.get_int("tokens"));
         return ModelCost{d, 16.0 * T * d, 0.0};
-      }});
+      },
+      {},
+      {}});
   r.push_back(ModelDescriptor{
       "mamba2",
       "The Attention Within §II-B: the real Mamba-2 block from a checkpoint (fp32 state, exact double forward-mode tangents)",
-      {p_double("tau", 1.0, "tau of update=sphere", 0.0, 1e6, true),
-       p_string("checkpoint", "", "checkpoint directory (required for model=mamba2)").directory(),
+      {p_double("tau", 1.0, "tau of update=sphere", 0.0, 1e6, true).when("update", {"sphere"}),
+       p_string("checkpoint", "", "checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model")
+           .directory(),
+       p_string("size", "130m", "size of the freshly initialised model when no checkpoint is given", mamba2::Config::sizes())
+           .when("checkpoint", {""}),
+       p_int("model_seed", 0, "seed of the freshly initialised model (= tokdyn make-checkpoint --seed)", 0, kMaxSeed)
+           .when("checkpoint", {""}),
        p_string("layers", "cycle", "the model's blocks cycled, or one block repeated", {"cycle", "single"}),
        p_int("layer", 0, "the block of layers=single", 0, 1000000).when("layers", {"single"}),
-       p_string("update", "residual", "residual stream or the sphere update", {"residual", "sphere"}),
-       p_int("vocab", 0, "token ids drawn from [0, vocab) (0: the model's vocabulary)", 0, 1 << 30)},
+       p_string("update", "residual", "residual: the true residual stream; sphere: z <- pi(z + tau mixer(RMSNorm z))",
+                {"residual", "sphere"}),
+       p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the model's real vocabulary (50277 for the released models)", 0,
+             16777216)
+           .when("token_ids", {""}),
+       p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file()},
       {},
       build_mamba2,
       [](const Params& P) {
-        const double d = 768.0;  // unknown until the checkpoint is read: sized as mamba2-130m
+        // From the checkpoint's config.json (not its weights), or the named size; a missing config
+        // is sized as mamba2-130m here and reported by the loader.
+        const mamba2::Config c = mamba2_config(P).value_or(mamba2::Config::named("130m"));
+        const double d = c.d_model, di = c.d_inner(), dip = c.d_in_proj();
         const double T = static_cast<double>(P.get_int("tokens"));
-        return ModelCost{d, 4.0 * (d * 3352.0 + 1536.0 * d) + 8.0 * T * 1536.0, 0.0};
+        return ModelCost{d, 4.0 * (d * dip + di * d) + 8.0 * T * di, 4.0 * c.n_layer * (dip * d + di * d)};
+      },
+      mamba2::Config::sizes(),
+      [](const std::string& size, std::uint64_t seed, const std::filesystem::path& dir) {
+        mamba2::save(mamba2::init_model(mamba2::Config::named(size), seed), dir);
       }});
   std::vector<ParamSpec> tk{p_int("d", 4, "token dimension (= d_k = d_v)", 1, 1 << 14),
                             p_int("heads", 1, "attention heads (must divide d)", 1, 4096)};
@@ -319,7 +313,9 @@ std::vector<ModelDescriptor> make_registry() {
       [](const Params& P) {
         const double d = static_cast<double>(P.get_int("d")), T = static_cast<double>(P.get_int("tokens"));
         return ModelCost{d, 6.0 * d * (2.0 * d + static_cast<double>(P.get_int("d_ff"))) + 12.0 * T * d, 0.0};
-      }});
+      },
+      {},
+      {}});
   // The hierarchical model: the Transformer's knobs but its mask (always block-local, of length
   // `block`), and the slow path's.
   std::vector<ParamSpec> hk{p_int("d", 4, "token dimension (= d_k = d_v)", 1, 1 << 14),
@@ -351,11 +347,116 @@ std::vector<ModelDescriptor> make_registry() {
       [](const Params& P) {
         const double d = static_cast<double>(P.get_int("d")), T = static_cast<double>(P.get_int("tokens"));
         return ModelCost{d, 6.0 * d * (2.0 * d + static_cast<double>(P.get_int("d_ff"))) + 12.0 * T * d, 0.0};
-      }});
+      },
+      {},
+      {}});
   return r;
 }
 
 }  // namespace
+
+// ---- the parts ----
+
+SsmRandomSpec ssm_random_spec(const Params& P) {
+  SsmRandomSpec spec;
+  spec.n = static_cast<int>(P.get_int("n"));
+  spec.m = static_cast<int>(P.get_int("m"));
+  spec.weights = P.get_string("weights");
+  spec.sigma = P.get_double("sigma");
+  return spec;
+}
+
+std::shared_ptr<IidSchedule<SsmParams>> ssm_random_schedule(const Params& P, long redraw) {
+  const SsmRandomSpec spec = ssm_random_spec(P);
+  const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
+  return std::make_shared<IidSchedule<SsmParams>>([spec](Rng& rng) { return draw_ssm_layer(spec, rng); }, seed ^ 0x5eedf00dULL,
+                                                  redraw);
+}
+
+Batch sphere_start(std::uint64_t seed, int runs, int len, int d, bool hemisphere) {
+  Batch Z{Tokens(static_cast<Eigen::Index>(runs) * len, d), runs, len};
+  for (int r = 0; r < runs; ++r) {
+    Rng rng(seed, {static_cast<std::uint64_t>(r)});
+    Tokens X = rng.sphere_tokens(len, d);
+    if (hemisphere)
+      for (int i = 0; i < len; ++i) X(i, 0) = std::abs(X(i, 0));
+    Z.run(r) = X;
+  }
+  return Z;
+}
+
+rope::AttentionParams rope_attention_params(const Params& P, int tokens, const std::string& who) {
+  rope::AttentionParams AP;
+  AP.d = static_cast<int>(P.get_int("d"));
+  AP.beta = P.get_double("beta");
+  AP.rope = P.get_bool("rope");
+  AP.causal = P.get_bool("causal");
+  AP.heads = static_cast<int>(P.get_int("heads"));
+  AP.freqs = P.get_double_list("freqs");
+  AP.positions = P.get_double_list("positions");
+  AP.validate(tokens, who);
+  return AP;
+}
+
+mamba2::Model mamba2_model(const Params& P) {
+  const std::string ck = P.get_string("checkpoint");
+  if (!ck.empty()) return mamba2::load(ck);
+  return mamba2::init_model(mamba2::Config::named(P.get_string("size")), static_cast<std::uint64_t>(P.get_int("model_seed")));
+}
+
+std::optional<mamba2::Config> mamba2_config(const Params& P) {
+  const std::string ck = P.get_string("checkpoint");
+  if (ck.empty()) return mamba2::Config::named(P.get_string("size"));
+  std::error_code ec;
+  const std::filesystem::path dir =
+      std::filesystem::is_directory(ck, ec) ? std::filesystem::path(ck) : std::filesystem::path(ck).parent_path();
+  if (!std::filesystem::exists(dir / "config.json", ec)) return std::nullopt;
+  return mamba2::parse_config(dir / "config.json");
+}
+
+std::vector<std::int64_t> mamba2_token_ids(const Params& P, const mamba2::Model& m, int runs, int len, RunContext& ctx,
+                                           std::string& drawn_from) {
+  std::vector<std::int64_t> ids;
+  const std::string idfile = P.get_string("token_ids");
+  if (!idfile.empty()) {
+    std::vector<std::size_t> shape;
+    // At most runs * tokens ids: a larger file is refused from its header, before it is read.
+    ids = read_npy_int(idfile, shape, static_cast<std::uint64_t>(runs) * static_cast<std::uint64_t>(len));
+    if (shape.size() != 2 || shape[0] != static_cast<std::size_t>(runs) || shape[1] != static_cast<std::size_t>(len))
+      throw InputError(fmt::format("{}: token ids have shape [{}]; expected [runs, tokens] = [{}, {}]", idfile,
+                                   fmt::join(shape, ", "), runs, len));
+    for (std::int64_t id : ids)
+      if (id < 0 || id >= m.embedding.rows())
+        throw InputError(fmt::format("{}: token id {} out of range; expected ids in [0, {})", idfile, id, m.embedding.rows()));
+    drawn_from = "given (token_ids)";
+  } else {
+    // The default range is the model's real vocabulary (50277 for the released models, in either
+    // config layout; Config::vocab_rule says how it was found), not the padded embedding rows.
+    long vocab = P.get_int("vocab");
+    if (vocab == 0) vocab = m.cfg.vocab_size;
+    if (vocab > m.embedding.rows())
+      throw InputError(fmt::format("parameter 'vocab': the embedding has {} rows, got {}", m.embedding.rows(), vocab));
+    ids = mamba2::draw_token_ids(static_cast<std::uint64_t>(vocab), runs, len, static_cast<std::uint64_t>(P.get_int("seed")));
+    drawn_from = fmt::format("[0, {})", vocab);
+  }
+  write_npy(ctx.dir / "token_ids.npy", ids.data(), {static_cast<std::size_t>(runs), static_cast<std::size_t>(len)});
+  return ids;
+}
+
+ParamSpec model_knob(const std::string& model, const std::string& key) {
+  for (const ParamSpec& q : model_descriptor(model).knobs)
+    if (q.key == key) return q;
+  throw std::logic_error(fmt::format("model registry: model '{}' has no knob '{}'", model, key));
+}
+
+ParamSpec model_knob(const std::string& model, const std::string& key, ParamValue def, std::string help) {
+  ParamSpec q = model_knob(model, key);
+  if (def.index() != q.def.index())
+    throw std::logic_error(fmt::format("model registry: a default of the wrong type for knob '{}' of '{}'", key, model));
+  q.def = std::move(def);
+  if (!help.empty()) q.help = std::move(help);
+  return q;
+}
 
 bool ModelDescriptor::has_tap(const std::string& t) const { return std::find(taps.begin(), taps.end(), t) != taps.end(); }
 
@@ -374,6 +475,33 @@ const ModelDescriptor& model_descriptor(const std::string& name) {
   for (const ModelDescriptor& m : model_registry())
     if (m.name == name) return m;
   throw std::invalid_argument(fmt::format("model '{}': expected one of {}", name, fmt::join(model_names(), ", ")));
+}
+
+std::vector<std::string> models_with_checkpoints() {
+  std::vector<std::string> n;
+  for (const ModelDescriptor& m : model_registry())
+    if (m.make_checkpoint) n.push_back(m.name);
+  return n;
+}
+
+ModelInstance build_model(const std::string& name, const Params& P, RunContext& ctx) {
+  const ModelDescriptor& m = model_descriptor(name);
+  for (const ParamSpec& q : m.knobs) {
+    if (!P.is_explicit(q.key)) continue;
+    for (const ParamCondition& c : q.only_when) {
+      const auto it = P.values_.find(c.key);
+      if (it == P.values_.end()) continue;
+      const std::string now = value_text(it->second);
+      if ((std::find(c.values.begin(), c.values.end(), now) != c.values.end()) != c.negate) continue;
+      std::vector<std::string> vs;
+      for (const std::string& v : c.values) vs.push_back(v.empty() ? std::string("empty") : v);
+      throw InputError(fmt::format("parameter '{}' does not apply to model={} when {} = {}: it applies only when {} is {}{} "
+                                   "(leave '{}' unset)",
+                                   q.key, name, c.key, now.empty() ? std::string("'' (empty)") : now, c.key,
+                                   c.negate ? "not " : "", fmt::join(vs, c.negate ? " nor " : " or "), q.key));
+    }
+  }
+  return m.build(P, ctx);
 }
 
 std::vector<std::string> models_with_tap(const std::string& t) {
@@ -400,7 +528,22 @@ std::vector<ParamSpec> model_knobs(const std::string& model_key) {
       }
       owners[q.key].push_back(m.name);
     }
-  for (ParamSpec& q : out) q.only_when.push_back({model_key, owners[q.key], false});
+  // A key several models share whose own conditions differ between them (Mamba-2's tau applies with
+  // update=sphere, the SSM's always) cannot state them in one spec: the union applies per model,
+  // and build_model refuses what a model's own condition excludes.
+  for (ParamSpec& q : out) {
+    const std::vector<std::string>& who = owners[q.key];
+    bool same = true;
+    for (const std::string& o : who) {
+      const ParamSpec own = model_knob(o, q.key);
+      if (own.only_when.size() != q.only_when.size()) same = false;
+      for (std::size_t i = 0; same && i < own.only_when.size(); ++i)
+        same = own.only_when[i].key == q.only_when[i].key && own.only_when[i].values == q.only_when[i].values &&
+               own.only_when[i].negate == q.only_when[i].negate;
+    }
+    if (!same) q.only_when.clear();
+    q.only_when.push_back({model_key, who, false});
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/model_registry.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
@@ -26,29 +27,13 @@ using namespace rope;
 void run_rope_flow(const Params& P, RunContext& ctx) {
   const int n = static_cast<int>(P.get_int("n"));
   const int runs = static_cast<int>(P.get_int("runs"));
-  AttentionParams AP;
-  AP.d = static_cast<int>(P.get_int("d"));
-  AP.beta = P.get_double("beta");
-  AP.rope = P.get_bool("rope");
-  AP.causal = P.get_bool("causal");
-  AP.heads = static_cast<int>(P.get_int("heads"));
-  AP.freqs = P.get_double_list("freqs");
-  AP.positions = P.get_double_list("positions");
-  AP.validate(n, "rope-flow");
+  const AttentionParams AP = rope_attention_params(P, n, "rope-flow");
   const double t_end = P.get_double("t_end");
   const long outputs = P.get_int("outputs");
   const std::string integ = P.get_string("integrator");
 
   // Initial tokens: run r from stream (seed, r): uniform on the sphere, or in a cap around e_1.
-  Batch Z{Tokens(static_cast<Eigen::Index>(runs) * n, AP.d), runs, n};
-  const std::string init = P.get_string("init");
-  for (int r = 0; r < runs; ++r) {
-    Rng rng(static_cast<std::uint64_t>(P.get_int("seed")), {static_cast<std::uint64_t>(r)});
-    Tokens X = rng.sphere_tokens(n, AP.d);
-    if (init == "hemisphere")
-      for (int i = 0; i < n; ++i) X(i, 0) = std::abs(X(i, 0));
-    Z.run(r) = X;
-  }
+  Batch Z = sphere_start(static_cast<std::uint64_t>(P.get_int("seed")), runs, n, AP.d, P.get_string("init") == "hemisphere");
 
   // consensus_dist: distance to the attention consensus manifold {(x, ..., x)} (RoPE §1.9), not the
   // SSM paper's axis-aligned sets (a full collapse off the axes would read as far from consensus).
@@ -169,14 +154,14 @@ const ExperimentRegistration reg_rope_flow{with_outputs(with_smoke(Experiment{
     "rope-flow",
     "RoPE self-attention dynamics on spheres for any n, d, beta, frequencies, heads, mask: consensus observables over time",
     {p_int("n", 16, "tokens", 1, 1 << 16),  // n < 2 is refused with the model's own message
-     p_int("d", 4, "token dimension (even with RoPE)", 1, 1 << 14),
-     p_double("beta", 1.0, "inverse temperature", 0.0),
-     p_double_list("freqs", {}, "RoPE frequencies per plane (empty: standard 10000^(-2l/d))", -1e12, 1e12).when("rope", {"true"}),
-     p_double_list("positions", {}, "token positions (empty: 0..n-1)", -1e12, 1e12),
-     p_bool("rope", true, "rotate queries and keys"),
-     p_bool("causal", false, "causal mask"),
-     p_int("heads", 1, "attention heads (consecutive coordinate blocks)", 1, 4096),
-     p_string("init", "sphere", "initial tokens: uniform on the sphere, or in the hemisphere x_1 >= 0", {"sphere", "hemisphere"}),
+     model_knob("rope", "d"),
+     model_knob("rope", "beta"),
+     model_knob("rope", "freqs", std::vector<double>{}, "RoPE frequencies per plane (empty: standard 10000^(-2l/d))"),
+     model_knob("rope", "positions", std::vector<double>{}, "token positions (empty: 0..n-1)"),
+     model_knob("rope", "rope"),
+     model_knob("rope", "causal"),
+     model_knob("rope", "heads", 1L, "attention heads (consecutive coordinate blocks)"),
+     model_knob("rope", "init"),
      p_int("runs", 4, "independent initial states", 1, 1000000),
      p_int("seed", 0, "seed of the initial states", 0, kMaxSeed),
      p_double("t_end", 20.0, "final time", 0.0, {}, true),

@@ -12,6 +12,7 @@
 #include "tokdyn/constants.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/model_registry.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/pe_tables.hpp"
@@ -35,11 +36,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   const int runs = static_cast<int>(P.get_int("runs"));
   const long depth = P.get_int("depth");
   const int len = static_cast<int>(P.get_int("tokens"));
-  SsmRandomSpec spec;
-  spec.n = static_cast<int>(P.get_int("n"));
-  spec.m = static_cast<int>(P.get_int("m"));
-  spec.weights = P.get_string("weights");
-  spec.sigma = P.get_double("sigma");
+  const SsmRandomSpec spec = ssm_random_spec(P);
   const auto seed = static_cast<std::uint64_t>(P.get_int("seed"));
   const SsmForm form = P.get_string("form") == "recurrence" ? SsmForm::Recurrence : SsmForm::InputOutput;
   const int fig_run = static_cast<int>(P.get_int("fig_run"));
@@ -54,14 +51,9 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
 
   // One random weight sequence, shared by all runs and by both variants (paired comparison);
   // layer k is drawn from the stream (seed, "weights", k-1), independent of threads.
-  auto sched = std::make_shared<IidSchedule<SsmParams>>(
-      [spec](Rng& rng) { return draw_ssm_layer(spec, rng); }, seed ^ 0x5eedf00dULL, 1);
+  auto sched = ssm_random_schedule(P, 1);
   // Initial tokens of run r: uniform on S^{n-1}, stream (seed, r).
-  Batch Z0{Tokens(static_cast<Eigen::Index>(runs) * len, spec.n), runs, len};
-  for (int r = 0; r < runs; ++r) {
-    Rng rng(seed, {static_cast<std::uint64_t>(r)});
-    Z0.run(r) = rng.sphere_tokens(len, spec.n);
-  }
+  const Batch Z0 = sphere_start(seed, runs, len, spec.n);
 
   std::vector<VariantResult> res(variants.size());
   nlohmann::json step_checks = nlohmann::json::object();
@@ -218,14 +210,14 @@ const ExperimentRegistration reg_ssm_random_silu{with_outputs(with_smoke(Experim
     {p_int("runs", 50, "independent draws of the initial tokens", 1, 1000000),
      p_int("depth", 200, "number of layers", 1, 10000000),
      p_int("tokens", 50, "tokens per sequence (ell)", 1, 100000),
-     p_int("n", 768, "token dimension (mamba2-130m d_model)", 1, 65536),
-     p_int("m", 128, "hidden-state size per channel (mamba2-130m d_state)", 1, 65536),
-     p_double("tau", 1.0, "step size of the normalised residual update (2)", 0.0, 1e6, true),
+     model_knob("ssm", "n", 768L, "token dimension (mamba2-130m d_model)"),
+     model_knob("ssm", "m", 128L, "hidden-state size per channel (mamba2-130m d_state)"),
+     model_knob("ssm", "tau", 1.0, "step size of the normalised residual update (2)"),
      p_int("seed", 0, "base seed (weights and initial tokens)", 0, kMaxSeed),
-     p_string("form", "io", "which exact form computes the layer", {"io", "recurrence"}),
+     model_knob("ssm", "form"),
      p_string("variants", "both", "which variants to run", {"both", "silu", "no_silu"}),
-     p_string("weights", "mamba2", "random weight distribution", {"mamba2", "gaussian"}),
-     p_double("sigma", 1.0, "standard deviation for weights=gaussian", 0.0, {}, true).when("weights", {"gaussian"}),
+     model_knob("ssm", "weights"),
+     model_knob("ssm", "sigma"),
      p_bool("diagnostics", true, "write assumptions.csv: Assumption III.1 diagnostics per layer"),
      p_int("fig_run", 0, "run shown in the Fig. 5 panel and q.csv", 0, 1000000),
      p_int("fig_token", 1, "token (1-based) shown in the Fig. 5 panel", 1, 100000),

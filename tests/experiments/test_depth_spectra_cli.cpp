@@ -108,7 +108,10 @@ TEST(DepthSpectraCli, BadInputExitsTwoWithOneLine) {
   // k above the tangent dimension T (d - 1) = 2 x 3 of the RoPE step on spheres.
   expect_bad(d.path(), run({"model=rope", "d=4", "tokens=2", "k=7"}), "parameter 'k'");
   expect_bad(d.path(), run({"model=ssm", "n=4", "tokens=2", "depth=5", "burn_in=5"}), "parameter 'burn_in'");
-  expect_bad(d.path(), run({"model=mamba2", "tokens=2"}), "parameter 'checkpoint'");
+  expect_bad(d.path(), run({"model=mamba2", "size=9b", "tokens=2"}), "parameter 'size'");
+  // A knob two models share with different conditions: the SSM's tau always applies, Mamba-2's only
+  // with update=sphere (refused by the model's own condition, not silently ignored).
+  expect_bad(d.path(), run({"model=mamba2", "size=tiny", "tau=0.5", "tokens=2"}), "parameter 'tau' does not apply to model=mamba2");
   expect_bad(d.path(), run({"model=mamba2", "checkpoint=nowhere", "tokens=2"}), "nowhere");
   expect_bad(d.path(), run({"model=ssm", "checkpoint=x"}), "parameter 'checkpoint'");
   expect_bad(d.path(), run({"model=rope", "freqs=1,x"}), "parameter 'freqs'");
@@ -121,4 +124,22 @@ TEST(DepthSpectraCli, BadInputExitsTwoWithOneLine) {
   ASSERT_EQ(r.code, 0) << r.err;
   expect_bad(d.path(), run({"model=mamba2", "checkpoint=ck", "layers=single", "layer=4"}), "parameter 'layer'");
   expect_bad(d.path(), run({"model=mamba2", "checkpoint=ck", "vocab=5000"}), "parameter 'vocab'");
+  expect_bad(d.path(), run({"model=mamba2", "checkpoint=ck", "size=tiny"}), "parameter 'size'");  // only without a checkpoint
+  // make-checkpoint writes only the registry's models that read checkpoints, in their sizes.
+  expect_bad(d.path(), {"make-checkpoint", "--model", "rope", "--out", "ck2"}, "--model");
+  EXPECT_FALSE(std::filesystem::exists(d.path() / "ck2"));
+}
+
+// Without a checkpoint, model=mamba2 is a freshly initialised model of `size` (make-checkpoint's):
+// the same exponents as the same model written by make-checkpoint and read back.
+TEST(DepthSpectraCli, Mamba2WithoutCheckpointIsTheMakeCheckpointModel) {
+  TempDir d;
+  ASSERT_EQ(run_cli(d.path(), {"make-checkpoint", "--size", "tiny", "--seed", "2", "--out", "ck"}).code, 0);
+  CliResult a = run_cli(d.path(), with({"run", "depth-spectra", "--out", "a"},
+                                       {"model=mamba2", "tokens=3", "k=2", "depth=4", "burn_in=1", "size=tiny", "model_seed=2"}));
+  ASSERT_EQ(a.code, 0) << a.err;
+  CliResult b = run_cli(d.path(), with({"run", "depth-spectra", "--out", "b"},
+                                       {"model=mamba2", "tokens=3", "k=2", "depth=4", "burn_in=1", "checkpoint=ck"}));
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(tokdyn::testing::slurp(d.path() / "a" / "lyapunov.csv"), tokdyn::testing::slurp(d.path() / "b" / "lyapunov.csv"));
 }

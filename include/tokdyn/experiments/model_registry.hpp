@@ -6,8 +6,11 @@
 //
 // Adding a model: its model file (include/tokdyn/models/X.hpp, src/models/X.cpp) and one
 // descriptor in src/experiments/model_registry.cpp.
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,10 @@
 #include "tokdyn/analysis/depth_spectra.hpp"
 #include "tokdyn/dynamics.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/models/rope_attention.hpp"
+#include "tokdyn/models/ssm_random.hpp"
+#include "tokdyn/schedule.hpp"
 
 namespace tokdyn {
 
@@ -48,6 +55,10 @@ struct ModelDescriptor {
   /// the inputs it draws or reads (token ids, weights) into ctx.dir.
   std::function<ModelInstance(const Params&, RunContext&)> build;
   std::function<ModelCost(const Params&)> cost;
+  /// Models that read weight files: the sizes a fresh checkpoint can have, and how to write one
+  /// (`tokdyn make-checkpoint --model NAME`). Empty for models without files.
+  std::vector<std::string> checkpoint_sizes;
+  std::function<void(const std::string& size, std::uint64_t seed, const std::filesystem::path& dir)> make_checkpoint;
   bool has_tap(const std::string& t) const;
 };
 
@@ -59,10 +70,52 @@ const ModelDescriptor& model_descriptor(const std::string& name);
 std::vector<std::string> model_names();
 /// The names of the models that expose tap `t`.
 std::vector<std::string> models_with_tap(const std::string& t);
+/// The names of the models that can write a fresh checkpoint.
+std::vector<std::string> models_with_checkpoints();
+
+/// Builds model `name` from P (the descriptor's build), after refusing a knob given explicitly
+/// whose own condition in this model does not hold (e.g. Mamba-2's tau with update=residual: a
+/// condition the union of model_knobs cannot state for a key several models share).
+ModelInstance build_model(const std::string& name, const Params& P, RunContext& ctx);
 
 /// The union of the models' knobs, for a preset with a `model` parameter: each key once (the first
 /// model's spec; its help joined as "ssm: ...; mamba2: ..."), applying only when `model` is one of
 /// the models that declare it.
 std::vector<ParamSpec> model_knobs(const std::string& model_key = "model");
+
+// ---- The parts the descriptors build from, shared with presets that set up several runs or
+// variants themselves (ssm-random-silu, rope-flow, the mamba2 presets): the same knobs, the same
+// draws, written once here. ----
+
+/// Model `model`'s knob `key` as registered (type, range, conditions), with a preset's own default
+/// and, when given, its own help.
+ParamSpec model_knob(const std::string& model, const std::string& key);
+ParamSpec model_knob(const std::string& model, const std::string& key, ParamValue def, std::string help = {});
+
+/// Start tokens of `runs` runs of `len` tokens uniform on S^{d-1}: run r from stream (seed, r);
+/// `hemisphere` folds each to x_1 >= 0.
+Batch sphere_start(std::uint64_t seed, int runs, int len, int d, bool hemisphere = false);
+
+/// The SSM's random layers from knobs n, m, weights, sigma and seed: layer k's weights drawn from
+/// stream (seed ^ 0x5eedf00d, block), redrawn every `redraw` layers.
+std::shared_ptr<IidSchedule<SsmParams>> ssm_random_schedule(const Params& P, long redraw);
+SsmRandomSpec ssm_random_spec(const Params& P);
+
+/// RoPE attention from knobs d, beta, rope, causal, heads, freqs, positions for `tokens` tokens,
+/// validated (messages name `who`).
+rope::AttentionParams rope_attention_params(const Params& P, int tokens, const std::string& who);
+
+/// Mamba-2: the checkpoint's model (knob checkpoint), or a freshly initialised one of knobs size
+/// and model_seed (what `tokdyn make-checkpoint` writes).
+mamba2::Model mamba2_model(const Params& P);
+/// The config of the Mamba-2 model P names, without reading its weights (for estimates): the
+/// checkpoint's config.json, or the named size; nullopt when the checkpoint has no config.json
+/// (the loader reports what is missing).
+std::optional<mamba2::Config> mamba2_config(const Params& P);
+/// Token ids [runs, len]: read from knob token_ids (a .npy file) when given, otherwise iid uniform
+/// in [0, vocab) with run r from stream (seed, r) (vocab = 0: the model's real vocabulary). Written
+/// to ctx.dir/token_ids.npy. `drawn_from` says where they came from, for the manifest.
+std::vector<std::int64_t> mamba2_token_ids(const Params& P, const mamba2::Model& m, int runs, int len, RunContext& ctx,
+                                           std::string& drawn_from);
 
 }  // namespace tokdyn
