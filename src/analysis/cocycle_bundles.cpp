@@ -34,6 +34,13 @@ class NoDichotomyFound : public std::domain_error {
 }  // namespace
 
 Matrix unstable_subspace(const Matrix& M, double tol) {
+  SubspaceOutcome o = find_unstable_subspace(M, tol);
+  if (!o) throw NoDichotomyFound(o.why_not);
+  return std::move(*o.basis);
+}
+
+SubspaceOutcome find_unstable_subspace(const Matrix& M, double tol) {
+  SubspaceOutcome out;
   const long d = M.rows();
   if (M.cols() != d || d < 1) throw std::invalid_argument("unstable_subspace: expected a non-empty square matrix");
   Eigen::EigenSolver<Matrix> es(M, true);
@@ -44,9 +51,12 @@ Matrix unstable_subspace(const Matrix& M, double tol) {
   long count = 0;
   for (long i = 0; i < d; ++i) {
     const double a = std::abs(lam(i));
-    if (std::abs(a - 1.0) <= tol)
-      throw NoDichotomyFound(fmt::format("unstable_subspace: eigenvalue {:.6g}{:+.6g}i has modulus {:.12g}, within {:g} of 1; expected a hyperbolic matrix",
-                                          lam(i).real(), lam(i).imag(), a, tol));
+    if (std::abs(a - 1.0) <= tol) {
+      out.why_not = fmt::format("unstable_subspace: eigenvalue {:.6g}{:+.6g}i has modulus {:.12g}, within {:g} of 1; expected a "
+                                "hyperbolic matrix",
+                                lam(i).real(), lam(i).imag(), a, tol);
+      return out;
+    }
     if (a < 1.0) continue;
     ++count;
     if (lam(i).imag() == 0.0) {
@@ -59,15 +69,22 @@ Matrix unstable_subspace(const Matrix& M, double tol) {
   Matrix V(d, static_cast<long>(cols.size()));
   for (std::size_t j = 0; j < cols.size(); ++j) V.col(static_cast<long>(j)) = cols[j];
   if (V.cols() != count) throw std::logic_error("unstable_subspace: complex eigenvalues not in conjugate pairs");
-  if (count == 0) return Matrix(d, 0);
+  if (count == 0) {
+    out.basis = Matrix(d, 0);
+    return out;
+  }
   Matrix Q, R;
   qr_signfixed(V, Q, R);
   // A defective unstable eigenvalue gives parallel eigenvectors: refuse rather than return a
   // basis of the wrong dimension.
   const double rmax = R.diagonal().cwiseAbs().maxCoeff();
-  if (R.diagonal().cwiseAbs().minCoeff() <= 1e-10 * rmax)
-    throw NoDichotomyFound("unstable_subspace: the unstable eigenvectors are (numerically) dependent (a defective eigenvalue); expected a diagonalisable end matrix");
-  return Q;
+  if (R.diagonal().cwiseAbs().minCoeff() <= 1e-10 * rmax) {
+    out.why_not = "unstable_subspace: the unstable eigenvectors are (numerically) dependent (a defective eigenvalue); expected a "
+                  "diagonalisable end matrix";
+    return out;
+  }
+  out.basis = std::move(Q);
+  return out;
 }
 
 Bundles two_sided_bundles(const Cocycle& c) {

@@ -98,6 +98,12 @@ void check_seq(const Seq& s, long d, long n, const char* who, const char* what) 
 // ------------------------------------------------------------------------------------------------
 
 Ends make_ends(const Matrix& B_left, const Matrix& B_right, double tol) {
+  EndsOutcome o = find_ends(B_left, B_right, tol);
+  if (!o) throw std::domain_error(o.why_not);
+  return std::move(*o.ends);
+}
+
+EndsOutcome find_ends(const Matrix& B_left, const Matrix& B_right, double tol) {
   const long d = B_left.rows();
   if (d < 1 || B_left.cols() != d || B_right.rows() != d || B_right.cols() != d)
     throw std::invalid_argument(fmt::format("green::make_ends: B_left is {} x {} and B_right {} x {}; expected two non-empty "
@@ -105,20 +111,32 @@ Ends make_ends(const Matrix& B_left, const Matrix& B_right, double tol) {
                                             B_left.rows(), B_left.cols(), B_right.rows(), B_right.cols()));
   if (!all_finite(B_left) || !all_finite(B_right)) throw std::invalid_argument("green::make_ends: non-finite entries");
   if (!(tol >= 0)) throw std::invalid_argument("green::make_ends: tol must be >= 0");
+  EndsOutcome out;
+  // E^u(B_left) (bounded backward solutions of the left tail live there) and E^s(B_right)^perp =
+  // E^u(B_right^T) (the left eigenvectors of the unstable eigenvalues).
+  cocycle::SubspaceOutcome Uu = cocycle::find_unstable_subspace(B_left, tol);
+  if (!Uu) {
+    out.why_not = "green::make_ends: B_left: " + Uu.why_not;
+    return out;
+  }
+  cocycle::SubspaceOutcome Zu = cocycle::find_unstable_subspace(B_right.transpose(), tol);
+  if (!Zu) {
+    out.why_not = "green::make_ends: B_right: " + Zu.why_not;
+    return out;
+  }
+  if (Uu.basis->cols() != Zu.basis->cols()) {
+    out.why_not = fmt::format("green::make_ends: B_left has {} unstable directions and B_right {}; expected the same number",
+                              Uu.basis->cols(), Zu.basis->cols());
+    return out;
+  }
   Ends e;
   e.B_left = B_left;
   e.B_right = B_right;
-  // E^u(B_left) (bounded backward solutions of the left tail live there) and E^s(B_right)^perp =
-  // E^u(B_right^T) (the left eigenvectors of the unstable eigenvalues).
-  const Matrix Uu = cocycle::unstable_subspace(B_left, tol);
-  const Matrix Zu = cocycle::unstable_subspace(B_right.transpose(), tol);
-  if (Uu.cols() != Zu.cols())
-    throw std::domain_error(fmt::format("green::make_ends: B_left has {} unstable directions and B_right {}; expected the same number",
-                                        Uu.cols(), Zu.cols()));
-  e.k = Uu.cols();
-  e.left_rows = complement(Uu).transpose();
-  e.right_rows = Zu.transpose();
-  return e;
+  e.k = Uu.basis->cols();
+  e.left_rows = complement(*Uu.basis).transpose();
+  e.right_rows = Zu.basis->transpose();
+  out.ends = std::move(e);
+  return out;
 }
 
 // ------------------------------------------------------------------------------------------------

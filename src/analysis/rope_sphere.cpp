@@ -135,6 +135,15 @@ double min_pairwise_inner(const Eigen::Ref<const Tokens>& X) {
   return c;
 }
 
+void GeometryObserver::observe(double t, const Batch& Z) {
+  last_min_c_ = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < Z.runs; ++r) {
+    const double c = min_pairwise_inner(Z.run(r));
+    last_min_c_ = std::min(last_min_c_, c);
+    rows_.push_back({t, r, c, hemisphere_min(Z.run(r), w_)});
+  }
+}
+
 double rho_of(double c) { return c <= -1.0 ? std::numeric_limits<double>::infinity() : (1.0 - c) / (1.0 + c); }
 
 double sphere_diameter_of(double c) { return std::acos(std::clamp(c, -1.0, 1.0)); }

@@ -125,13 +125,14 @@ void run_gate(const Params& p, RunContext& ctx) {
     if (!found)
       throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 tangent cocycle has no dichotomy ({}); Prop 11 needs (A4)", found.why_not));
     const cocycle::Bundles bundles = std::move(*found.bundles);
-    green::Ends ends;
-    try {
-      ends = green::make_ends(B.front(), B.back());
-    } catch (const std::domain_error& e) {
-      throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 end maps have no dichotomy ({}); Prop 11 needs (A4)", e.what()));
-    }
-    const green::Bvp bvp(B, ends);
+    green::EndsOutcome ends = green::find_ends(B.front(), B.back());
+    if (!ends)
+      throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 end maps have no dichotomy ({}); Prop 11 needs (A4)", ends.why_not));
+    green::BvpOutcome factored = green::Bvp::factor(B, std::move(*ends.ends));
+    if (!factored)
+      throw InputError(fmt::format("parameters 'g4_m', 'g4_v': the G4 boundary-value problem is singular ({}); Prop 11 needs (A4)",
+                                   factored.why_not));
+    const green::Bvp bvp = std::move(*factored.bvp);
     const hier::Injection psi =
         hier::make_injection(hier::PsiKind::TanhMlp, static_cast<int>(d), static_cast<int>(p.get_int("psi_hidden")), p.get_double("psi_scale"), seed);
     const double K = green::green_norm_estimate(c, bundles).upper, Lpsi = psi.lipschitz();

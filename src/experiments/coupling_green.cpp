@@ -235,30 +235,33 @@ void run_green(const Params& p, RunContext& ctx) {
       const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(model.config(), seed), static_cast<int>(p.get_int("L")));
       std::vector<Matrix> BT;
       for (const Mat& m : tf::tangent_sequence(ref, tf::Form::Exact)) BT.emplace_back(m);
-      try {
-        const green::Ends eT = green::make_ends(BT.front(), BT.back(), 1e-6);
-        const green::Bvp bT(BT, eT);
+      // No dichotomy at the window's ends (or a singular BVP) is an outcome, not an error.
+      const green::EndsOutcome eT = green::find_ends(BT.front(), BT.back(), 1e-6);
+      green::BvpOutcome bT = eT ? green::Bvp::factor(BT, *eT.ends) : green::BvpOutcome{std::nullopt, eT.why_not};
+      if (bT) {
         const Seq hT = random_forcing(static_cast<long>(BT.front().rows()), static_cast<long>(BT.size()), seed + 2);
-        const Seq uT = bT.solve(hT, Tails::Constant);
-        const double rT = bT.residual(uT, hT) / (1 + green::sup_norm(uT));
+        const Seq uT = bT.bvp->solve(hT, Tails::Constant);
+        const double rT = bT.bvp->residual(uT, hT) / (1 + green::sup_norm(uT));
         checks.add("R17 residual", "Lemma 17(2) on the Transformer tangent cocycle", "T-level: max_l residual / (1 + |u|_inf)", rT,
                    "<= 1e-12", rT <= 1e-12, closed_form("u(l+1) - (I + A(l)) u(l) - h(l) from the layer maps"));
         validate_window("T-level", BT, hT, uT, explicit_max_L, p.get_double("exclusion_tol"), gcsv, ncsv, checks, ctx);
         ctx.notes["tlevel_hyperbolic"] = true;
-      } catch (const std::domain_error& e) {
+      } else {
         // F17: Pre-LN stacks grow the stream, |A(l)| ~ 1/|x*(l)|, the end maps approach I.
         const Eigen::VectorXcd ev = Eigen::EigenSolver<Matrix>(BT.back(), false).eigenvalues();
         double closest = std::numeric_limits<double>::infinity();
         for (long i = 0; i < ev.size(); ++i) closest = std::min(closest, std::abs(std::abs(ev(i)) - 1.0));
         ctx.notes["tlevel_hyperbolic"] = false;
+        const std::string why =
+            eT ? fmt::format("the window's boundary-value problem is singular ({}): the Green operator does not exist", bT.why_not)
+               : fmt::format("the window's end maps are not hyperbolic (flag F17, distance of an eigenvalue modulus to 1: "
+                             "{:.3g}): the Green operator does not exist", closest);
         checks.not_applicable("R17 residual", "Lemma 17(2) on the Transformer tangent cocycle", "T-level: max_l residual / (1 + |u|_inf)",
-                              fmt::format("the window's end maps are not hyperbolic (flag F17, distance of an eigenvalue modulus to 1: "
-                                          "{:.3g}): the Green operator does not exist", closest),
-                              closed_form("u(l+1) - (I + A(l)) u(l) - h(l) from the layer maps"));
+                              why, closed_form("u(l+1) - (I + A(l)) u(l) - h(l) from the layer maps"));
         ctx.notes["tlevel_end_distance_to_unit_circle"] = closest;
-        ctx.warnings.push_back(fmt::format("T-level: the Transformer tangent cocycle's window ends are not hyperbolic (flag F17; {}); "
+        ctx.warnings.push_back(fmt::format("T-level: the Transformer tangent cocycle's window {} (flag F17; {}); "
                                            "R17 checked at the G-level only",
-                                           e.what()));
+                                           eT ? "has a singular boundary-value problem" : "ends are not hyperbolic", bT.why_not));
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <cmath>
+#include <optional>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <limits>
@@ -100,7 +101,16 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   for (long k : att)
     if (k > o.depth) throw InputError(fmt::format("parameter 'attention': expected layers in [1, depth = {}], got {}", o.depth, k));
   const std::vector<long> tap_layers = parse_taps(P.get_string("taps"), o.depth);
-  o.keep_states = P.get_bool("trajectory") || !att.empty() || !tap_layers.empty();
+  o.keep_states = P.get_bool("trajectory") || !tap_layers.empty();
+  // The attention weights through the model's tap (dynamics.hpp TapObserver): computed by the model
+  // at the state entering each listed layer, as it moves the state, and handed to the sink.
+  std::optional<ArrayTapObserver> att_tap;
+  if (!att.empty()) {
+    att_tap.emplace(std::make_shared<NpyFolderSink>(ctx.dir / "attention"), "attention", att);
+    S.map->watch(&*att_tap);
+    S.notes["attention"] =
+        "attention/layer_K.npy [runs = 1, heads, tokens, tokens]: the attention weights of layer K at the state entering it, x(K-1)";
+  }
   DepthSpectrum R;
   try {
     R = depth_spectrum(*S.map, S.Z0, o, S.step, ctx.progress);
@@ -111,16 +121,6 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   }
   write_npy(ctx.dir / "v0.npy", R.tangents0.data(),
             {static_cast<std::size_t>(o.k), static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.Z.cols())});
-  if (!att.empty()) {
-    std::filesystem::create_directories(ctx.dir / "attention");
-    for (long k : att) {
-      int heads = 1;
-      const std::vector<double> a = S.attention(k, R.states[static_cast<std::size_t>(k - 1)], heads);
-      write_npy(ctx.dir / "attention" / fmt::format("layer_{}.npy", k), a.data(),
-                {static_cast<std::size_t>(heads), static_cast<std::size_t>(S.Z0.len), static_cast<std::size_t>(S.Z0.len)});
-    }
-    S.notes["attention"] = "attention/layer_K.npy [heads, tokens, tokens]: the attention weights of layer K at the state entering it, x(K-1)";
-  }
   if (!tap_layers.empty()) {
     NpyFolderSink sink(taps_dir(ctx.dir, model));
     for (long k : tap_layers) {
@@ -191,9 +191,9 @@ OutputDecl depth_spectra_outputs() {
   // rows: the state's rows per run: the tokens (hierarchical: the tokens, then the held block summaries).
   o.arrays = {{"x0.npy", "float64 [rows, d]: the start state used (rows: the tokens; model = hierarchical: then the held block summaries)", ""},
               {"v0.npy", "float64 [k, rows, d]: the initial tangent frame before projection and orthonormalisation", ""},
-              {"token_ids.npy", "int64 [tokens]: the token ids embedded as the start state", "model = mamba2"},
+              {"token_ids.npy", "int64 [1, tokens]: the token ids embedded as the start state", "model = mamba2"},
               {"trajectory.npy", "float64 [depth + 1, rows, d]: the states x(0..depth)", "trajectory = true"},
-              {"attention/layer_<K>.npy", "float64 [heads, tokens, tokens]: attention weights of layer K at x(K-1)", "attention lists K"},
+              {"attention/layer_<K>.npy", "float64 [runs, heads, tokens, tokens]: attention weights of layer K at x(K-1) (runs = 1)", "attention lists K"},
               {"taps/<model>/layer_<K>.npy", "float64 [1, rows, d]: the state after layer K", "taps lists K"}};
   o.summaries = {{"mu_max", "the largest of the k exponents computed", "1/layer", ""},
                  {"mu_min", "the smallest of the k exponents computed", "1/layer", ""},
@@ -218,7 +218,7 @@ std::vector<ParamSpec> depth_spectra_params() {
      p_bool("trajectory", false, "write the trajectory x(0..depth) to trajectory.npy [depth + 1, tokens, d]"),
      taps_param("[1, tokens, d] float64 (<variant>: the model; the trajectory the spectrum is taken along)"),
      p_int_list("attention", {}, fmt::format("{}: write the attention weights of these layers to attention/layer_K.npy "
-                "[heads, tokens, tokens]", fmt::join(models_with_tap("attention"), ", ")), 1, 10000000),
+                "[runs = 1, heads, tokens, tokens]", fmt::join(models_with_tap("attention"), ", ")), 1, 10000000),
      p_string("x0", "", "float64 .npy [tokens, d]: the start state (empty: the model's drawn or embedded tokens); "
               "the start used is always written to x0.npy").file()};
   // Every model's knobs from the registry, each applying only to the models that declare it.

@@ -56,12 +56,6 @@ ModelSetup build_rope(const Params& P, RunContext&) {
   const double h = P.get_double("h");
   ModelSetup S;
   S.map = std::make_unique<rope::AttentionStep>(AP, len, h);
-  S.attention = [AP](long, const Tokens& state, int& heads) {
-    Mat A;  // heads*n x n: rows [h n, (h+1) n) are head h (row-major: already [heads, n, n])
-    rope::attention(AP, state, A);
-    heads = AP.heads;
-    return std::vector<double>(A.data(), A.data() + A.size());
-  };
   S.Z0 = sphere_start(static_cast<std::uint64_t>(P.get_int("seed")), 1, len, AP.d, P.get_string("init") == "hemisphere");
   S.notes["model"] = fmt::format("RoPE attention step (3): x_i <- pi(x_i + h y_i), h = {}, d = {}, beta = {}, rope {}, "
                                  "causal {}, heads {}",
@@ -142,16 +136,6 @@ ModelSetup build_transformer(const Params& P, RunContext& ctx) {
   Rng(static_cast<std::uint64_t>(P.get_int("seed")), {0x7f}).fill_normal(X, 1.0);
   S.Z0 = Batch{X, 1, len};
   S.map = std::make_unique<tf::Transformer>(std::move(model));
-  S.attention = [m = static_cast<const tf::Transformer*>(S.map.get()), len](long k, const Tokens& state, int& heads) {
-    const Mat A = m->attention_heads(k, Batch{state, 1, len}).front();  // T x (H T): head h in columns [h T, (h+1) T)
-    heads = static_cast<int>(A.cols() / len);
-    std::vector<double> out;
-    out.reserve(static_cast<std::size_t>(A.size()));
-    for (int h = 0; h < heads; ++h)
-      for (int t = 0; t < len; ++t)
-        for (int s = 0; s < len; ++s) out.push_back(A(t, static_cast<Eigen::Index>(h) * len + s));
-    return out;
-  };
   S.notes["model"] = fmt::format("Transformer block (4): d = {}, d_ff = {}, {} {}, {}, mask {}, tying {}", c.d, c.d_ff,
                                  P.get_string("placement"), P.get_string("norm"), P.get_string("activation"),
                                  P.get_string("mask"), P.get_string("tying"));
@@ -239,7 +223,7 @@ std::vector<ModelDescriptor> make_registry() {
        p_bool("silu", true, "SiLU on the B and C branches"),
        p_int("redraw", 1, "weights redrawn every this many layers (>= depth: one weight-tied layer)", 1, 10000000),
        p_string("form", "io", "which exact form computes the layer: input-output (io) or the recurrence", {"io", "recurrence"})},
-      {},
+      {"q"},
       build_ssm,
       [](const Params& P) {
         const double d = static_cast<double>(P.get_int("n")), m = static_cast<double>(P.get_int("m"));
@@ -287,7 +271,7 @@ std::vector<ModelDescriptor> make_registry() {
              16777216)
            .when("token_ids", {""}),
        p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file()},
-      {},
+      {"q", "mixing"},
       build_mamba2,
       [](const Params& P) {
         // From the checkpoint's config.json (not its weights), or the named size; a missing config
@@ -308,7 +292,7 @@ std::vector<ModelDescriptor> make_registry() {
       "transformer",
       "Coupling paper block (4): the Transformer depth map (Pre/Post-LN, RMS/LayerNorm, masks, RoPE/ALiBi), seeded or from a weights file",
       std::move(tk),
-      {"attention"},
+      {"attention", "residual_mid"},
       build_transformer,
       [](const Params& P) {
         const double d = static_cast<double>(P.get_int("d")), T = static_cast<double>(P.get_int("tokens"));

@@ -39,19 +39,10 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   // SSM paper's axis-aligned sets (a full collapse off the axes would read as far from consensus).
   GramObserver gram(ConsensusSet::Diagonal);
   ctx.notes["consensus_dist"] = "distance of the normalised tokens to {(x, ..., x) : |x| = 1}: sqrt(2 n - 2 |sum_i zhat_i|)";
-  CsvWriter geo = ctx.table("geometry.csv");
   const double a = softmax_floor(AP.beta, n);
   RowVec e1 = RowVec::Zero(AP.d);
   e1[0] = 1.0;
-  double last_min_c = NAN;  // smallest c over the runs at the latest observation
-  CallbackObserver g([&](double t, const Batch& B) {
-    last_min_c = INFINITY;
-    for (int r = 0; r < B.runs; ++r) {
-      const double c = min_pairwise_inner(B.run(r));
-      last_min_c = std::min(last_min_c, c);
-      geo.cell(t).cell(2.0 * a * t).cell(r).cell(c).cell(hemisphere_min(B.run(r), e1)).end_row();
-    }
-  });
+  GeometryObserver g(e1);
   std::vector<Observer*> obs{&gram, &g};
   double max_h_rate = NAN;  // discrete step (3): h x the largest local rate of the flow
   bool max_h_rate_seen = false;
@@ -114,6 +105,11 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
     }
   }
   write_tables(ctx.dir, {{"flow", &gram}});
+  {
+    CsvWriter geo = ctx.table("geometry.csv");
+    for (const GeometryObserver::Row& row : g.rows())
+      geo.cell(row.t).cell(2.0 * a * row.t).cell(row.run).cell(row.min_inner_c).cell(row.hemisphere_min).end_row();
+  }
   ctx.notes["softmax_floor_a"] = a;
   double l1 = NAN, l1_sd = NAN, pr = NAN, pr_sd = NAN;
   if (!gram.times().empty()) {
@@ -123,7 +119,7 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
   ctx.summary("softmax_floor_a", a);
   ctx.summary("lambda1_final", l1);
   ctx.summary("participation_final", pr);
-  ctx.summary("min_inner_c_final", last_min_c);
+  ctx.summary("min_inner_c_final", g.last_min_c());
   if (max_h_rate_seen) ctx.summary("max_h_rate", max_h_rate);
   ctx.notes["frequencies"] = AP.plane_frequencies();
   ctx.notes["model"] = "dx_i/dt = P_perp(x_i) sum_j A_ij V x_j, A = softmax(beta <R_{p_i} Q x_i, R_{p_j} K x_j>) per head (Q = K = V = I)";

@@ -437,8 +437,25 @@ AttentionStep::AttentionStep(AttentionParams P, int n, double h)
 
 AttentionStep::~AttentionStep() = default;
 
-void AttentionStep::apply(long, Batch& Z) const {
+void AttentionStep::apply(long k, Batch& Z) const {
   check_batch(Z, n_, P_.d, "rope::AttentionStep");
+  bool want_attention = false;
+  for (TapObserver* w : watchers_) want_attention = want_attention || w->wants("attention", k);
+  if (want_attention) {  // [runs, heads, n, n]: attention() gives heads*n x n per run, row-major = [heads, n, n]
+    std::vector<double> packed;
+    packed.reserve(static_cast<std::size_t>(Z.runs) * static_cast<std::size_t>(P_.heads) * static_cast<std::size_t>(n_) *
+                   static_cast<std::size_t>(n_));
+    Mat A;
+    for (int r = 0; r < Z.runs; ++r) {
+      attention(P_, Z.run(r), A);
+      for (Eigen::Index i = 0; i < A.rows(); ++i)
+        for (Eigen::Index j = 0; j < A.cols(); ++j) packed.push_back(A(i, j));
+    }
+    const std::vector<std::size_t> shape{static_cast<std::size_t>(Z.runs), static_cast<std::size_t>(A.rows() / n_),
+                                         static_cast<std::size_t>(n_), static_cast<std::size_t>(n_)};
+    for (TapObserver* w : watchers_)
+      if (w->wants("attention", k)) w->tap("attention", k, packed.data(), shape);
+  }
   // Every run's output is computed from its input before any of its tokens moves.
   Tokens Znew(Z.Z.rows(), Z.Z.cols());
   for_each_run(*R_, Z, [&](int r, const Tokens& Y) {

@@ -418,18 +418,32 @@ void Transformer::apply(long k, Batch& Z) const {
     add = Tokens::Zero(Z.Z.rows(), Z.Z.cols());
     inject_(k, Z, add);
   }
+  bool want_mid = false;
+  for (TapObserver* w : watchers_) want_mid = want_mid || w->wants("residual_mid", k);
+  const std::size_t run_size = static_cast<std::size_t>(Z.len) * static_cast<std::size_t>(cfg_.d);
+  std::vector<double> mid(want_mid ? static_cast<std::size_t>(Z.runs) * run_size : 0);
   ParallelErrors errors;
   // Threads only where a run is big enough to pay for the parallel region.
   const bool par = static_cast<double>(Z.runs) * Z.len * Z.dim() * (Z.len + cfg_.d_ff) > 2e5 && Z.runs > 1;
 #pragma omp parallel for schedule(static) if (par)
   for (int r = 0; r < Z.runs; ++r) try {
       Mat out;
-      forward_run(W, B, Z.run(r), out, nullptr);
+      Cache c;
+      forward_run(W, B, Z.run(r), out, want_mid ? &c : nullptr);
+      if (want_mid)  // row-major [tokens, d] of run r
+        for (Eigen::Index t = 0; t < c.Xh.rows(); ++t)
+          for (Eigen::Index j = 0; j < c.Xh.cols(); ++j)
+            mid[static_cast<std::size_t>(r) * run_size + static_cast<std::size_t>(t * c.Xh.cols() + j)] = c.Xh(t, j);
       Z.run(r) = out;
     } catch (...) {
       errors.capture();
     }
   errors.rethrow();
+  if (want_mid)
+    for (TapObserver* w : watchers_)
+      if (w->wants("residual_mid", k))
+        w->tap("residual_mid", k, mid.data(),
+               {static_cast<std::size_t>(Z.runs), static_cast<std::size_t>(Z.len), static_cast<std::size_t>(cfg_.d)});
   if (inject_) Z.Z += add;
 }
 

@@ -78,7 +78,10 @@ TEST(ModelRegistry, EveryModelBuildsFromItsKnobs) {
     EXPECT_EQ(S.Z0.len, rows) << m.name;
     EXPECT_EQ(S.Z0.Z.rows(), rows) << m.name;
     EXPECT_TRUE(S.Z0.Z.allFinite()) << m.name;
-    EXPECT_EQ(static_cast<bool>(S.attention), m.has_tap("attention")) << m.name;
+    // The descriptor lists exactly the taps the built map offers (names before the shape).
+    std::vector<std::string> offered;
+    for (const std::string& t : S.map->tap_names()) offered.push_back(t.substr(0, t.find(' ')));
+    EXPECT_EQ(offered, m.taps) << m.name;
     Batch Z = S.Z0;
     S.map->apply(1, Z);
     EXPECT_TRUE(Z.Z.allFinite()) << m.name;

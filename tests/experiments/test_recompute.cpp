@@ -113,7 +113,7 @@ TEST(Recompute, DepthSpectraTangentFrameTrajectoryAndAttention) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* f : {"layer_1.npy", "layer_10.npy"}) {
     const std::vector<double> a = tokdyn::read_npy_double(d.path() / "att" / "attention" / f, shape);
-    ASSERT_EQ(shape, (std::vector<std::size_t>{1, 6, 6})) << f;
+    ASSERT_EQ(shape, (std::vector<std::size_t>{1, 1, 6, 6})) << f;  // [runs, heads, tokens, tokens]
     for (int t = 0; t < 6; ++t) {
       double sum = 0;
       for (int s = 0; s < 6; ++s) sum += a[static_cast<std::size_t>(t * 6 + s)];

@@ -172,6 +172,55 @@ TEST(CouplingTransformer, AttentionTapHandsEveryHeadOfTheLayersAskedFor) {
   EXPECT_EQ(W.Z, Z.Z);
 }
 
+// The tap "residual_mid": the residual stream between the sublayers of layer k, [runs, tokens, d].
+// Pre-LN: x + sum_h A_h (norm(x) W_V^T)_h, eq. (4) first line, rebuilt here from the attention
+// weights and W_V; the state taps before and after the layer complete the residual stream.
+TEST(CouplingTransformer, ResidualMidTapIsTheStreamBetweenTheSublayers) {
+  Config c;
+  c.d = 8;
+  c.d_ff = 12;
+  c.heads = 2;
+  c.placement = Placement::PreLN;
+  const Transformer tf0 = make(c, 2, 31);
+  Transformer tf = make(c, 2, 31);
+  Batch Z{random_mat(10, 8, 32), 2, 5};
+  std::vector<double> mid;
+  std::vector<std::size_t> shape;
+  struct Mid final : TapObserver {
+    std::vector<double>* mid;
+    std::vector<std::size_t>* shape;
+    bool wants(const std::string& name, long k) const override { return name == "residual_mid" && k == 2; }
+    void tap(const std::string&, long, const double* data, const std::vector<std::size_t>& s) override {
+      *shape = s;
+      mid->assign(data, data + s[0] * s[1] * s[2]);
+    }
+    using TapObserver::tap;
+  } obs;
+  obs.mid = &mid, obs.shape = &shape;
+  tf.watch(&obs);
+  tf.apply(1, Z);
+  const Batch X = Z;
+  tf.apply(2, Z);
+  ASSERT_EQ(shape, (std::vector<std::size_t>{2, 5, 8}));
+  const LayerWeights& W = tf0.weights(2);
+  const std::vector<Mat> A = tf0.attention_heads(2, X);
+  for (int r = 0; r < 2; ++r) {
+    Mat N;
+    apply_norm(c, W.g_attn, W.beta_attn, X.run(r), N);
+    const Mat V = N * W.W_V.transpose();
+    Mat want = X.run(r);
+    for (int h = 0; h < 2; ++h) want.middleCols(h * 4, 4) += A[static_cast<std::size_t>(r)].middleCols(h * 5, 5) * V.middleCols(h * 4, 4);
+    for (int t = 0; t < 5; ++t)
+      for (int j = 0; j < 8; ++j)
+        EXPECT_NEAR(mid[static_cast<std::size_t>((r * 5 + t) * 8 + j)], want(t, j), 1e-13) << r << " " << t << " " << j;
+  }
+  // Watching does not change the step.
+  Batch P{random_mat(10, 8, 32), 2, 5};
+  tf0.apply(1, P);
+  tf0.apply(2, P);
+  EXPECT_EQ(P.Z, Z.Z);
+}
+
 // Runs are independent in jvp (k tangents batched as k runs).
 TEST(CouplingTransformer, JvpRunsIndependent) {
   Config c;

@@ -16,6 +16,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/linalg.hpp"
 #include "tokdyn/models/rope_attention.hpp"
+#include "tokdyn/observers.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/sphere.hpp"
 #include "tokdyn/constants.hpp"
@@ -472,4 +473,52 @@ TEST(RopeAttention, SameBitsOnOneToFourThreads) {
       EXPECT_EQ(omp_get_max_threads(), th) << "the caller's thread count is left alone";
     }
   }
+}
+
+// The step's tap "attention" (dynamics.hpp TapObserver): [runs, heads, n, n] at the state entering
+// layer k, equal to attention() of each run's tokens (rows sum to 1);
+// watching leaves the step's bits unchanged.
+TEST(RopeAttention, StepAttentionTapHandsEveryRunAndHead) {
+  AttentionParams P;
+  P.d = 4;
+  P.heads = 2;
+  P.beta = 1.5;
+  AttentionStep S(P, 5, 0.2), plain(P, 5, 0.2);
+  Batch Z{Tokens(10, 4), 2, 5};
+  for (int r = 0; r < 2; ++r) {
+    Rng rng(7, {static_cast<std::uint64_t>(r)});
+    Z.run(r) = rng.sphere_tokens(5, 4);
+  }
+  Batch Zp = Z;
+  std::vector<long> seen;
+  std::vector<double> got;
+  std::vector<std::size_t> shape;
+  Batch entering;
+  CallbackTapObserver obs("attention", [&](long k, const double* data, const std::vector<std::size_t>& s) {
+    seen.push_back(k);
+    if (k != 2) return;
+    shape = s;
+    got.assign(data, data + s[0] * s[1] * s[2] * s[3]);
+  });
+  S.watch(&obs);
+  S.apply(1, Z);
+  entering = Z;
+  S.apply(2, Z);
+  S.apply(3, Z);
+  ASSERT_EQ(seen, (std::vector<long>{1, 2, 3}));
+  ASSERT_EQ(shape, (std::vector<std::size_t>{2, 2, 5, 5}));
+  for (int r = 0; r < 2; ++r) {
+    Mat A;
+    attention(P, entering.run(r), A);  // heads*n x n
+    for (int i = 0; i < 10; ++i) {
+      double sum = 0;
+      for (int j = 0; j < 5; ++j) {
+        EXPECT_EQ(got[static_cast<std::size_t>((r * 10 + i) * 5 + j)], A(i, j));
+        sum += A(i, j);
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-14);
+    }
+  }
+  for (long k = 1; k <= 3; ++k) plain.apply(k, Zp);
+  EXPECT_EQ(Zp.Z, Z.Z);
 }

@@ -193,6 +193,14 @@ struct Bundles {
 /// (complex pairs give their real and imaginary parts). std::domain_error when some eigenvalue
 /// has |lambda| within tol of 1 (not hyperbolic).
 Matrix unstable_subspace(const Matrix& M, double tol = 1e-9);
+/// The same as a value: the basis, or why M has none (an eigenvalue within tol of the unit circle,
+/// a defective unstable eigenvalue). A bad argument or a non-converging iteration still throws.
+struct SubspaceOutcome {
+  std::optional<Matrix> basis;
+  std::string why_not;  ///< empty when there is a basis
+  explicit operator bool() const { return basis.has_value(); }
+};
+SubspaceOutcome find_unstable_subspace(const Matrix& M, double tol = 1e-9);
 
 /// (a) Two-sided constant extension (App. B.1): B(l) = B(0) for l < 0 and B(L-1) for l >= L.
 /// V_par(l) = Phi(l,0) E^u(B(0)) (pushed forward with QR), V_perp(l)^perp = Phi(L,l)^T (E^s(B(L-1)))^perp

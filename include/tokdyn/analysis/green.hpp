@@ -48,6 +48,13 @@ struct Ends {
 /// std::invalid_argument for empty / non-square / unequal / non-finite matrices; std::domain_error
 /// when an end has an eigenvalue within tol of the unit circle, or the unstable dimensions differ.
 Ends make_ends(const Matrix& B_left, const Matrix& B_right, double tol = 1e-9);
+/// The same with "no dichotomy at the ends" as a value (why_not); bad arguments still throw.
+struct EndsOutcome {
+  std::optional<Ends> ends;
+  std::string why_not;  ///< empty when the ends are hyperbolic with equal unstable dimensions
+  explicit operator bool() const { return ends.has_value(); }
+};
+EndsOutcome find_ends(const Matrix& B_left, const Matrix& B_right, double tol = 1e-9);
 
 /// Block-banded LU (partial pivoting inside the sliding 2d-k row window, as LAPACK's band LU
 /// would pivot) of the BVP above. Factorises once in O(L d^3) (about 4.3 d^3 flops per layer);

@@ -43,6 +43,28 @@ double hemisphere_min(const Eigen::Ref<const Tokens>& X, const Eigen::Ref<const 
 double min_pairwise_inner(const Eigen::Ref<const Tokens>& X);
 /// rho = (1 - c)/(1 + c) (eq. 31); +inf at c = -1.
 double rho_of(double c);
+
+/// Records, at every observation, each run's c = min_{i<j} <x_i, x_j> and m = min_i <x_i, w>
+/// (the observables of the contraction theorems): rows in observation order, runs in order.
+class GeometryObserver final : public Observer {
+ public:
+  struct Row {
+    double t;
+    int run;
+    double min_inner_c;
+    double hemisphere_min;
+  };
+  explicit GeometryObserver(RowVec w) : w_(std::move(w)) {}
+  void observe(double t, const Batch& Z) override;
+  const std::vector<Row>& rows() const { return rows_; }
+  /// The smallest c over the runs at the latest observation (NaN before any).
+  double last_min_c() const { return last_min_c_; }
+
+ private:
+  RowVec w_;
+  std::vector<Row> rows_;
+  double last_min_c_ = std::numeric_limits<double>::quiet_NaN();
+};
 /// D_S = arccos c (pairwise geodesic diameter), c clamped to [-1, 1].
 double sphere_diameter_of(double c);
 /// Y = 1 - c (quadratic deficit).

@@ -31,9 +31,6 @@ struct ModelInstance {
   std::unique_ptr<LayerMap> map;
   Batch Z0;           ///< one run of `tokens` tokens
   TangentStep step;   ///< value and tangents together (empty: apply_and_jvp(*map))
-  /// The "attention" tap: the attention weights of layer k at the state entering it,
-  /// [heads, tokens, tokens] row-major (empty for models without attention).
-  std::function<std::vector<double>(long k, const Tokens& state, int& heads)> attention;
   nlohmann::json notes = nlohmann::json::object();  ///< facts for manifest.json
 };
 
@@ -50,7 +47,9 @@ struct ModelDescriptor {
   /// Its own knobs. A key two models share (d, heads, tau) has the same type, default and range in
   /// both; the analyses tag each knob with the models it applies to.
   std::vector<ParamSpec> knobs;
-  std::vector<std::string> taps;  ///< named internal quantities it exposes besides the state
+  /// The named internal quantities its map exposes besides the state (LayerMap::tap_names; a test
+  /// holds the two equal).
+  std::vector<std::string> taps;
   /// Builds the model and its start state. Reads `tokens` and `seed` besides its knobs; may write
   /// the inputs it draws or reads (token ids, weights) into ctx.dir.
   std::function<ModelInstance(const Params&, RunContext&)> build;

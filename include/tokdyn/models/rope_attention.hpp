@@ -124,6 +124,9 @@ class AttentionStep final : public LayerMap {
   void vjp(long k, const Batch& Z, const Tokens& W, Tokens& out) const override;
   bool has_vjp() const override { return true; }
   double step() const { return h_; }
+  /// Tap "attention": the attention weights at the state entering layer k, [runs, heads, n, n]
+  /// (row t of head h: the weights token t gives the tokens), computed only when asked for.
+  std::vector<std::string> tap_names() const override { return {"attention [runs, heads, tokens, tokens]"}; }
 
  private:
   AttentionParams P_;

@@ -136,7 +136,12 @@ class Transformer : public LayerMap {
   /// Tap "attention" (dynamics.hpp TapObserver): the attention weights of every head of layer k at
   /// the state entering it, [runs, heads, tokens, tokens] (entry (t, s): the weight of token s in
   /// the update of token t), computed only when a watcher asks for layer k.
-  std::vector<std::string> tap_names() const override { return {"attention [runs, heads, tokens, tokens]"}; }
+  /// Tap "residual_mid": the residual stream between the two sublayers of layer k, x-hat of eq. (4)
+  /// (Pre-LN: x + attention; Post-LN: its norm), [runs, tokens, d]. With the state taps of layers
+  /// k-1 and k it is the residual stream before and after each sublayer.
+  std::vector<std::string> tap_names() const override {
+    return {"attention [runs, heads, tokens, tokens]", "residual_mid [runs, tokens, d]"};
+  }
 
   /// The attention matrices alpha of layer k at Z: one T x T matrix per run (the mean over heads;
   /// with one head, alpha itself). attention_heads: one T x (H T) matrix per run, head h in
