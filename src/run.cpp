@@ -103,14 +103,7 @@ class ProgressLine {
   std::mutex mu_;
 };
 
-void write_manifest(const fs::path& file, const nlohmann::json& j) {
-  std::ofstream out(file, std::ios::out | std::ios::trunc | std::ios::binary);
-  if (!out) throw_write_error(file, errno, "create");
-  out << j.dump(2) << '\n';
-  errno = 0;
-  out.close();
-  if (!out) throw_write_error(file, errno);
-}
+void write_manifest(const fs::path& file, const nlohmann::json& j) { write_text_file(file, j.dump(2) + "\n"); }
 
 std::vector<std::string> files_under(const fs::path& dir) {
   std::vector<std::string> files;

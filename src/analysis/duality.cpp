@@ -9,6 +9,7 @@
 
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
+#include "tokdyn/error.hpp"
 #include "tokdyn/norms.hpp"
 
 namespace tokdyn::duality {
@@ -81,7 +82,13 @@ Mat full_step(const SectorFlow& f, long l, int P, const Mat& dX) {
       A.row(a + t) = s / static_cast<double>(t + 1);
     }
   }
-  return dX * B0.transpose() + A * B1.transpose();
+  Mat out = dX * B0.transpose() + A * B1.transpose();
+  // Every depth loop of the coupling presets advances through here: an overflow is exit 4, not NaN rows.
+  if (!out.allFinite())
+    throw NonFiniteError(fmt::format("duality::full_step: the tangent state became non-finite (NaN or Inf) at layer {}: the "
+                                     "cocycle overflowed; use a shorter depth L or a smaller weight scale",
+                                     l + 1));
+  return out;
 }
 
 Mat full_flow(const SectorFlow& f, int P, const Mat& dX, long l0, long l1) {

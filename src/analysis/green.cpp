@@ -15,6 +15,7 @@
 #include <cblas.h>
 #include <fmt/format.h>
 
+#include "tokdyn/error.hpp"
 #include "tokdyn/linalg.hpp"
 
 #include "tokdyn/analysis/cocycle_families.hpp"
@@ -262,6 +263,11 @@ Seq Bvp::solve_full(const Eigen::VectorXd& gL, const Seq& h, const Eigen::Vector
     r.noalias() -= U12_(l) * u.col(l + 1);
     u.col(l) = P.topRows(d_).triangularView<Eigen::Upper>().solve(r);
   }
+  // An overflow in the back substitution (a nearly singular window) is exit 4, never NaN in a table.
+  if (!u.allFinite())
+    throw NonFiniteError(fmt::format("green::Bvp: the bounded solution became non-finite (NaN or Inf) on a window of {} layers: the "
+                                     "boundary-value problem is too ill-conditioned in double precision",
+                                     L_));
   return u;
 }
 

@@ -17,6 +17,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/io/file.hpp"
 #include "tokdyn/io/csv.hpp"
 
 namespace tokdyn {
@@ -90,11 +91,7 @@ void run_all(const Params& p, RunContext& ctx) {
     m["wall_time_s"] = wall;
     m["figure_kind"] = e.figure_kind;
     if (!sc.warnings.empty()) m["warnings"] = sc.warnings;
-    {
-      std::ofstream mf(sc.dir / "manifest.json");
-      mf << m.dump(2) << "\n";
-      if (!mf) throw std::runtime_error(fmt::format("cannot write {}", (sc.dir / "manifest.json").string()));
-    }
+    write_text_file(sc.dir / "manifest.json", m.dump(2) + "\n");
     for (const std::string& w : sc.warnings) ctx.warnings.push_back(e.name + ": " + w);
 
     // The preset's verdicts, as its CheckTable recorded them (the same cells as its checks.csv).

@@ -31,6 +31,7 @@
 #include "tokdyn/analysis/duality.hpp"
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
+#include "tokdyn/drivers.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
@@ -269,6 +270,7 @@ void run_gate(const Params& p, RunContext& ctx) {
       for (int k = 1; k <= L; ++k) {
         held0[static_cast<std::size_t>(k - 1)] = m0.held(k, Z.run(0));
         m0.apply(k, Z);
+        require_finite(Z, "layer", k, "rho = 0");
         tok0[static_cast<std::size_t>(k)] = m0.token_rows(Z);
       }
     }
@@ -308,6 +310,7 @@ void run_gate(const Params& p, RunContext& ctx) {
       std::vector<Mat> D(static_cast<std::size_t>(L + 1), Mat::Zero(K, cfg.d));
       for (int k = 1; k <= L; ++k) {
         mr.apply(k, Z);
+        require_finite(Z, "layer", k, fmt::format("rho = {}", rho));
         const Mat X = mr.token_rows(Z) - tok0[static_cast<std::size_t>(k)];
         for (int b = 0; b < K; ++b) D[static_cast<std::size_t>(k)].row(b) = X.row(b * P);
       }

@@ -271,6 +271,8 @@ void run_trajectory(const Params& p, RunContext& ctx) {
     double worst = 0.0;
     for (long l = 1; l <= L; ++l) {
       u = B2[static_cast<std::size_t>(l - 1)] * u + e;
+      if (!u.allFinite())
+        throw NonFiniteError(fmt::format("R18 looped: the orbit u(l) became non-finite (NaN or Inf) at layer {}", l));
       const double bound = std::pow(r, static_cast<double>(l)) * n0;
       if (bound < 1e-12 * (hstar.norm() + n0)) break;  // below round-off of u(l) itself
       worst = std::max(worst, (u - hstar).norm() / bound);

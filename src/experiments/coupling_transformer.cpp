@@ -93,6 +93,7 @@ std::pair<double, double> homogeneous_invariance(const Transformer& tf, long k, 
   Z.runs = 1;
   Z.Z = homogeneous(x, T);
   tf.apply(k, Z);
+  require_finite(Z, "layer", static_cast<double>(k), "homogeneous");
   const Tokens& out = Z.Z;
   Mat s1, s2;
   apply_norm(c, W.g_attn, W.beta_attn, x.transpose(), s1);

@@ -2,6 +2,7 @@
 // the libFuzzer targets can link it as it is.
 #include "tokdyn/io/file.hpp"
 
+#include <fstream>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,15 @@ std::string errno_text(int err) {
     case 0: return "unknown cause";
     default: return std::strerror(err);
   }
+}
+
+void write_text_file(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::out | std::ios::trunc | std::ios::binary);
+  if (!out) throw_write_error(file, errno, "create");
+  out << text;
+  errno = 0;
+  out.close();
+  if (!out) throw_write_error(file, errno);
 }
 
 void throw_write_error(const std::filesystem::path& file, int err, const char* verb) {

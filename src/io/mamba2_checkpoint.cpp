@@ -183,11 +183,7 @@ void save(const Model& m, const fs::path& dir) {
   fs::remove_all(tmp, ec);
   try {
     fs::create_directories(tmp);
-    {
-      std::ofstream out(tmp / "config.json");
-      out << c.to_json().dump(1) << "\n";
-      if (!out) throw InputError(fmt::format("{}: cannot write config.json", tmp.string()));
-    }
+    write_text_file(tmp / "config.json", c.to_json().dump(1) + "\n");
     std::map<std::string, std::string> meta{{"format", "pt"}};
     if (!m.generated_by.empty()) meta["tokdyn"] = m.generated_by;
     st::write_file(tmp / "model.safetensors", w, meta);
@@ -195,7 +191,7 @@ void save(const Model& m, const fs::path& dir) {
     fs::rename(tmp, dir);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);
-    throw InputError(fmt::format("{}: cannot write the checkpoint: {}", dir.string(), e.code().message()));
+    throw ResourceError(fmt::format("{}: cannot write the checkpoint: {}", dir.string(), e.code().message()));
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

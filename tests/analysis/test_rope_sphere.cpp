@@ -306,3 +306,35 @@ TEST(RopeSphere, BadInput) {
   EXPECT_THROW(acute_state(rng, 3, 4, 0.5, 1.5), std::invalid_argument);
   EXPECT_THROW(multifrequency_rate_fits({}, {7}), InputError);
 }
+
+// GeometryObserver: per run and observation, c = min_{i<j} <x_i, x_j> and m = min_i <x_i, e_1>,
+// against closed forms: three tokens at angles 0, pi/3, 2 pi/3 in the (e_1, e_2) plane give
+// c = cos(2 pi/3) = -1/2 and m = -1/2; the same tokens rotated by pi/6 give c = -1/2, m = cos(5 pi/6).
+TEST(RopeSphere, GeometryObserverRecordsEveryRunAtEveryObservation) {
+  const auto ring = [](double phase) {
+    Tokens X = Tokens::Zero(3, 3);
+    for (int i = 0; i < 3; ++i) {
+      X(i, 0) = std::cos(phase + i * std::numbers::pi / 3);
+      X(i, 1) = std::sin(phase + i * std::numbers::pi / 3);
+    }
+    return X;
+  };
+  Batch Z{Tokens(6, 3), 2, 3};
+  Z.run(0) = ring(0.0);
+  Z.run(1) = ring(std::numbers::pi / 6);
+  RowVec e1 = RowVec::Zero(3);
+  e1[0] = 1.0;
+  tokdyn::rope::GeometryObserver g(e1);
+  EXPECT_TRUE(std::isnan(g.last_min_c()));
+  g.observe(0.0, Z);
+  g.observe(0.5, Z);
+  ASSERT_EQ(g.rows().size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& row = g.rows()[i];
+    EXPECT_EQ(row.t, i < 2 ? 0.0 : 0.5);
+    EXPECT_EQ(row.run, static_cast<int>(i % 2));
+    EXPECT_NEAR(row.min_inner_c, -0.5, 1e-15);
+    EXPECT_NEAR(row.hemisphere_min, row.run == 0 ? -0.5 : std::cos(5 * std::numbers::pi / 6), 1e-15);
+  }
+  EXPECT_NEAR(g.last_min_c(), -0.5, 1e-15);
+}

@@ -36,6 +36,10 @@ std::string read_regular_file(const std::filesystem::path& path, std::uint64_t m
 class ResourceError;
 [[noreturn]] void throw_write_error(const std::filesystem::path& file, int err, const char* verb = "write");
 
+/// Writes `text` to `file` (created or truncated); a failure to create, write or close it (a full
+/// disk, permissions) is a ResourceError naming the file (exit 3).
+void write_text_file(const std::filesystem::path& file, const std::string& text);
+
 /// The cause of a failed system call in words with its symbolic name: "no space left on device
 /// (ENOSPC)", "permission denied (EACCES)", ...
 std::string errno_text(int err);
