@@ -12,6 +12,7 @@
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/model_registry.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
+#include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/rope_attention.hpp"
@@ -68,7 +69,12 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
         max_rate = std::max(max_rate, local_rate(field, kk * h, B, true, kk == 0 ? 16 : 4, v));
       }
     });
-    iterate(step, Z, depth, {&every}, {}, ctx.progress);
+    // State taps of the depth model (3): taps/flow/layer_K.npy [runs, tokens, d], layer 0 the start.
+    const std::vector<long> tap_layers = parse_taps(P.get_string("taps"), depth);
+    StateTapObserver taps(std::make_shared<NpyFolderSink>(taps_dir(ctx.dir, "flow")), tap_layers);
+    std::vector<Observer*> post{&every};
+    if (!tap_layers.empty()) post.push_back(&taps);
+    iterate(step, Z, depth, post, {}, ctx.progress);
     const bool inside = h * max_rate <= kEulerRealAxisLimit;
     max_h_rate = h * max_rate;
     max_h_rate_seen = true;
@@ -136,6 +142,8 @@ OutputDecl rope_flow_outputs() {
         real("min_inner_c", "c = min_{i<j} <x_i, x_j>: smallest pairwise inner product of the tokens (1: consensus)"),
         real("hemisphere_min_e1", "m = min_i <x_i, e_1>: smallest first coordinate (>= 0: all tokens in the hemisphere of e_1)")}},
       metrics_table(variant), metrics_runs_table(variant)};
+  o.arrays = {{"taps/<variant>/layer_<K>.npy", "float64 [runs, tokens, d]: the state after layer K of the step (3) (0: the start)",
+               "integrator = discrete and taps lists K"}};
   o.summaries = {{"softmax_floor_a", "the softmax floor a_{beta,n} = 1/(1 + (n-1) e^{2 beta}) (7): the rate scale tau = 2 a t"},
                  {"lambda1_final", "lambda1 at the last observation (t_end), mean over runs (1: consensus)"},
                  {"participation_final", "participation ratio at the last observation, mean over runs (1: rank one)"},
@@ -167,7 +175,9 @@ const ExperimentRegistration reg_rope_flow{with_outputs(with_smoke(Experiment{
      p_double("rtol", 1e-8, "relative tolerance (adaptive; >= 1e-14, below which steps stall in double precision)", 1e-14)
          .when("integrator", {"dopri5", "cash_karp54", "fehlberg78"}),
      p_double("atol", 1e-10, "absolute tolerance (adaptive)", 0.0, {}, true).when("integrator", {"dopri5", "cash_karp54", "fehlberg78"}),
-     p_int("outputs", 200, "output times", 1, 1000000)},
+     p_int("outputs", 200, "output times", 1, 1000000),
+     taps_param("[runs, tokens, d] float64 (integrator = discrete: the layers of the step (3), up to round(t_end / h))")
+         .when("integrator", {"discrete"})},
     run_rope_flow,
     "rope-flow",
     [](const Params& P) {

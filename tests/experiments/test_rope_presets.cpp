@@ -11,6 +11,7 @@
 
 #include "test_util.hpp"
 #include "thread_util.hpp"
+#include "tokdyn/io/npy.hpp"
 #include "tokdyn/linalg.hpp"
 
 namespace fs = std::filesystem;
@@ -261,4 +262,32 @@ TEST(RopePresets, FixedStepsAreCheckedAgainstTheLocalRate) {
     EXPECT_NE(r.err.find("steps"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(d.path() / "tiny"));
   }
+}
+
+// rope-flow's discrete step (3) is a depth model: its state taps are taps/flow/layer_K.npy
+// [runs, tokens, d] with unit tokens, layer 0 the start; taps with an integrator is refused.
+TEST(RopePresets, DiscreteFlowWritesStateTaps) {
+  TempDir d;
+  CliResult r = run_cli(d.path(), {"run", "rope-flow", "--out", "o", "--no-figures", "-q", "--set", "integrator=discrete", "--set",
+                                   "h=0.1", "--set", "t_end=1", "--set", "n=5", "--set", "runs=2", "--set", "taps=0,5:10:5"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (long k : {0L, 5L, 10L}) {
+    std::vector<std::size_t> shape;
+    const std::vector<double> x =
+        tokdyn::read_npy_double(d.path() / "o" / "taps" / "flow" / ("layer_" + std::to_string(k) + ".npy"), shape);
+    ASSERT_EQ(shape, (std::vector<std::size_t>{2, 5, 4})) << k;
+    for (std::size_t i = 0; i < 10; ++i) {
+      double n2 = 0;
+      for (std::size_t j = 0; j < 4; ++j) n2 += x[i * 4 + j] * x[i * 4 + j];
+      EXPECT_NEAR(n2, 1.0, 1e-14) << k;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(d.path() / "o" / "taps" / "flow" / "layer_1.npy"));
+  r = run_cli(d.path(), {"run", "rope-flow", "--out", "p", "--no-figures", "-q", "--set", "taps=all"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("parameter 'taps' does not apply"), std::string::npos) << r.err;
+  r = run_cli(d.path(), {"run", "rope-flow", "--out", "q", "--no-figures", "-q", "--set", "integrator=discrete", "--set", "h=0.1",
+                         "--set", "t_end=1", "--set", "taps=11"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("parameter 'taps'"), std::string::npos) << r.err;
 }
