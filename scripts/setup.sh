@@ -9,7 +9,8 @@ shift || true
 pkgs=(build-essential cmake ninja-build pkg-config
       libeigen3-dev libopenblas-dev libopenblas-openmp-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
       libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
-      python3-numpy python3-matplotlib python3-scipy clang libclang-rt-14-dev)
+      python3-numpy python3-matplotlib python3-scipy clang libclang-rt-14-dev
+      python3-dev pybind11-dev python3-pandas python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,3 +29,13 @@ if [ ! -f "$build/build.ninja" ] || [ $# -gt 0 ]; then
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
 cmake --build "$build" -j "$(nproc)"
+
+# `import tokdyn` from any folder with Debian's /usr/bin/python3: a .pth file in the user's site
+# folder names the build's package folder (as `pip install --user -e` would; remove the file to undo).
+# Only for the default build folder, so that a CI or sanitizer build elsewhere does not move it.
+if [ "$build" = "$here/build" ] && [ -f "$build/python/tokdyn/__init__.py" ]; then
+  site=$(/usr/bin/python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null || true)
+  if [ -n "$site" ] && mkdir -p "$site" 2>/dev/null; then
+    printf '%s\n' "$(cd "$build" && pwd)/python" > "$site/tokdyn.pth.tmp" && mv "$site/tokdyn.pth.tmp" "$site/tokdyn.pth"
+  fi
+fi

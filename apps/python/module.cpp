@@ -1,0 +1,598 @@
+// tokdyn._core: the library from Python (pybind11). The presets and their results, the registry's
+// models (step, jvp, trajectory, taps), and the analyses as functions of NumPy arrays, including
+// the depth spectrum of a model the user defines by Python callbacks. The package python/tokdyn
+// wraps this module (pandas tables, named axes, docstrings); docs/python.md explains it.
+//
+// Conventions: arrays are float64 C-contiguous (converted when not: pybind11's forcecast); the GIL
+// is released while the library computes (callbacks take it back); errors are the CLI's one-line
+// messages, ValueError for bad input (exit code 2) and RuntimeError for the rest (resource,
+// non-finite state, no convergence, internal).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/analysis/depth_spectra.hpp"
+#include "tokdyn/array_sink.hpp"
+#include "tokdyn/build_info.hpp"
+#include "tokdyn/drivers.hpp"
+#include "tokdyn/error.hpp"
+#include "tokdyn/experiment.hpp"
+#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/experiments/taps.hpp"
+#include "tokdyn/observers.hpp"
+#include "tokdyn/outputs.hpp"
+
+namespace py = pybind11;
+
+namespace tokdyn::python {
+namespace {
+
+using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using cocycle::Matrix;
+
+const ModelDescriptor& descriptor(const std::string& name) {
+  try {
+    return model_descriptor(name);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+}
+
+/// A float64 array of `shape` holding a copy of `data`.
+py::array_t<double> to_numpy(const double* data, const std::vector<std::size_t>& shape) {
+  std::vector<py::ssize_t> s(shape.begin(), shape.end());
+  py::array_t<double> a(s);
+  std::size_t n = 1;
+  for (std::size_t x : shape) n *= x;
+  std::copy(data, data + n, a.mutable_data());
+  return a;
+}
+
+std::vector<std::size_t> shape_of(const py::array& a) {
+  std::vector<std::size_t> s;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s.push_back(static_cast<std::size_t>(a.shape(i)));
+  return s;
+}
+
+std::string shape_text(const py::array& a) { return fmt::format("[{}]", fmt::join(shape_of(a), ", ")); }
+
+/// Library refusals of values (std::invalid_argument / domain_error) as InputError, so that they
+/// reach Python as ValueError with the library's message.
+template <class F>
+auto checked(F&& f) {
+  using R = decltype(f());
+  if constexpr (std::is_void_v<R>) {
+    as_input_error([&] { f(); });
+  } else {
+    std::optional<R> out;
+    as_input_error([&] { out.emplace(f()); });
+    return std::move(*out);
+  }
+}
+
+const Experiment& preset_named(const std::string& name) {
+  if (const Experiment* e = find_experiment(name)) return *e;
+  std::vector<std::string> names;
+  for (const Experiment* e : experiments()) names.push_back(e->name);
+  throw InputError(fmt::format("preset '{}': unknown; expected one of {} (tokdyn.presets())", name, fmt::join(names, ", ")));
+}
+
+// ---- presets ----
+
+std::vector<std::pair<std::string, std::string>> list_presets() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Experiment* e : experiments()) out.emplace_back(e->name, e->description);
+  return out;
+}
+
+std::string show_json(const std::string& name) { return schema_json(preset_named(name)).dump(); }
+
+py::dict run_preset(const std::string& name, const std::string& out, const std::map<std::string, std::string>& sets,
+                    int threads, bool figures, bool overwrite, bool inputs) {
+  const Experiment& e = preset_named(name);
+  const std::vector<std::pair<std::string, std::string>> v(sets.begin(), sets.end());
+  const Params P = resolve_params(e, v);
+  if (threads < 1) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  RunOutcome r;
+  {
+    py::gil_scoped_release release;
+    r = run_experiment(e, P, out, threads, figures, /*show_progress=*/false, overwrite, inputs);
+  }
+  py::dict d;
+  d["dir"] = r.dir.string();
+  d["files"] = r.files;
+  d["replaced"] = r.replaced;
+  d["checks_line"] = r.checks_line;
+  d["figure_error"] = r.figure_error;
+  return d;
+}
+
+// ---- models ----
+
+/// Keeps the arrays a run hands to it, in memory (the package's taps).
+class MemorySink final : public ArraySink {
+ public:
+  void put(const std::string& name, const double* data, const std::vector<std::size_t>& shape) override {
+    std::size_t n = 1;
+    for (std::size_t x : shape) n *= x;
+    arrays[name] = {std::vector<double>(data, data + n), shape};
+  }
+  void put(const std::string& name, const float* data, const std::vector<std::size_t>& shape) override {
+    std::size_t n = 1;
+    for (std::size_t x : shape) n *= x;
+    arrays[name] = {std::vector<double>(data, data + n), shape};  // fp32 values, exactly widened
+  }
+  std::map<std::string, std::pair<std::vector<double>, std::vector<std::size_t>>> arrays;
+};
+
+/// Captures one tap at one layer while armed (a model keeps one, watching from its construction).
+class CaptureTap final : public TapObserver {
+ public:
+  void arm(std::string name, long k, std::vector<int> heads) {
+    name_ = std::move(name), k_ = k, heads_ = std::move(heads);
+    value.clear(), shape.clear();
+  }
+  void disarm() { name_.clear(); }
+  bool wants(const std::string& name, long k) const override { return !name_.empty() && name == name_ && k == k_; }
+  std::vector<int> heads(const std::string& name, long) const override { return name == name_ ? heads_ : std::vector<int>{}; }
+  void tap(const std::string&, long, const double* data, const std::vector<std::size_t>& s) override {
+    std::size_t n = 1;
+    for (std::size_t x : s) n *= x;
+    value.assign(data, data + n);
+    shape = s;
+  }
+  void tap(const std::string&, long, const float* data, const std::vector<std::size_t>& s) override {
+    std::size_t n = 1;
+    for (std::size_t x : s) n *= x;
+    value.assign(data, data + n);
+    shape = s;
+  }
+  std::vector<double> value;
+  std::vector<std::size_t> shape;
+
+ private:
+  std::string name_;
+  long k_ = 0;
+  std::vector<int> heads_;
+};
+
+/// The parameters a model is built from: its knobs, and the tokens, seed and depth every builder reads.
+Experiment model_schema(const ModelDescriptor& m) {
+  Experiment e;
+  e.name = "model " + m.name;
+  e.params = m.knobs;
+  e.params.push_back(p_int("tokens", 8, "tokens per sequence", 1, 1 << 20));
+  e.params.push_back(p_int("seed", 0, "seed of the start tokens and random weights", 0, kMaxSeed));
+  e.params.push_back(p_int("depth", 100, "layers the model is built for (untied random Transformer weights)", 1, 10000000));
+  return e;
+}
+
+class Model {
+ public:
+  Model(const std::string& name, const std::map<std::string, std::string>& knobs, const std::string& dir) : name_(name) {
+    const ModelDescriptor& m = descriptor(name);
+    const Experiment e = model_schema(m);
+    const std::vector<std::pair<std::string, std::string>> v(knobs.begin(), knobs.end());
+    P_ = resolve_params(e, v);
+    RunContext ctx;
+    ctx.dir = dir;
+    S_ = checked([&] { return build_model(name, P_, ctx); });
+    notes_ = S_.notes.dump();
+    capture_ = std::make_unique<CaptureTap>();
+    if (!S_.map->tap_names().empty()) S_.map->watch(capture_.get());
+  }
+
+  const std::string& name() const { return name_; }
+  std::vector<std::string> tap_names() const { return S_.map->tap_names(); }
+  bool on_sphere() const { return S_.map->on_sphere(); }
+  std::string notes() const { return notes_; }
+  py::dict knobs() const {
+    py::dict d;
+    for (const auto& [k, v] : P_.values_) d[py::str(k)] = value_text(v);
+    return d;
+  }
+
+  py::array_t<double> x0() const { return to_numpy(S_.Z0.Z.data(), {static_cast<std::size_t>(S_.Z0.len), dim()}); }
+
+  /// X [runs, rows, d] or [rows, d] -> the state after layer `layer` (same shape).
+  py::array_t<double> step(const Array& X, long layer) const {
+    Batch Z = batch_of(X, "X");
+    check_layer(layer);
+    {
+      py::gil_scoped_release release;
+      checked([&] { apply(layer, Z); });
+    }
+    return to_numpy(Z.Z.data(), shape_of(X));
+  }
+
+  /// The tangent map of layer `layer` at X [rows, d] applied to k tangents V [k, rows, d].
+  py::array_t<double> jvp(const Array& X, const Array& V, long layer) const {
+    const Batch Z = batch_of(X, "X");
+    if (Z.runs != 1) throw InputError(fmt::format("X: shape {}; expected one state [rows, d] for jvp", shape_text(X)));
+    check_layer(layer);
+    if (V.ndim() != 3 || static_cast<int>(V.shape(1)) != Z.len || V.shape(2) != Z.Z.cols())
+      throw InputError(fmt::format("V: shape {}; expected [k, rows, d] = [k, {}, {}]", shape_text(V), Z.len, Z.Z.cols()));
+    const auto k = static_cast<int>(V.shape(0));
+    Tokens Vt = Eigen::Map<const Tokens>(V.data(), static_cast<Eigen::Index>(k) * Z.len, Z.Z.cols());
+    Tokens W;
+    {
+      py::gil_scoped_release release;
+      checked([&] {
+        const Batch Zrep{Z.Z.replicate(k, 1), k, Z.len};
+        if (S_.step) {
+          Batch next;
+          S_.step(layer, Z, Zrep, Vt, next, W);
+        } else {
+          S_.map->jvp(layer, Zrep, Vt, W);
+        }
+      });
+    }
+    return to_numpy(W.data(), shape_of(V));
+  }
+
+  /// Layers 1..depth from X0 [runs, rows, d] (or [rows, d]); returns {layer: state} for the layers
+  /// `taps` selects (parse_taps syntax: "all", "0,10:100:10"), in the model's precision widened to double.
+  py::dict trajectory(const Array& X0, long depth, const std::string& taps) const {
+    if (depth < 1) throw InputError(fmt::format("depth: expected an integer >= 1, got {}", depth));
+    const std::vector<long> layers = parse_taps(taps, depth);
+    auto sink = std::make_shared<MemorySink>();
+    {
+      Batch Z = batch_of(X0, "X0");
+      py::gil_scoped_release release;
+      checked([&] {
+        StateTapObserver obs(sink, layers);
+        if (S_.map->float_state()) {
+          BatchF ZF{Z.Z.cast<float>(), Z.runs, Z.len};
+          iterate(*S_.map, ZF, depth, {&obs});
+        } else {
+          iterate(*S_.map, Z, depth, {&obs});
+        }
+      });
+    }
+    py::dict out;
+    for (long k : layers) {
+      const auto& [data, shape] = sink->arrays.at(fmt::format("layer_{}", k));
+      out[py::int_(k)] = to_numpy(data.data(), shape);
+    }
+    return out;
+  }
+
+  /// The internal quantity `name` of layer `layer` at the state X entering it ([runs, rows, d]).
+  py::array_t<double> tap(const std::string& name, const Array& X, long layer, const std::vector<int>& heads) const {
+    bool offered = false;
+    std::vector<std::string> names;
+    for (const std::string& t : S_.map->tap_names()) {
+      names.push_back(t.substr(0, t.find(' ')));
+      offered = offered || names.back() == name;
+    }
+    if (!offered)
+      throw InputError(fmt::format("tap '{}': model {} offers {}", name, name_, names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
+    Batch Z = batch_of(X, "X");
+    check_layer(layer);
+    CaptureTap& cap = *capture_;
+    cap.arm(name, layer, heads);
+    {
+      py::gil_scoped_release release;
+      try {
+        checked([&] { apply(layer, Z); });
+      } catch (...) {
+        cap.disarm();
+        throw;
+      }
+    }
+    cap.disarm();
+    if (cap.shape.empty()) throw InputError(fmt::format("tap '{}': model {} did not hand it out at layer {}", name, name_, layer));
+    return to_numpy(cap.value.data(), cap.shape);
+  }
+
+  const ModelInstance& instance() const { return S_; }
+  std::size_t dim() const { return static_cast<std::size_t>(S_.Z0.Z.cols()); }
+
+ private:
+  std::string name_;
+  Params P_;
+  ModelInstance S_;
+  std::string notes_;
+  std::unique_ptr<CaptureTap> capture_;  // watches the map from construction; armed by tap()
+
+  void check_layer(long layer) const {
+    if (layer < 1) throw InputError(fmt::format("layer: expected an integer >= 1 (layer 1 maps x(0) to x(1)), got {}", layer));
+  }
+
+  void apply(long layer, Batch& Z) const {
+    if (S_.map->float_state()) {
+      BatchF ZF{Z.Z.cast<float>(), Z.runs, Z.len};
+      S_.map->apply_float(layer, ZF);
+      Z.Z = ZF.Z.cast<double>();
+    } else {
+      S_.map->apply(layer, Z);
+    }
+  }
+
+  Batch batch_of(const Array& X, const char* what) const {
+    const auto rows = static_cast<std::size_t>(S_.Z0.len);
+    if (X.ndim() == 2 && static_cast<std::size_t>(X.shape(0)) == rows && static_cast<std::size_t>(X.shape(1)) == dim())
+      return Batch{Eigen::Map<const Tokens>(X.data(), X.shape(0), X.shape(1)), 1, static_cast<int>(rows)};
+    if (X.ndim() == 3 && static_cast<std::size_t>(X.shape(1)) == rows && static_cast<std::size_t>(X.shape(2)) == dim() && X.shape(0) >= 1)
+      return Batch{Eigen::Map<const Tokens>(X.data(), X.shape(0) * X.shape(1), X.shape(2)), static_cast<int>(X.shape(0)),
+                   static_cast<int>(rows)};
+    throw InputError(fmt::format("{}: shape {}; expected [rows, d] or [runs, rows, d] with rows = {}, d = {} for model {}", what,
+                                 shape_text(X), rows, dim(), name_));
+  }
+};
+
+// ---- analyses ----
+
+py::dict gram(const Array& X) {
+  if (X.ndim() != 3 && X.ndim() != 2)
+    throw InputError(fmt::format("X: shape {}; expected [runs, tokens, d] or [tokens, d]", shape_text(X)));
+  const py::ssize_t runs = X.ndim() == 3 ? X.shape(0) : 1, len = X.shape(X.ndim() - 2), d = X.shape(X.ndim() - 1);
+  if (len < 1 || d < 1) throw InputError(fmt::format("X: shape {}; expected at least one token of dimension >= 1", shape_text(X)));
+  std::vector<double> l1(static_cast<std::size_t>(runs)), pr(l1), mc(l1), cd(l1), cdd(l1);
+  {
+    const Eigen::Map<const Tokens> all(X.data(), runs * len, d);  // zero-copy view
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < runs; ++r) {
+      const auto Zr = all.middleRows(r * len, len);
+      const GramMetrics g = gram_metrics(Zr);
+      const auto i = static_cast<std::size_t>(r);
+      l1[i] = g.lambda1;
+      pr[i] = g.participation;
+      mc[i] = g.min_cosine;
+      cd[i] = consensus_distance(Zr).distance;
+      cdd[i] = diagonal_consensus_distance(Zr).distance;
+    }
+  }
+  py::dict out;
+  const std::vector<std::size_t> shape{static_cast<std::size_t>(runs)};
+  out["lambda1"] = to_numpy(l1.data(), shape);
+  out["participation"] = to_numpy(pr.data(), shape);
+  out["min_cosine"] = to_numpy(mc.data(), shape);
+  out["consensus_dist_axes"] = to_numpy(cd.data(), shape);
+  out["consensus_dist_diagonal"] = to_numpy(cdd.data(), shape);
+  return out;
+}
+
+/// The spectra of a log-diagonal of the triangularised cocycle: Lyapunov exponents, Bohl intervals
+/// (Steklov window H), merged dichotomy spectrum and the hyperbolicity decision.
+/// Rows [begin, end) of log_diag are measured (begin: the burn-in), as cocycle-spectra computes them.
+py::dict spectra_of(const Matrix& log_diag, long begin, long H, const std::vector<long>& unresolved) {
+  const cocycle::LyapunovSpectrum ls = cocycle::lyapunov_spectrum(log_diag, begin);
+  const std::vector<cocycle::Interval> iv = cocycle::bohl_intervals(log_diag, H, begin);
+  const std::vector<cocycle::Interval> merged = cocycle::merge_intervals(iv);
+  const cocycle::SpectrumError err = cocycle::spectrum_error(log_diag, begin);
+  const cocycle::HyperbolicDecision dec = cocycle::decide_hyperbolic(merged, err.tolerance());
+  py::dict out;
+  out["mu"] = to_numpy(ls.mu.data(), {static_cast<std::size_t>(ls.mu.size())});
+  std::vector<std::pair<double, double>> bohl, spec;
+  for (const auto& i : iv) bohl.emplace_back(i.lower, i.upper);
+  for (const auto& i : merged) spec.emplace_back(i.lower, i.upper);
+  out["bohl_intervals"] = bohl;
+  out["dichotomy_spectrum"] = spec;
+  out["hyperbolic"] = cocycle::verdict_name(dec.verdict);
+  out["margin"] = dec.margin;
+  out["tolerance"] = dec.tolerance;
+  out["H"] = H;
+  out["unresolved_at"] = unresolved;
+  const Mat ld = log_diag.bottomRows(log_diag.rows() - begin);  // the measured rows, row-major for NumPy
+  out["log_diag"] = to_numpy(ld.data(), {static_cast<std::size_t>(ld.rows()), static_cast<std::size_t>(ld.cols())});
+  return out;
+}
+
+long default_window(long n) { return std::max(1L, n / 4); }
+
+py::dict cocycle_spectra(const Array& B, long k, long H, long burn_in) {
+  if (B.ndim() != 3 || B.shape(1) != B.shape(2) || B.shape(0) < 1 || B.shape(1) < 1)
+    throw InputError(fmt::format("B: shape {}; expected [L, d, d] with L, d >= 1", shape_text(B)));
+  const long L = static_cast<long>(B.shape(0)), d = static_cast<long>(B.shape(1));
+  if (k < 0 || k > d) throw InputError(fmt::format("k: expected 0 (all d = {}) to d, got {}", d, k));
+  if (burn_in < 0 || burn_in >= L) throw InputError(fmt::format("burn_in: expected 0 <= burn_in < L = {}, got {}", L, burn_in));
+  const long N = L - burn_in;
+  if (H == 0) H = default_window(N);
+  if (H < 1 || H > N) throw InputError(fmt::format("H: expected a Steklov window from 1 to L - burn_in = {}, got {}", N, H));
+  std::vector<Matrix> mats;
+  mats.reserve(static_cast<std::size_t>(L));
+  for (long l = 0; l < L; ++l)  // C order [l, i, j] is row-major d x d
+    mats.emplace_back(Eigen::Map<const Mat>(B.data() + l * d * d, d, d));
+  cocycle::QrResult q;
+  {
+    py::gil_scoped_release release;
+    checked([&] {
+      const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(std::move(mats));
+      cocycle::QrOptions o;
+      o.k = k;
+      q = cocycle::qr_iterate(c, o);
+    });
+  }
+  return checked([&] { return spectra_of(q.log_diag, burn_in, H, q.unresolved_at); });
+}
+
+/// A LayerMap whose layers are Python callables: step(X [rows, d], l) -> X', jvp(X, V [k, rows, d], l) -> W.
+class CallbackMap final : public LayerMap {
+ public:
+  CallbackMap(py::function step, py::function jvp, bool sphere, int rows, int d)
+      : step_(std::move(step)), jvp_(std::move(jvp)), sphere_(sphere), rows_(rows), d_(d) {}
+  void apply(long k, Batch& Z) const override {
+    py::gil_scoped_acquire gil;
+    for (int r = 0; r < Z.runs; ++r) {
+      const Tokens X = Z.run(r);
+      const py::array_t<double> in = to_numpy(X.data(), {static_cast<std::size_t>(rows_), static_cast<std::size_t>(d_)});
+      const Array out = Array::ensure(step_(in, k));
+      if (!out || out.ndim() != 2 || out.shape(0) != rows_ || out.shape(1) != d_)
+        throw InputError(fmt::format("step(X, {}): returned {}; expected an array of shape [{}, {}]", k,
+                                     out ? shape_text(out) : std::string("no array"), rows_, d_));
+      Z.run(r) = Eigen::Map<const Tokens>(out.data(), rows_, d_);
+    }
+  }
+  void jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const override {
+    py::gil_scoped_acquire gil;
+    // Z holds the one state replicated per tangent (depth_spectrum's Zrep): run 0 is the state.
+    const Tokens X = Z.run(0);
+    const int kt = static_cast<int>(V.rows() / rows_);
+    const py::array_t<double> x = to_numpy(X.data(), {static_cast<std::size_t>(rows_), static_cast<std::size_t>(d_)});
+    const py::array_t<double> v = to_numpy(V.data(), {static_cast<std::size_t>(kt), static_cast<std::size_t>(rows_),
+                                                      static_cast<std::size_t>(d_)});
+    const Array w = Array::ensure(jvp_(x, v, k));
+    if (!w || w.ndim() != 3 || w.shape(0) != kt || w.shape(1) != rows_ || w.shape(2) != d_)
+      throw InputError(fmt::format("jvp(X, V, {}): returned {}; expected an array of shape [{}, {}, {}]", k,
+                                   w ? shape_text(w) : std::string("no array"), kt, rows_, d_));
+    out = Eigen::Map<const Tokens>(w.data(), static_cast<Eigen::Index>(kt) * rows_, d_);
+  }
+  bool has_exact_jvp() const override { return true; }
+  bool on_sphere() const override { return sphere_; }
+
+ private:
+  py::function step_, jvp_;
+  bool sphere_;
+  int rows_, d_;
+};
+
+py::dict spectrum_result(const DepthSpectrum& R, long H) {
+  const Matrix measured = R.measured_log_r();
+  py::dict out = spectra_of(measured, 0, H, R.unresolved_at);
+  out["mu"] = to_numpy(R.mu.data(), {static_cast<std::size_t>(R.mu.size())});
+  const Mat run = R.mu_running;
+  out["mu_running"] = to_numpy(run.data(), {static_cast<std::size_t>(run.rows()), static_cast<std::size_t>(run.cols())});
+  out["dim"] = R.dim;
+  const Tokens& F = R.final_state.Z;
+  out["final_state"] = to_numpy(F.data(), {static_cast<std::size_t>(F.rows()), static_cast<std::size_t>(F.cols())});
+  return out;
+}
+
+DepthSpectrumOptions spectrum_options(long depth, int k, long burn_in, std::uint64_t seed, long& H) {
+  if (depth < 1) throw InputError(fmt::format("depth: expected an integer >= 1, got {}", depth));
+  if (k < 1) throw InputError(fmt::format("k: expected an integer >= 1, got {}", k));
+  if (burn_in < 0 || burn_in >= depth) throw InputError(fmt::format("burn_in: expected 0 <= burn_in < depth = {}, got {}", depth, burn_in));
+  const long N = depth - burn_in;
+  if (H == 0) H = default_window(N);
+  if (H < 1 || H > N) throw InputError(fmt::format("H: expected a Steklov window from 1 to depth - burn_in = {}, got {}", N, H));
+  DepthSpectrumOptions o;
+  o.k = k;
+  o.depth = depth;
+  o.burn_in = burn_in;
+  o.seed = seed;
+  return o;
+}
+
+/// A given initial tangent frame V0 [k, rows, d] as the library's k*rows x d stack (nullopt: drawn).
+std::optional<Tokens> frame_of(const std::optional<Array>& V0, int k, int rows, int d) {
+  if (!V0) return std::nullopt;
+  if (V0->ndim() != 3 || V0->shape(0) != k || V0->shape(1) != rows || V0->shape(2) != d)
+    throw InputError(fmt::format("V0: shape {}; expected [k, rows, d] = [{}, {}, {}]", shape_text(*V0), k, rows, d));
+  return Tokens(Eigen::Map<const Tokens>(V0->data(), static_cast<Eigen::Index>(k) * rows, d));
+}
+
+py::dict depth_spectrum_callbacks(py::function step, py::function jvp, const Array& X0, long depth, int k, long burn_in,
+                                  bool on_sphere, std::uint64_t seed, long H, std::optional<Array> V0) {
+  if (X0.ndim() != 2 || X0.shape(0) < 1 || X0.shape(1) < 1)
+    throw InputError(fmt::format("X0: shape {}; expected [rows, d]", shape_text(X0)));
+  const int rows = static_cast<int>(X0.shape(0)), d = static_cast<int>(X0.shape(1));
+  DepthSpectrumOptions o = spectrum_options(depth, k, burn_in, seed, H);
+  const long dim = static_cast<long>(rows) * (on_sphere ? d - 1 : d);
+  if (k > dim) throw InputError(fmt::format("k: expected at most the tangent dimension {}, got {}", dim, k));
+  const std::optional<Tokens> frame = frame_of(V0, k, rows, d);
+  if (frame) o.tangents = &*frame;
+  const CallbackMap F(std::move(step), std::move(jvp), on_sphere, rows, d);
+  const Batch Z0{Eigen::Map<const Tokens>(X0.data(), rows, d), 1, rows};
+  DepthSpectrum R;
+  {
+    py::gil_scoped_release release;
+    checked([&] { R = depth_spectrum(F, Z0, o); });
+  }
+  return checked([&] { return spectrum_result(R, H); });
+}
+
+py::dict depth_spectrum_model(const Model& m, long depth, int k, long burn_in, std::uint64_t seed, long H, std::optional<Array> X0,
+                              std::optional<Array> V0) {
+  DepthSpectrumOptions o = spectrum_options(depth, k, burn_in, seed, H);
+  const ModelInstance& S = m.instance();
+  Batch Z0 = S.Z0;
+  if (X0) {
+    if (X0->ndim() != 2 || X0->shape(0) != Z0.len || X0->shape(1) != Z0.Z.cols())
+      throw InputError(fmt::format("X0: shape {}; expected [rows, d] = [{}, {}]", shape_text(*X0), Z0.len, Z0.Z.cols()));
+    Z0.Z = Eigen::Map<const Tokens>(X0->data(), Z0.len, Z0.Z.cols());
+  }
+  const long dim = tangent_dimension(*S.map, Z0);
+  if (k > dim) throw InputError(fmt::format("k: expected at most the tangent dimension {} of model {}, got {}", dim, m.name(), k));
+  const std::optional<Tokens> frame = frame_of(V0, k, Z0.len, static_cast<int>(Z0.Z.cols()));
+  if (frame) o.tangents = &*frame;
+  DepthSpectrum R;
+  {
+    py::gil_scoped_release release;
+    checked([&] { R = depth_spectrum(*S.map, Z0, o, S.step); });
+  }
+  return checked([&] { return spectrum_result(R, H); });
+}
+
+}  // namespace
+}  // namespace tokdyn::python
+
+PYBIND11_MODULE(_core, mod) {
+  using namespace tokdyn;
+  using namespace tokdyn::python;
+  mod.doc() = "tokdyn's C++ core (see the package tokdyn for the documented interface)";
+  mod.attr("__version__") = std::string(TOKDYN_VERSION);
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    try {
+      std::rethrow_exception(p);
+    } catch (const py::builtin_exception&) {
+      throw;
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (...) {
+      const Failure f = failure_of(std::current_exception());
+      PyErr_SetString(f.code == exit_code::bad_input ? PyExc_ValueError : PyExc_RuntimeError, f.line.c_str());
+    }
+  });
+
+  mod.def("presets", &list_presets);
+  mod.def("show_json", &show_json, py::arg("preset"));
+  mod.def("run", &run_preset, py::arg("preset"), py::arg("out"), py::arg("sets"), py::arg("threads"), py::arg("figures"),
+          py::arg("overwrite"), py::arg("inputs"));
+  mod.def("model_names", &model_names);
+  mod.def("model_schema_json", [](const std::string& name) {
+    nlohmann::json j = schema_json(model_schema(descriptor(name)));
+    j["description"] = model_descriptor(name).description;
+    j["taps"] = model_descriptor(name).taps;
+    return j.dump();
+  });
+
+  py::class_<Model>(mod, "Model")
+      .def(py::init<const std::string&, const std::map<std::string, std::string>&, const std::string&>(), py::arg("name"),
+           py::arg("knobs"), py::arg("dir"))
+      .def_property_readonly("name", &Model::name)
+      .def_property_readonly("tap_names", &Model::tap_names)
+      .def_property_readonly("on_sphere", &Model::on_sphere)
+      .def_property_readonly("notes_json", &Model::notes)
+      .def_property_readonly("knobs", &Model::knobs)
+      .def("x0", &Model::x0)
+      .def("step", &Model::step, py::arg("X"), py::arg("layer"))
+      .def("jvp", &Model::jvp, py::arg("X"), py::arg("V"), py::arg("layer"))
+      .def("trajectory", &Model::trajectory, py::arg("X0"), py::arg("depth"), py::arg("taps"))
+      .def("tap", &Model::tap, py::arg("name"), py::arg("X"), py::arg("layer"), py::arg("heads"));
+
+  mod.def("gram_metrics", &gram, py::arg("X"));
+  mod.def("cocycle_spectra", &cocycle_spectra, py::arg("B"), py::arg("k"), py::arg("H"), py::arg("burn_in"));
+  mod.def("depth_spectrum_callbacks", &depth_spectrum_callbacks, py::arg("step"), py::arg("jvp"), py::arg("X0"), py::arg("depth"),
+          py::arg("k"), py::arg("burn_in"), py::arg("on_sphere"), py::arg("seed"), py::arg("H"), py::arg("V0"));
+  mod.def("depth_spectrum_model", &depth_spectrum_model, py::arg("model"), py::arg("depth"), py::arg("k"), py::arg("burn_in"),
+          py::arg("seed"), py::arg("H"), py::arg("X0"), py::arg("V0"));
+}

@@ -1,0 +1,387 @@
+"""tokdyn from Python: the presets and their results, the registry's models, and the analyses.
+
+Everything runs in tokdyn's C++ core (the module ``tokdyn._core``), with NumPy arrays in and out and
+the GIL released while it computes; the results are the same bits the CLI writes.
+
+Errors: ``ValueError`` for bad input (what the CLI reports with exit code 2), ``RuntimeError`` for
+the rest (resources, non-finite state, no convergence), each with the CLI's one-line message.
+
+Quick tour::
+
+    import tokdyn
+    tokdyn.presets()                                  # the named experiments
+    r = tokdyn.run("rope-flow", n=8, runs=2, t_end=5) # run one in-process -> Result
+    r.metrics                                         # a declared table as a pandas DataFrame
+    r.summaries                                       # summary.csv: quantity, value, paper
+    m = tokdyn.models.rope(d=4, tokens=6, beta=1.0)   # a registry model
+    X1 = m.step(m.x0, 1)                              # one layer
+    s = tokdyn.depth_spectrum(m, depth=200, k=4)      # Lyapunov exponents of its depth map
+    s = tokdyn.depth_spectrum(step, jvp, X0, 200, 4)  # ... of your own model (Python callables)
+    tokdyn.cocycle_spectra(B)                         # spectra of a [L, d, d] cocycle
+
+docs/python.md has the whole interface.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+
+__version__ = _core.__version__
+__all__ = ["presets", "show", "run", "load", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",
+           "depth_spectrum", "model_names"]
+
+
+def _text(value: Any) -> str:
+    """A parameter value as `--set` text: bools lower case, lists comma-joined."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return ",".join(_text(v) for v in value)
+    if isinstance(value, (os.PathLike,)):
+        return os.fspath(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Presets and results
+
+
+def presets() -> List[Dict[str, str]]:
+    """The named experiments: ``[{"name": ..., "description": ...}, ...]`` (``tokdyn presets``)."""
+    return [{"name": n, "description": d} for n, d in _core.presets()]
+
+
+def show(preset: str) -> Dict[str, Any]:
+    """A preset's parameters (key, type, default, bounds, choices, conditions, help) and its declared
+    outputs (tables with their columns, arrays, summaries, figures), as ``tokdyn show PRESET --json``."""
+    return json.loads(_core.show_json(preset))
+
+
+def run(preset: str, out: Optional[Union[str, os.PathLike]] = None, *, threads: int = 0, figures: bool = False,
+        overwrite: bool = False, inputs: bool = False, **params: Any) -> "Result":
+    """Runs a preset in-process with the CLI's validation, and returns its results.
+
+    ``params`` are the preset's parameters (``tokdyn show PRESET``), as Python values: numbers,
+    strings, bools, lists (``freqs=[1, 0.01]``). ``out`` is the results folder (a new one, or a
+    previous tokdyn result with ``overwrite=True``); by default a fresh temporary folder, kept (its
+    path is ``Result.dir``). ``threads=0`` uses every core; the bits do not depend on it.
+    Figures are off by default (``figures=True`` draws them as the CLI does).
+    """
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix=f"tokdyn-{preset}-")) / "result"
+    sets = {k: _text(v) for k, v in params.items()}
+    _core.run(preset, os.fspath(out), sets, int(threads), bool(figures), bool(overwrite), bool(inputs))
+    return load(out)
+
+
+class Taps:
+    """State taps of one variant stacked into one array ``array[layer_index, run, row, d]``;
+    ``layers`` lists the layer of each index (layer 0: the start state)."""
+
+    axes = ("layer", "run", "row", "d")
+
+    def __init__(self, layers: Sequence[int], array: np.ndarray):
+        self.layers = list(layers)
+        self.array = array
+
+    def at(self, layer: int) -> np.ndarray:
+        """The state after ``layer`` ([runs, rows, d])."""
+        return self.array[self.layers.index(layer)]
+
+    def __repr__(self) -> str:
+        return f"Taps(layers={self.layers}, shape={self.array.shape}, axes={self.axes})"
+
+
+class Result:
+    """A tokdyn results folder.
+
+    - ``manifest``: manifest.json as a dict (parameters, seed, version, times, notes, warnings);
+    - ``tables``: every CSV table by name (``metrics`` for metrics.csv; a sub-run's as
+      ``"coupling-green/checks"``), each a pandas DataFrame, read when first used; also reachable
+      as attributes (``r.metrics``) and items (``r["metrics"]``);
+    - ``summaries``: summary.csv (quantity, value, paper); ``checks``: checks.csv or None;
+    - ``taps(variant)``: the state taps of a variant stacked with named axes;
+    - ``array(path)``: any .npy file of the folder.
+
+    The declaration of each table (what a row is, every column's meaning and unit) is in
+    ``describe(name)``, from ``tokdyn.show(preset)``.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self.dir = Path(path)
+        manifest = self.dir / "manifest.json"
+        if not manifest.is_file():
+            raise ValueError(f"{self.dir}: no manifest.json; expected a tokdyn results folder")
+        with open(manifest) as f:
+            self.manifest: Dict[str, Any] = json.load(f)
+        self.preset: str = self.manifest.get("preset", "")
+        self._tables: Dict[str, Any] = {}
+        self._names = sorted(str(p.relative_to(self.dir).with_suffix("")) for p in self.dir.rglob("*.csv")
+                             if "inputs" not in p.relative_to(self.dir).parts)
+
+    @property
+    def params(self) -> Dict[str, Any]:
+        return dict(self.manifest.get("params", self.manifest.get("parameters", {})))
+
+    @property
+    def table_names(self) -> List[str]:
+        return list(self._names)
+
+    def table(self, name: str):
+        """The table ``name`` (file name without .csv) as a pandas DataFrame."""
+        import pandas as pd
+
+        if name not in self._names:
+            raise KeyError(f"{self.dir}: no table '{name}'; the folder has {', '.join(self._names)}")
+        if name not in self._tables:
+            # An empty cell is NaN (keep_default_na=False: a text cell "NA" stays text); numbers are parsed
+            # round-trip exactly (pandas' default parser may be off by one ulp), so a DataFrame holds the
+            # bits tokdyn computed.
+            self._tables[name] = pd.read_csv(self.dir / f"{name}.csv", keep_default_na=False, na_values=[""],
+                                             float_precision="round_trip")
+        return self._tables[name]
+
+    @property
+    def tables(self) -> Dict[str, Any]:
+        return {n: self.table(n) for n in self._names}
+
+    @property
+    def summaries(self):
+        return self.table("summary") if "summary" in self._names else None
+
+    @property
+    def checks(self):
+        return self.table("checks") if "checks" in self._names else None
+
+    def describe(self, name: str) -> Optional[Dict[str, Any]]:
+        """The declaration of table ``name``: file, what a row is, its columns (meaning, unit, kind)."""
+        if not self.preset:
+            return None
+        for t in show(self.preset).get("outputs", {}).get("tables", []):
+            if t.get("file") == f"{name}.csv":
+                return t
+        return None
+
+    def array(self, path: str) -> np.ndarray:
+        """An .npy file of the folder by its relative path (with or without .npy)."""
+        p = self.dir / (path if path.endswith(".npy") else path + ".npy")
+        return np.load(p)
+
+    def variants(self) -> List[str]:
+        """The variants with state taps (taps/<variant>/)."""
+        d = self.dir / "taps"
+        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+    def taps(self, variant: Optional[str] = None) -> Taps:
+        """The state taps of ``variant`` (the only one when None) stacked: [layer, run, row, d]."""
+        vs = self.variants()
+        if not vs:
+            raise KeyError(f"{self.dir}: no taps/ (run with taps=...)")
+        if variant is None:
+            if len(vs) != 1:
+                raise KeyError(f"{self.dir}: taps of several variants ({', '.join(vs)}); name one")
+            variant = vs[0]
+        if variant not in vs:
+            raise KeyError(f"{self.dir}: no taps of variant '{variant}'; there are {', '.join(vs)}")
+        files = sorted((self.dir / "taps" / variant).glob("layer_*.npy"), key=lambda p: int(p.stem.split("_")[1]))
+        layers = [int(p.stem.split("_")[1]) for p in files]
+        return Taps(layers, np.stack([np.load(p) for p in files]))
+
+    def __getitem__(self, name: str):
+        return self.table(name)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        names = self.__dict__.get("_names", [])
+        if name in names:
+            return self.table(name)
+        raise AttributeError(f"'Result' has no attribute or table '{name}' (tables: {', '.join(names)})")
+
+    def __repr__(self) -> str:
+        return f"Result({str(self.dir)!r}, preset={self.preset!r}, tables={self._names})"
+
+
+def load(path: Union[str, os.PathLike]) -> Result:
+    """Opens a results folder written by ``tokdyn run`` or ``tokdyn.run``."""
+    return Result(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+def model_names() -> List[str]:
+    """The registered models (``tokdyn models``)."""
+    return list(_core.model_names())
+
+
+class Model:
+    """A model of tokdyn's registry, built from its knobs (``tokdyn models NAME`` lists them), plus
+    ``tokens``, ``seed`` and ``depth``.
+
+    - ``x0``: its start state [rows, d] (rows: the tokens; hierarchical: then the block summaries);
+    - ``step(X, layer)``: the state after layer ``layer`` (>= 1) from X [rows, d] or [runs, rows, d];
+    - ``jvp(X, V, layer)``: its tangent map at X [rows, d] on k tangents V [k, rows, d];
+    - ``trajectory(X0=None, depth=..., taps="all")``: {layer: state} of the selected layers;
+    - ``tap(name, X, layer)``: an internal quantity (``tap_names``), e.g. ``attention``
+      [runs, heads, tokens, tokens] at the state X entering the layer.
+
+    Mamba-2 runs in fp32 as the presets do (``step`` and ``trajectory``); its ``jvp`` is the exact
+    double-precision forward mode.
+    """
+
+    def __init__(self, name: str, **knobs: Any):
+        self._dir = tempfile.TemporaryDirectory(prefix=f"tokdyn-model-{name}-")
+        sets = {k: _text(v) for k, v in knobs.items()}
+        if "token_ids" in knobs and not isinstance(knobs["token_ids"], (str, os.PathLike)):
+            ids = np.asarray(knobs["token_ids"], dtype=np.int64)
+            if ids.ndim == 1:
+                ids = ids[None, :]
+            f = Path(self._dir.name) / "given_token_ids.npy"
+            np.save(f, ids)
+            sets["token_ids"] = str(f)
+            sets.setdefault("tokens", str(ids.shape[1]))
+        self._m = _core.Model(name, sets, self._dir.name)
+        self.name = name
+
+    @property
+    def knobs(self) -> Dict[str, str]:
+        return dict(self._m.knobs)
+
+    @property
+    def tap_names(self) -> List[str]:
+        return list(self._m.tap_names)
+
+    @property
+    def on_sphere(self) -> bool:
+        return self._m.on_sphere
+
+    @property
+    def notes(self) -> Dict[str, Any]:
+        return json.loads(self._m.notes_json)
+
+    @property
+    def x0(self) -> np.ndarray:
+        return self._m.x0()
+
+    def step(self, X: np.ndarray, layer: int) -> np.ndarray:
+        return self._m.step(X, int(layer))
+
+    def jvp(self, X: np.ndarray, V: np.ndarray, layer: int) -> np.ndarray:
+        return self._m.jvp(X, V, int(layer))
+
+    def trajectory(self, X0: Optional[np.ndarray] = None, depth: int = 100, taps: Union[str, Sequence[int]] = "all") -> Dict[int, np.ndarray]:
+        X = self.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
+        sel = taps if isinstance(taps, str) else ",".join(str(int(t)) for t in taps)
+        out = dict(self._m.trajectory(X, int(depth), sel))
+        if X.ndim == 2:  # one state in, one state per layer out ([rows, d])
+            out = {k: v[0] for k, v in out.items()}
+        return out
+
+    def hidden_states(self, depth: int, taps: Union[str, Sequence[int]] = "all", X0: Optional[np.ndarray] = None) -> np.ndarray:
+        """The states of the selected layers stacked like Hugging Face's ``output_hidden_states``:
+        [taps, runs, tokens, d] (runs = 1 for the model's own start state)."""
+        X = self.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
+        sel = taps if isinstance(taps, str) else ",".join(str(int(t)) for t in taps)
+        t = dict(self._m.trajectory(X, int(depth), sel))  # {layer: [runs, rows, d]}
+        return np.stack([t[k] for k in sorted(t)])
+
+    def tap(self, name: str, X: np.ndarray, layer: int, heads: Sequence[int] = (0,)) -> np.ndarray:
+        return self._m.tap(name, X, int(layer), [int(h) for h in heads])
+
+    def __repr__(self) -> str:
+        return f"tokdyn.models.{self.name}({', '.join(f'{k}={v}' for k, v in sorted(self.knobs.items()))})"
+
+
+class _Models:
+    """``tokdyn.models.NAME(**knobs)`` for every registered model; ``tokdyn.models.describe(NAME)``
+    gives its knobs (types, defaults, ranges, help) and taps."""
+
+    def __getattr__(self, name: str) -> Callable[..., Model]:
+        if name.startswith("_") or name not in _core.model_names():
+            raise AttributeError(f"tokdyn.models has no model '{name}'; expected one of {', '.join(_core.model_names())}")
+
+        def make(**knobs: Any) -> Model:
+            return Model(name, **knobs)
+
+        make.__name__ = name
+        make.__doc__ = self.describe(name).get("description", "")
+        return make
+
+    def describe(self, name: str) -> Dict[str, Any]:
+        return json.loads(_core.model_schema_json(name))
+
+    def __dir__(self) -> List[str]:
+        return list(_core.model_names()) + ["describe"]
+
+
+models = _Models()
+
+
+# ---------------------------------------------------------------------------------------------
+# Analyses
+
+
+def gram_metrics(X: np.ndarray) -> Dict[str, np.ndarray]:
+    """Per run of X [runs, tokens, d] (or [tokens, d]), tokens normalised first:
+
+    - ``lambda1``: the largest eigenvalue of G = Ẑ Ẑᵀ divided by the number of tokens (1: consensus);
+    - ``participation``: r = (Σ_k λ̄_k²)⁻¹ = n² / ‖G‖_F² (1: rank one);
+    - ``min_cosine``: min_{i<j} ⟨ẑ_i, ẑ_j⟩;
+    - ``consensus_dist_axes``: distance to the SSM paper's consensus sets (s_i e_μ) (Def. III.1);
+    - ``consensus_dist_diagonal``: distance to {(x, …, x)}: √(2n − 2 |Σ ẑ_i|) (RoPE §1.9).
+    """
+    return dict(_core.gram_metrics(np.asarray(X, dtype=np.float64)))
+
+
+def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0) -> Dict[str, Any]:
+    """Spectra of the cocycle Φ(l, 0) = B(l-1)…B(0) of B [L, d, d] (coupling paper Thm 5):
+
+    discrete QR (Benettin): B(l) Q_l = Q_{l+1} R_l, diag R_l > 0; ``mu[i]`` = (1/N) Σ_l log R_l[i,i]
+    over layers burn_in..L-1 (the k top Lyapunov exponents, k = 0: all d); ``bohl_intervals``: per
+    exponent [exp(min m), exp(max m)] of its Steklov averages over windows of ``H`` layers (H = 0:
+    N/4); ``dichotomy_spectrum``: their union; ``hyperbolic``: "yes" / "no" / "undecided" whether 1
+    lies outside it, with ``margin`` and ``tolerance`` (the estimate's own error); ``log_diag``
+    [N, k]: log R_l[i, i]; ``unresolved_at``: per exponent the first layer where R_ii fell to
+    round-off (-1: resolved).
+    """
+    return dict(_core.cocycle_spectra(np.asarray(B, dtype=np.float64), int(k), int(H), int(burn_in)))
+
+
+def depth_spectrum(model_or_step: Union[Model, Callable], jvp: Optional[Callable] = None, X0: Optional[np.ndarray] = None,
+                   depth: int = 100, k: int = 4, *, burn_in: int = 0, on_sphere: bool = False, seed: int = 0,
+                   H: int = 0, V0: Optional[np.ndarray] = None) -> Dict[str, Any]:
+    """Top-k Lyapunov exponents and dichotomy intervals of a depth map (coupling paper eq. (10)).
+
+    Two forms:
+
+    - ``depth_spectrum(model, depth=..., k=..., X0=None)`` for a registry model (``tokdyn.models``),
+      through its exact JVP (as ``tokdyn run depth-spectra``);
+    - ``depth_spectrum(step, jvp, X0, depth, k, on_sphere=False)`` for any model: ``step(X, l)``
+      returns the state after layer l (>= 1) from X [rows, d]; ``jvp(X, V, l)`` returns the tangent
+      map of layer l at X applied to k tangents V [k, rows, d] (e.g. a PyTorch block through
+      ``torch.func.jvp`` with ``vmap``). ``on_sphere``: every token lives on the unit sphere (the
+      tangents are projected onto its tangent space).
+
+    The Benettin QR is tokdyn's: X_l = step(X_{l-1}, l), V_l = jvp(X_{l-1}, Q_{l-1}, l) = Q_l R_l;
+    ``mu[i]`` = mean over layers burn_in+1..depth of log R_l[i, i]; ``mu_running`` the running
+    means; ``bohl_intervals`` / ``dichotomy_spectrum`` / ``hyperbolic`` as in ``cocycle_spectra``
+    (window H, 0: (depth - burn_in) / 4); ``final_state`` X_depth. The initial frame is Gaussian
+    (stream ``seed``), or ``V0`` [k, rows, d] (projected onto the tangent space and orthonormalised).
+    """
+    V = None if V0 is None else np.asarray(V0, dtype=np.float64)
+    if isinstance(model_or_step, Model):
+        X = None if X0 is None else np.asarray(X0, dtype=np.float64)
+        return dict(_core.depth_spectrum_model(model_or_step._m, int(depth), int(k), int(burn_in), int(seed), int(H), X, V))
+    if jvp is None or X0 is None:
+        raise ValueError("depth_spectrum(step, jvp, X0, depth, k): give the step and jvp callables and the start state X0 [rows, d]")
+    return dict(_core.depth_spectrum_callbacks(model_or_step, jvp, np.asarray(X0, dtype=np.float64), int(depth), int(k),
+                                               int(burn_in), bool(on_sphere), int(seed), int(H), V))

@@ -1,0 +1,297 @@
+"""The Python package tokdyn (issue 19): presets and results, registry models, analyses, callbacks,
+errors, the GIL and copies. Run by CTest (test `python`) with PYTHONPATH=build/python and TOKDYN_BIN
+= the CLI, so that results can be compared with the CLI's bytes."""
+import os
+import subprocess
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tokdyn
+
+CLI = os.environ.get("TOKDYN_BIN", "tokdyn")
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([CLI, *args], cwd=cwd, capture_output=True, text=True)
+
+
+# ---- presets and results ----------------------------------------------------------------------
+
+
+def test_presets_and_show():
+    names = [p["name"] for p in tokdyn.presets()]
+    assert "rope-flow" in names and "depth-spectra" in names
+    s = tokdyn.show("rope-flow")
+    keys = [p["key"] for p in s["params"]]
+    assert "beta" in keys and "n" in keys
+    files = [t["file"] for t in s["outputs"]["tables"]]
+    assert "geometry.csv" in files
+
+
+def test_run_equals_the_cli_bytes(tmp_path):
+    sets = {"n": 6, "runs": 2, "t_end": 2.0, "outputs": 20, "beta": 1.5}
+    r = tokdyn.run("rope-flow", tmp_path / "py", **sets)
+    args = ["run", "rope-flow", "--out", str(tmp_path / "cli"), "--no-figures", "--quiet"]
+    for k, v in sets.items():
+        args += ["--set", f"{k}={v}"]
+    c = cli(*args)
+    assert c.returncode == 0, c.stderr
+    for name in ("metrics.csv", "metrics_runs.csv", "geometry.csv", "summary.csv"):
+        assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+    assert r.preset == "rope-flow"
+    assert set(["metrics", "geometry", "summary"]) <= set(r.table_names)
+    g = r.geometry  # a declared table, as a DataFrame
+    assert list(g.columns) == ["t", "tau", "run", "min_inner_c", "hemisphere_min_e1"]
+    assert len(g) == 2 * 21
+    assert r.summaries.set_index("quantity").loc["softmax_floor_a", "value"] > 0
+    # Tables are read with round-trip float parsing: the DataFrame holds the bits the CLI computed.
+    assert r.geometry["min_inner_c"].iloc[-1] == float((tmp_path / "cli" / "geometry.csv").read_text().splitlines()[-1].split(",")[3])
+    assert r.describe("geometry")["description"].startswith("one run")
+
+
+def test_run_default_folder_and_taps(tmp_path):
+    r = tokdyn.run("rope-flow", integrator="discrete", h=0.1, t_end=1.0, n=5, runs=3, taps="0,5:10:5")
+    assert r.dir.is_dir()
+    t = r.taps()
+    assert t.layers == [0, 5, 10]
+    assert t.array.shape == (3, 3, 5, 4) and t.axes == ("layer", "run", "row", "d")
+    np.testing.assert_allclose(np.linalg.norm(t.at(10), axis=-1), 1.0, atol=1e-14)
+
+
+def test_load_a_cli_result(tmp_path):
+    c = cli("run", "ssm-random-silu", "--out", str(tmp_path / "s"), "--no-figures", "--quiet", "--set", "runs=2", "--set",
+            "depth=6", "--set", "tokens=4", "--set", "n=8", "--set", "m=4", "--set", "taps=all")
+    assert c.returncode == 0, c.stderr
+    r = tokdyn.load(tmp_path / "s")
+    assert r.variants() == ["no_silu", "silu"]
+    t = r.taps("silu")
+    assert t.layers == list(range(7)) and t.array.shape == (7, 2, 4, 8)
+    m = r.metrics
+    assert set(m["variant"]) == {"silu", "no_silu"}
+    with pytest.raises(KeyError):
+        r.taps()  # two variants: name one
+    with pytest.raises(ValueError):
+        tokdyn.load(tmp_path)  # not a results folder
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+def test_errors_are_value_and_runtime_errors(tmp_path):
+    with pytest.raises(ValueError, match="preset 'nope'"):
+        tokdyn.run("nope")
+    with pytest.raises(ValueError, match="beta"):
+        tokdyn.run("rope-flow", tmp_path / "a", beta=-1)
+    with pytest.raises(ValueError, match="does not apply"):
+        tokdyn.run("rope-flow", tmp_path / "b", taps="all")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    m = tokdyn.models.rope(d=4, tokens=3)
+    with pytest.raises(ValueError, match="shape"):
+        m.step(np.zeros((2, 4)), 1)
+    with pytest.raises(ValueError, match="tap 'mixing'"):
+        m.tap("mixing", m.x0, 1)
+    # A callback that returns NaN: non-finite state is a RuntimeError (the CLI's exit 4).
+    with pytest.raises(RuntimeError, match="non-finite|NaN"):
+        tokdyn.depth_spectrum(lambda X, l: X * np.nan, lambda X, V, l: V, np.ones((2, 2)), 5, 1)
+    # A callback's own exception reaches the caller as itself.
+    def boom(X, l):
+        raise KeyError("from the callback")
+    with pytest.raises(KeyError, match="from the callback"):
+        tokdyn.depth_spectrum(boom, lambda X, V, l: V, np.ones((2, 2)), 5, 1)
+
+
+def test_unknown_model_is_attribute_error():
+    with pytest.raises(AttributeError):
+        tokdyn.models.gpt5
+
+
+# ---- models -------------------------------------------------------------------------------------
+
+
+def test_model_trajectory_equals_depth_spectra_trajectory(tmp_path):
+    knobs = dict(d=4, tokens=5, beta=2.0, h=0.2, seed=3)
+    c = cli("run", "depth-spectra", "--out", str(tmp_path / "d"), "--no-figures", "--quiet", "--set", "model=rope",
+            *sum([["--set", f"{k}={v}"] for k, v in knobs.items()], []), "--set", "depth=12", "--set", "burn_in=2", "--set",
+            "k=2", "--set", "trajectory=true")
+    assert c.returncode == 0, c.stderr
+    traj = np.load(tmp_path / "d" / "trajectory.npy")  # [depth + 1, rows, d]
+    m = tokdyn.models.rope(**knobs)
+    np.testing.assert_array_equal(m.x0, traj[0])
+    t = m.trajectory(depth=12, taps="all")
+    for k in range(13):
+        np.testing.assert_array_equal(t[k], traj[k])
+    np.testing.assert_array_equal(m.step(traj[4], 5), traj[5])
+    hs = m.hidden_states(12, taps=[0, 6, 12])
+    assert hs.shape == (3, 1, 5, 4)
+    # The spectrum of the registry model equals the CLI's lyapunov.csv.
+    s = tokdyn.depth_spectrum(m, depth=12, k=2, burn_in=2)
+    import pandas as pd
+    mu_cli = pd.read_csv(tmp_path / "d" / "lyapunov.csv", float_precision="round_trip")["mu"].to_numpy()
+    np.testing.assert_array_equal(s["mu"], mu_cli)
+
+
+def test_model_jvp_against_central_differences():
+    m = tokdyn.models.transformer(d=4, tokens=3, heads=2, seed=1)
+    X = m.x0
+    rng = np.random.default_rng(0)
+    V = rng.standard_normal((2, 3, 4))
+    W = m.jvp(X, V, 1)
+    eps = 1e-6
+    for i in range(2):
+        fd = (m.step(X + eps * V[i], 1) - m.step(X - eps * V[i], 1)) / (2 * eps)
+        np.testing.assert_allclose(W[i], fd, rtol=1e-6, atol=1e-7)
+
+
+def test_attention_and_residual_taps():
+    m = tokdyn.models.transformer(d=4, tokens=5, heads=2, seed=2)
+    X = np.stack([m.x0, m.x0[::-1].copy()])  # two runs
+    A = m.tap("attention", X, 1)
+    assert A.shape == (2, 2, 5, 5)
+    np.testing.assert_allclose(A.sum(axis=-1), 1.0, atol=1e-14)
+    mid = m.tap("residual_mid", X, 1)
+    assert mid.shape == (2, 5, 4)
+    assert "attention" in m.tap_names[0] and "residual_mid" in m.tap_names[1]
+    r = tokdyn.models.rope(d=4, tokens=4, heads=2)
+    np.testing.assert_allclose(r.tap("attention", r.x0, 3).sum(axis=-1), 1.0, atol=1e-14)
+
+
+def test_models_list_and_describe():
+    assert tokdyn.model_names() == ["ssm", "rope", "mamba2", "transformer", "hierarchical"]
+    d = tokdyn.models.describe("ssm")
+    assert "q" in d["taps"] and any(p["key"] == "redraw" for p in d["params"])
+    with pytest.raises(ValueError, match="knob|parameter"):
+        tokdyn.models.ssm(nonsense=1)
+
+
+def test_mamba2_hidden_states_of_given_token_ids(tmp_path):
+    assert cli("make-checkpoint", "--size", "tiny", "--seed", "1", "--out", str(tmp_path / "ck")).returncode == 0
+    ids = np.array([3, 1, 4, 1, 5], dtype=np.int64)
+    m = tokdyn.models.mamba2(checkpoint=str(tmp_path / "ck"), token_ids=ids)
+    hs = m.hidden_states(4, taps="all")
+    assert hs.shape == (5, 1, 5, m.x0.shape[1])
+    assert np.isfinite(hs).all()
+    # The same ids through the mamba2 preset's taps: the same fp32 states.
+    np.save(tmp_path / "ids.npy", ids[None, :])
+    c = cli("run", "mamba2-fig1", "--out", str(tmp_path / "m"), "--no-figures", "--quiet", "--set",
+            f"checkpoint={tmp_path / 'ck'}", "--set", "runs=1", "--set", "tokens=5", "--set", "depth=4", "--set",
+            f"token_ids={tmp_path / 'ids.npy'}", "--set", "taps=all", "--set", "variants=gate")
+    assert c.returncode == 0, c.stderr
+    t = tokdyn.load(tmp_path / "m").taps()
+    np.testing.assert_array_equal(t.array.astype(np.float64), hs)
+
+
+# ---- analyses -----------------------------------------------------------------------------------
+
+
+def test_gram_metrics_closed_forms():
+    same = np.tile(np.array([[0.6, 0.8, 0.0]]), (4, 1))
+    orth = np.eye(3)
+    g = tokdyn.gram_metrics(np.stack([same, np.vstack([orth, orth[:1]])]))
+    assert g["lambda1"][0] == pytest.approx(1.0, abs=1e-15)
+    assert g["participation"][0] == pytest.approx(1.0, abs=1e-14)
+    assert g["consensus_dist_diagonal"][0] == pytest.approx(0.0, abs=1e-7)
+    # e1, e2, e3, e1: G has eigenvalues 2, 1, 1 -> lambda1 = 2/4, r = 16 / (4 + 1 + 1 + 2 * 1) ... = n^2 / |G|_F^2
+    assert g["lambda1"][1] == pytest.approx(0.5, abs=1e-15)
+    assert g["participation"][1] == pytest.approx(16 / 6, abs=1e-14)
+    assert g["min_cosine"][1] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_cocycle_spectra_closed_form_and_cli(tmp_path):
+    B = np.tile(np.diag([2.0, 0.5, 1.5]), (50, 1, 1))
+    s = tokdyn.cocycle_spectra(B)
+    np.testing.assert_allclose(np.sort(s["mu"]), np.log([0.5, 1.5, 2.0]), atol=1e-15)
+    assert s["hyperbolic"] == "yes"
+    # A neutral direction (growth scale exactly 1) is at the boundary: undecided, never "yes".
+    neutral = tokdyn.cocycle_spectra(np.tile(np.diag([1.0, 0.5]), (40, 1, 1)))
+    assert neutral["hyperbolic"] == "undecided"
+    inside = tokdyn.cocycle_spectra(np.stack([np.diag([1.2, 0.5]) if l % 2 else np.diag([0.8, 0.5]) for l in range(40)]), H=1)
+    assert inside["hyperbolic"] == "no"  # the Bohl interval [0.8, 1.2] contains 1
+    # The same bits as the CLI on a generators file.
+    rng = np.random.default_rng(5)
+    G = np.eye(4) + 0.3 * rng.standard_normal((60, 4, 4))
+    np.save(tmp_path / "g.npy", G)
+    c = cli("run", "cocycle-spectra", "--out", str(tmp_path / "c"), "--no-figures", "--quiet", "--set",
+            f"generators={tmp_path / 'g.npy'}", "--set", "burn_in=6", "--set", "bundles=none", "--set", "rank=false")
+    assert c.returncode == 0, c.stderr
+    import pandas as pd
+    mu_cli = pd.read_csv(tmp_path / "c" / "lyapunov.csv", float_precision="round_trip")["mu"].to_numpy()
+    np.testing.assert_array_equal(tokdyn.cocycle_spectra(G, burn_in=6)["mu"], mu_cli)
+
+
+def test_depth_spectrum_of_python_callbacks_closed_form():
+    s_col = np.array([2.0, 0.5, 1.0])  # step X -> X diag(s): exponents log s_j, each `rows` times
+    X0 = np.ones((2, 3))
+    V0 = np.eye(6).reshape(6, 2, 3)  # the coordinate frame: each tangent stays on its axis
+    out = tokdyn.depth_spectrum(lambda X, l: X * s_col, lambda X, V, l: V * s_col, X0, depth=30, k=6, V0=V0)
+    np.testing.assert_allclose(out["mu"], np.tile(np.log(s_col), 2), atol=1e-14)
+    assert out["mu_running"].shape == (30, 6)
+    np.testing.assert_allclose(out["final_state"], X0 * s_col ** 30)
+
+
+def test_depth_spectrum_callbacks_equal_the_model(tmp_path):
+    """The same map through Python callbacks (the registry model's own step and jvp) gives the
+    same exponents as the model through the library."""
+    m = tokdyn.models.rope(d=4, tokens=4, beta=1.0, h=0.3)
+    a = tokdyn.depth_spectrum(m, depth=40, k=3, burn_in=5, seed=7)
+    b = tokdyn.depth_spectrum(m.step, m.jvp, m.x0, 40, 3, burn_in=5, on_sphere=True, seed=7)
+    np.testing.assert_allclose(a["mu"], b["mu"], rtol=0, atol=1e-13)
+
+
+# ---- the GIL and copies -------------------------------------------------------------------------
+
+
+def test_the_gil_is_released_while_computing():
+    B = np.eye(120) + 0.05 * np.random.default_rng(1).standard_normal((300, 120, 120))
+    done = threading.Event()
+    counts = []
+
+    def work():
+        tokdyn.cocycle_spectra(B)
+        done.set()
+
+    th = threading.Thread(target=work)
+    n = 0
+    th.start()
+    time.sleep(0.02)
+    t0 = time.perf_counter()
+    while not done.is_set():
+        n += 1  # pure Python: runs only while the other thread does not hold the GIL
+    counts.append(n)
+    th.join()
+    elapsed = time.perf_counter() - t0
+    assert elapsed > 0.05, "the computation was too short to tell"
+    assert counts[0] > 1000, f"the main thread ran {counts[0]} iterations in {elapsed:.2f} s: the GIL was held"
+
+
+def test_no_copy_of_a_contiguous_float64_input():
+    X = np.random.default_rng(2).standard_normal((200, 50, 256))  # 20 MB
+    tracemalloc.start()
+    tokdyn.gram_metrics(X)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < X.nbytes / 10, f"peak {peak} bytes: the input was copied"
+    # A non-contiguous or float32 input is converted (a copy), with the same result.
+    np.testing.assert_array_equal(tokdyn.gram_metrics(X[:, :, :].copy(order="F"))["lambda1"], tokdyn.gram_metrics(X)["lambda1"])
+
+
+def test_the_examples_run(tmp_path):
+    """examples/*.py: the torch spectrum example checks itself against autograd + QR (exit 0 when the
+    exponents agree to 1e-9); the others run to the end."""
+    here = Path(__file__).resolve().parents[2] / "examples"
+    env = dict(os.environ)
+    r = subprocess.run(["/usr/bin/python3", str(here / "load_and_plot.py"), "--out", str(tmp_path / "f.png")], cwd=tmp_path,
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "f.png").stat().st_size > 1000
+    r = subprocess.run(["/usr/bin/python3", str(here / "mamba2_hidden_states.py")], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "layer  48" in r.stdout
+    pytest.importorskip("torch")
+    r = subprocess.run(["/usr/bin/python3", str(here / "spectrum_of_a_torch_model.py")], cwd=tmp_path, env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
