@@ -17,7 +17,7 @@ import tokdyn
 ck = sys.argv[1] if len(sys.argv) > 1 else ""
 ids = np.random.default_rng(0).integers(0, 1000, size=32)
 m = tokdyn.models.mamba2(checkpoint=ck, token_ids=ids) if ck else tokdyn.models.mamba2(size="tiny", token_ids=ids)
-H = m.hidden_states(48, taps="0:48:8")  # [7, 1, 32, d_model]
+H = m.hidden_states(depth=48, taps="0:48:8")  # [7, 1, 32, d_model]
 print("hidden states", H.shape, H.dtype)
 for layer, X in zip(range(0, 49, 8), H):
     g = tokdyn.gram_metrics(X)  # tokens normalised first

@@ -72,7 +72,7 @@ def cli_run():
 
 def py_run():
     m = tokdyn.models.mamba2(size="130m", token_ids=ids[0])
-    return m.hidden_states(a.depth, taps="all")
+    return m.hidden_states(depth=a.depth, taps="all")
 
 
 t_cli, ts_cli, cli_out = best(cli_run, a.reps)

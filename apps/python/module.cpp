@@ -28,6 +28,8 @@
 
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/depth_spectra.hpp"
+#include "tokdyn/analysis/green.hpp"
+#include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/array_sink.hpp"
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/drivers.hpp"
@@ -540,6 +542,100 @@ py::dict depth_spectrum_model(const Model& m, long depth, int k, long burn_in, s
   return checked([&] { return spectrum_result(R, H); });
 }
 
+// ---- persistency of excitation (The Attention Within eq. (23)) ----
+
+py::dict pe_window(const Array& q) {
+  if (q.ndim() != 1 || q.shape(0) < 1) throw InputError(fmt::format("q: shape {}; expected a series [kappa], kappa >= 1", shape_text(q)));
+  const std::vector<double> v(q.data(), q.data() + q.shape(0));
+  for (double x : v)
+    if (!std::isfinite(x)) throw InputError("q: expected finite values");
+  const std::vector<double> W = worst_window_average(v);
+  const std::optional<int> t = smallest_admissible_window(W);
+  py::dict out;
+  out["W"] = to_numpy(W.data(), {W.size()});
+  out["t_star"] = t ? py::object(py::int_(*t)) : py::none();
+  return out;
+}
+
+py::dict pe_readings_of(const Array& q) {
+  if (q.ndim() != 3 || q.shape(0) < 1 || q.shape(1) < 1 || q.shape(2) < 1)
+    throw InputError(fmt::format("q: shape {}; expected [runs, tokens, depth]", shape_text(q)));
+  QRecord rec(static_cast<std::size_t>(q.shape(0)));
+  for (py::ssize_t r = 0; r < q.shape(0); ++r)
+    for (py::ssize_t t = 0; t < q.shape(1); ++t) {
+      const double* p = q.data() + (r * q.shape(1) + t) * q.shape(2);
+      rec[static_cast<std::size_t>(r)].emplace_back(p, p + q.shape(2));
+    }
+  const PeReadings R = checked([&] { return pe_readings(rec); });
+  const auto reading = [](const PeReadings::Reading& x) {
+    py::dict d;
+    d["t_star"] = x.t_star ? py::object(py::int_(*x.t_star)) : py::none();
+    d["run"] = x.run;
+    d["token"] = x.token;
+    return d;
+  };
+  py::dict out;
+  out["text"] = reading(R.text);
+  out["caption"] = reading(R.caption);
+  out["envelope"] = reading(R.envelope);
+  out["envelope_first_token"] = reading(R.envelope_first_token);
+  py::list ts;
+  for (const auto& run : R.t_star) {
+    py::list row;
+    for (const auto& t : run) row.append(t ? py::object(py::int_(*t)) : py::none());
+    ts.append(row);
+  }
+  out["t_star"] = ts;
+  return out;
+}
+
+// ---- the Green operator of a dichotomy (coupling paper Lemma 17) ----
+
+py::dict green_solve(const Array& B, const Array& h, const std::string& tails) {
+  if (B.ndim() != 3 || B.shape(1) != B.shape(2) || B.shape(0) < 1 || B.shape(1) < 1)
+    throw InputError(fmt::format("B: shape {}; expected [L, d, d] with L, d >= 1", shape_text(B)));
+  const long L = static_cast<long>(B.shape(0)), d = static_cast<long>(B.shape(1));
+  if (h.ndim() != 2 || h.shape(0) != L || h.shape(1) != d)
+    throw InputError(fmt::format("h: shape {}; expected [L, d] = [{}, {}]", shape_text(h), L, d));
+  if (tails != "constant" && tails != "zero") throw InputError(fmt::format("tails: expected constant or zero, got '{}'", tails));
+  std::vector<Matrix> mats;
+  for (long l = 0; l < L; ++l) mats.emplace_back(Eigen::Map<const Mat>(B.data() + l * d * d, d, d));
+  green::Seq hs(d, L);
+  for (long l = 0; l < L; ++l)
+    for (long i = 0; i < d; ++i) hs(i, l) = h.data()[l * d + i];
+  py::dict out;
+  green::Seq u;
+  double res = 0;
+  std::string why;
+  {
+    py::gil_scoped_release release;
+    checked([&] {
+      green::EndsOutcome e = green::find_ends(mats.front(), mats.back());
+      if (!e) {
+        why = e.why_not;
+        return;
+      }
+      green::BvpOutcome b = green::Bvp::factor(mats, std::move(*e.ends));
+      if (!b) {
+        why = b.why_not;
+        return;
+      }
+      u = b.bvp->solve(hs, tails == "zero" ? green::Tails::Zero : green::Tails::Constant);
+      res = b.bvp->residual(u, hs);
+    });
+  }
+  if (!why.empty()) {
+    out["u"] = py::none();
+    out["why_not"] = why;
+    return out;
+  }
+  const Mat ut = u.transpose();  // [L+1, d] row-major
+  out["u"] = to_numpy(ut.data(), {static_cast<std::size_t>(ut.rows()), static_cast<std::size_t>(ut.cols())});
+  out["residual"] = res;
+  out["why_not"] = py::none();
+  return out;
+}
+
 }  // namespace
 }  // namespace tokdyn::python
 
@@ -590,6 +686,9 @@ PYBIND11_MODULE(_core, mod) {
       .def("tap", &Model::tap, py::arg("name"), py::arg("X"), py::arg("layer"), py::arg("heads"));
 
   mod.def("gram_metrics", &gram, py::arg("X"));
+  mod.def("pe_window", &pe_window, py::arg("q"));
+  mod.def("pe_readings", &pe_readings_of, py::arg("q"));
+  mod.def("green_solve", &green_solve, py::arg("B"), py::arg("h"), py::arg("tails"));
   mod.def("cocycle_spectra", &cocycle_spectra, py::arg("B"), py::arg("k"), py::arg("H"), py::arg("burn_in"));
   mod.def("depth_spectrum_callbacks", &depth_spectrum_callbacks, py::arg("step"), py::arg("jvp"), py::arg("X0"), py::arg("depth"),
           py::arg("k"), py::arg("burn_in"), py::arg("on_sphere"), py::arg("seed"), py::arg("H"), py::arg("V0"));

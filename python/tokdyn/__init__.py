@@ -35,7 +35,7 @@ from . import _core
 
 __version__ = _core.__version__
 __all__ = ["presets", "show", "run", "load", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",
-           "depth_spectrum", "model_names"]
+           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve"]
 
 
 def _text(value: Any) -> str:
@@ -251,6 +251,7 @@ class Model:
             sets.setdefault("tokens", str(ids.shape[1]))
         self._m = _core.Model(name, sets, self._dir.name)
         self.name = name
+        self._given = dict(knobs)
 
     @property
     def knobs(self) -> Dict[str, str]:
@@ -286,12 +287,24 @@ class Model:
             out = {k: v[0] for k, v in out.items()}
         return out
 
-    def hidden_states(self, depth: int, taps: Union[str, Sequence[int]] = "all", X0: Optional[np.ndarray] = None) -> np.ndarray:
+    def hidden_states(self, token_ids: Optional[Sequence[int]] = None, depth: int = 100, taps: Union[str, Sequence[int]] = "all",
+                      X0: Optional[np.ndarray] = None, **switches: Any) -> np.ndarray:
         """The states of the selected layers stacked like Hugging Face's ``output_hidden_states``:
-        [taps, runs, tokens, d] (runs = 1 for the model's own start state)."""
-        X = self.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
+        [taps, runs, tokens, d] (layer 0: the embedding / start state).
+
+        ``token_ids`` (Mamba-2: ids to embed instead of the model's own) and ``switches`` (Mamba-2's
+        ``gate``, ``silu_bc``, ``silu_x``, ``conv``, ``d_skip``, ``mixer_norm``) build the same model
+        with those knobs changed; ``X0`` [rows, d] or [runs, rows, d] starts from a given state."""
+        m = self
+        if token_ids is not None or switches:
+            knobs = {**self._given, **switches}
+            if token_ids is not None:
+                knobs["token_ids"] = np.asarray(token_ids, dtype=np.int64)
+                knobs.pop("tokens", None)
+            m = Model(self.name, **knobs)
+        X = m.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
         sel = taps if isinstance(taps, str) else ",".join(str(int(t)) for t in taps)
-        t = dict(self._m.trajectory(X, int(depth), sel))  # {layer: [runs, rows, d]}
+        t = dict(m._m.trajectory(X, int(depth), sel))  # {layer: [runs, rows, d]}
         return np.stack([t[k] for k in sorted(t)])
 
     def tap(self, name: str, X: np.ndarray, layer: int, heads: Sequence[int] = (0,)) -> np.ndarray:
@@ -340,6 +353,29 @@ def gram_metrics(X: np.ndarray) -> Dict[str, np.ndarray]:
     - ``consensus_dist_diagonal``: distance to {(x, …, x)}: √(2n − 2 |Σ ẑ_i|) (RoPE §1.9).
     """
     return dict(_core.gram_metrics(np.asarray(X, dtype=np.float64)))
+
+
+def pe_window(q: np.ndarray) -> Dict[str, Any]:
+    """Persistency-of-excitation windows of a series q(1..κ) (The Attention Within eq. (23)):
+    ``W[T-1]`` = min_t (1/T) Σ_{s=t+1}^{t+T} q(s) for T = 1..κ, and ``t_star`` = min{T : W(T) > 0}
+    (None when no window is admissible)."""
+    return dict(_core.pe_window(np.asarray(q, dtype=np.float64)))
+
+
+def pe_readings(q: np.ndarray) -> Dict[str, Any]:
+    """T* of eq. (23) for every (run, token) of q [runs, tokens, depth] and its four readings
+    (text: max over all; caption: max over runs for token 1; envelope: the smallest T with
+    min over runs and tokens of W(T) > 0; envelope_first_token), as the Mamba-2 presets report them."""
+    return dict(_core.pe_readings(np.asarray(q, dtype=np.float64)))
+
+
+def green_solve(B: np.ndarray, h: np.ndarray, tails: str = "constant") -> Dict[str, Any]:
+    """The Green operator of a dichotomy (coupling paper Lemma 17): the bounded solution u [L+1, d]
+    of u(l+1) = B(l) u(l) + h(l), l = 0..L-1, of B [L, d, d] extended two-sidedly by its end maps
+    (``tails``: the forcing continues constant or is zero outside the window), by the block-banded
+    BVP. ``residual`` = max_l |u(l+1) - B(l) u(l) - h(l)|. When the end maps are not hyperbolic with
+    equal unstable dimensions, or the BVP is singular, ``u`` is None and ``why_not`` says why."""
+    return dict(_core.green_solve(np.asarray(B, dtype=np.float64), np.asarray(h, dtype=np.float64), str(tails)))
 
 
 def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0) -> Dict[str, Any]:

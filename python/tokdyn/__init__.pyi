@@ -71,7 +71,8 @@ class Model:
     def jvp(self, X: npt.ArrayLike, V: npt.ArrayLike, layer: int) -> ArrayF:
         """D step(X, layer) applied to k tangents V [k, rows, d]."""
     def trajectory(self, X0: Optional[npt.ArrayLike] = ..., depth: int = ..., taps: Union[str, Sequence[int]] = ...) -> Dict[int, ArrayF]: ...
-    def hidden_states(self, depth: int, taps: Union[str, Sequence[int]] = ..., X0: Optional[npt.ArrayLike] = ...) -> ArrayF:
+    def hidden_states(self, token_ids: Optional[Sequence[int]] = ..., depth: int = ..., taps: Union[str, Sequence[int]] = ...,
+                      X0: Optional[npt.ArrayLike] = ..., **switches: Any) -> ArrayF:
         """[taps, runs, tokens, d], like Hugging Face's output_hidden_states."""
     def tap(self, name: str, X: npt.ArrayLike, layer: int, heads: Sequence[int] = ...) -> ArrayF:
         """An internal quantity of layer `layer` at the state X entering it (tap_names)."""
@@ -89,6 +90,12 @@ models: _Models
 
 def gram_metrics(X: npt.ArrayLike) -> Dict[str, ArrayF]:
     """lambda1, participation, min_cosine, consensus_dist_axes, consensus_dist_diagonal per run."""
+def pe_window(q: npt.ArrayLike) -> Dict[str, Any]:
+    """W(T) of eq. (23) for T = 1..kappa and T* = min{T : W(T) > 0} (None: no admissible window)."""
+def pe_readings(q: npt.ArrayLike) -> Dict[str, Any]:
+    """T* per (run, token) of q [runs, tokens, depth] and the text / caption / envelope readings."""
+def green_solve(B: npt.ArrayLike, h: npt.ArrayLike, tails: str = ...) -> Dict[str, Any]:
+    """The bounded solution u [L+1, d] of u(l+1) = B(l) u(l) + h(l) (Lemma 17), or why_not."""
 def cocycle_spectra(B: npt.ArrayLike, k: int = ..., H: int = ..., burn_in: int = ...) -> Dict[str, Any]:
     """Lyapunov exponents (discrete QR), Bohl intervals, dichotomy spectrum, hyperbolicity of B [L, d, d]."""
 def depth_spectrum(model_or_step: Union[Model, Callable[[ArrayF, int], npt.ArrayLike]],

@@ -91,7 +91,14 @@ ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
       layers == "single" ? std::make_shared<const ListSchedule<Layer>>(shared, std::vector<long>{layer})
                          : std::make_shared<const ListSchedule<Layer>>(shared);
   const float tau = static_cast<float>(P.get_double("tau"));
-  auto map = std::make_unique<BlockMap>(cfg, Switches{}, sched, update, tau);
+  Switches sw;  // the ablation switches (The Attention Within §VI); all on: the reference block
+  sw.gate = P.get_bool("gate");
+  sw.silu_bc = P.get_bool("silu_bc");
+  sw.silu_x = P.get_bool("silu_x");
+  sw.conv = P.get_bool("conv");
+  sw.d_skip = P.get_bool("d_skip");
+  sw.mixer_norm = P.get_bool("mixer_norm");
+  auto map = std::make_unique<BlockMap>(cfg, sw, sched, update, tau);
   const BlockMap* bm = map.get();
   S.map = std::move(map);
   S.Z0 = Batch{X0.cast<double>(), 1, len};
@@ -270,7 +277,13 @@ std::vector<ModelDescriptor> make_registry() {
        p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the model's real vocabulary (50277 for the released models)", 0,
              16777216)
            .when("token_ids", {""}),
-       p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file()},
+       p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file(),
+       p_bool("gate", true, "the output gate (off: v = y)"),
+       p_bool("silu_bc", true, "SiLU on the B and C channels"),
+       p_bool("silu_x", true, "SiLU on the x channels after the conv"),
+       p_bool("conv", true, "causal depthwise conv (off: identity conv)"),
+       p_bool("d_skip", true, "the D x skip term"),
+       p_bool("mixer_norm", true, "the gated RMSNorm")},
       {"q", "mixing"},
       build_mamba2,
       [](const Params& P) {

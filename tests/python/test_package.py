@@ -126,7 +126,7 @@ def test_model_trajectory_equals_depth_spectra_trajectory(tmp_path):
     for k in range(13):
         np.testing.assert_array_equal(t[k], traj[k])
     np.testing.assert_array_equal(m.step(traj[4], 5), traj[5])
-    hs = m.hidden_states(12, taps=[0, 6, 12])
+    hs = m.hidden_states(depth=12, taps=[0, 6, 12])
     assert hs.shape == (3, 1, 5, 4)
     # The spectrum of the registry model equals the CLI's lyapunov.csv.
     s = tokdyn.depth_spectrum(m, depth=12, k=2, burn_in=2)
@@ -172,7 +172,7 @@ def test_mamba2_hidden_states_of_given_token_ids(tmp_path):
     assert cli("make-checkpoint", "--size", "tiny", "--seed", "1", "--out", str(tmp_path / "ck")).returncode == 0
     ids = np.array([3, 1, 4, 1, 5], dtype=np.int64)
     m = tokdyn.models.mamba2(checkpoint=str(tmp_path / "ck"), token_ids=ids)
-    hs = m.hidden_states(4, taps="all")
+    hs = m.hidden_states(depth=4, taps="all")
     assert hs.shape == (5, 1, 5, m.x0.shape[1])
     assert np.isfinite(hs).all()
     # The same ids through the mamba2 preset's taps: the same fp32 states.
@@ -183,6 +183,14 @@ def test_mamba2_hidden_states_of_given_token_ids(tmp_path):
     assert c.returncode == 0, c.stderr
     t = tokdyn.load(tmp_path / "m").taps()
     np.testing.assert_array_equal(t.array.astype(np.float64), hs)
+    # A switch off (the output gate) through hidden_states equals the preset's no_gate variant.
+    hs_ng = m.hidden_states(ids, depth=4, gate=False)
+    c = cli("run", "mamba2-fig1", "--out", str(tmp_path / "n"), "--no-figures", "--quiet", "--set",
+            f"checkpoint={tmp_path / 'ck'}", "--set", "runs=1", "--set", "tokens=5", "--set", "depth=4", "--set",
+            f"token_ids={tmp_path / 'ids.npy'}", "--set", "taps=all", "--set", "variants=no_gate")
+    assert c.returncode == 0, c.stderr
+    np.testing.assert_array_equal(tokdyn.load(tmp_path / "n").taps().array.astype(np.float64), hs_ng)
+    assert not np.array_equal(hs_ng, hs)
 
 
 # ---- analyses -----------------------------------------------------------------------------------
@@ -199,6 +207,31 @@ def test_gram_metrics_closed_forms():
     assert g["lambda1"][1] == pytest.approx(0.5, abs=1e-15)
     assert g["participation"][1] == pytest.approx(16 / 6, abs=1e-14)
     assert g["min_cosine"][1] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_pe_window_and_readings_closed_forms():
+    # q = -1, -1, +3, +3: W(1) = -1, W(2) = -1, W(3) = 1/3 (windows -1-1+3, -1+3+3), W(4) = 1 -> T* = 3.
+    p = tokdyn.pe_window([-1.0, -1.0, 3.0, 3.0])
+    np.testing.assert_allclose(p["W"], [-1.0, -1.0, 1.0 / 3.0, 1.0], atol=1e-15)
+    assert p["t_star"] == 3
+    assert tokdyn.pe_window([-1.0, -2.0])["t_star"] is None
+    q = np.array([[[-1.0, -1.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0]]])  # one run, two tokens
+    r = tokdyn.pe_readings(q)
+    assert r["t_star"] == [[3, 1]]
+    assert r["text"]["t_star"] == 3 and r["caption"]["t_star"] == 3
+    with pytest.raises(ValueError, match="q"):
+        tokdyn.pe_window(np.zeros((2, 2)))
+
+
+def test_green_solve_closed_form_and_no_dichotomy():
+    # u(l+1) = 2 u(l) + h with h constant: the bounded solution is the fixed point u = -h.
+    B = np.tile(np.diag([2.0, 0.5]), (20, 1, 1))
+    h = np.tile([1.0, -2.0], (20, 1))
+    g = tokdyn.green_solve(B, h)
+    np.testing.assert_allclose(g["u"], np.tile([-1.0, -4.0], (21, 1)), atol=1e-13)  # 0.5 u + h = u -> u = 2 h
+    assert g["residual"] < 1e-13 and g["why_not"] is None
+    n = tokdyn.green_solve(np.tile(np.eye(2), (5, 1, 1)), np.zeros((5, 2)))
+    assert n["u"] is None and "unstable_subspace" in n["why_not"]
 
 
 def test_cocycle_spectra_closed_form_and_cli(tmp_path):
@@ -284,6 +317,7 @@ def test_the_examples_run(tmp_path):
     exponents agree to 1e-9); the others run to the end."""
     here = Path(__file__).resolve().parents[2] / "examples"
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)
     r = subprocess.run(["/usr/bin/python3", str(here / "load_and_plot.py"), "--out", str(tmp_path / "f.png")], cwd=tmp_path,
                        env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
