@@ -30,6 +30,7 @@
 #include "tokdyn/analysis/depth_spectra.hpp"
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/analysis/pe_window.hpp"
+#include "tokdyn/analysis/rope_spectra.hpp"
 #include "tokdyn/array_sink.hpp"
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/drivers.hpp"
@@ -589,6 +590,32 @@ py::dict pe_readings_of(const Array& q) {
   return out;
 }
 
+// ---- consensus spectra of RoPE attention (RoPE paper eqs. (13)-(14), Thm 7.3) ----
+
+py::dict consensus_spectrum_of(const std::vector<double>& positions, const std::vector<double>& freqs,
+                               const std::vector<double>& energies, double beta, const std::string& method) {
+  rope::GapMethod m = rope::GapMethod::Similarity;
+  if (method == "laplacian") m = rope::GapMethod::Laplacian;
+  else if (method == "generalized") m = rope::GapMethod::Generalized;
+  else if (method != "similarity")
+    throw InputError(fmt::format("method: expected similarity, laplacian or generalized, got '{}'", method));
+  rope::KernelSpectrum sp;
+  Mat K;
+  {
+    py::gil_scoped_release release;
+    checked([&] {
+      const rope::ConsensusKernel k = rope::consensus_kernel(positions, freqs, energies, beta);
+      sp = rope::consensus_spectrum(k, m);
+      K = k.K;
+    });
+  }
+  py::dict out;
+  out["eigenvalues"] = to_numpy(sp.eigenvalues.data(), {static_cast<std::size_t>(sp.eigenvalues.size())});
+  out["gap"] = sp.gap;
+  out["K"] = to_numpy(K.data(), {static_cast<std::size_t>(K.rows()), static_cast<std::size_t>(K.cols())});
+  return out;
+}
+
 // ---- the Green operator of a dichotomy (coupling paper Lemma 17) ----
 
 py::dict green_solve(const Array& B, const Array& h, const std::string& tails) {
@@ -688,6 +715,8 @@ PYBIND11_MODULE(_core, mod) {
   mod.def("gram_metrics", &gram, py::arg("X"));
   mod.def("pe_window", &pe_window, py::arg("q"));
   mod.def("pe_readings", &pe_readings_of, py::arg("q"));
+  mod.def("consensus_spectrum", &consensus_spectrum_of, py::arg("positions"), py::arg("freqs"), py::arg("energies"),
+          py::arg("beta"), py::arg("method"));
   mod.def("green_solve", &green_solve, py::arg("B"), py::arg("h"), py::arg("tails"));
   mod.def("cocycle_spectra", &cocycle_spectra, py::arg("B"), py::arg("k"), py::arg("H"), py::arg("burn_in"));
   mod.def("depth_spectrum_callbacks", &depth_spectrum_callbacks, py::arg("step"), py::arg("jvp"), py::arg("X0"), py::arg("depth"),

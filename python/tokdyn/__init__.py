@@ -35,7 +35,7 @@ from . import _core
 
 __version__ = _core.__version__
 __all__ = ["presets", "show", "run", "load", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",
-           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve"]
+           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum"]
 
 
 def _text(value: Any) -> str:
@@ -367,6 +367,19 @@ def pe_readings(q: np.ndarray) -> Dict[str, Any]:
     (text: max over all; caption: max over runs for token 1; envelope: the smallest T with
     min over runs and tokens of W(T) > 0; envelope_first_token), as the Mamba-2 presets report them."""
     return dict(_core.pe_readings(np.asarray(q, dtype=np.float64)))
+
+
+def consensus_spectrum(positions: Sequence[float], freqs: Sequence[float], beta: float,
+                       energies: Optional[Sequence[float]] = None, method: str = "similarity") -> Dict[str, Any]:
+    """Spectrum of the linearised RoPE attention flow at consensus (RoPE paper eqs. (13)-(14)):
+    K_ij = Σ_l a_l cos(ω_l (p_i − p_j)), W = exp(β (K − 1)), A = D⁻¹ W. ``eigenvalues`` of A
+    (descending) and the consensus ``gap`` 1 − λ₂, by one of Thm 7.3's three formulations
+    (``similarity``: S = D^-1/2 W D^-1/2; ``laplacian``: I − S; ``generalized``: W v = λ D v).
+    ``energies`` a_l (default: equal, summing to 1). A resonant ring (positions 0..n−1, one
+    frequency 2π q/n) shows the Bessel aliasing of eq. (22)."""
+    f = [float(x) for x in freqs]
+    a = [1.0 / len(f)] * len(f) if energies is None else [float(x) for x in energies]
+    return dict(_core.consensus_spectrum([float(p) for p in positions], f, a, float(beta), str(method)))
 
 
 def green_solve(B: np.ndarray, h: np.ndarray, tails: str = "constant") -> Dict[str, Any]:

@@ -94,6 +94,9 @@ def pe_window(q: npt.ArrayLike) -> Dict[str, Any]:
     """W(T) of eq. (23) for T = 1..kappa and T* = min{T : W(T) > 0} (None: no admissible window)."""
 def pe_readings(q: npt.ArrayLike) -> Dict[str, Any]:
     """T* per (run, token) of q [runs, tokens, depth] and the text / caption / envelope readings."""
+def consensus_spectrum(positions: Sequence[float], freqs: Sequence[float], beta: float,
+                       energies: Optional[Sequence[float]] = ..., method: str = ...) -> Dict[str, Any]:
+    """Eigenvalues and gap of the consensus kernel (RoPE eqs. (13)-(14), Thm 7.3)."""
 def green_solve(B: npt.ArrayLike, h: npt.ArrayLike, tails: str = ...) -> Dict[str, Any]:
     """The bounded solution u [L+1, d] of u(l+1) = B(l) u(l) + h(l) (Lemma 17), or why_not."""
 def cocycle_spectra(B: npt.ArrayLike, k: int = ..., H: int = ..., burn_in: int = ...) -> Dict[str, Any]:

@@ -223,6 +223,19 @@ def test_pe_window_and_readings_closed_forms():
         tokdyn.pe_window(np.zeros((2, 2)))
 
 
+def test_consensus_spectrum_three_formulations_and_beta_zero():
+    # beta = 0: W = all ones, A = J/n: eigenvalues 1 and 0 (n-1 times), gap 1.
+    z = tokdyn.consensus_spectrum(range(5), [1.0], beta=0.0)
+    np.testing.assert_allclose(z["eigenvalues"], [1, 0, 0, 0, 0], atol=1e-15)
+    assert z["gap"] == pytest.approx(1.0, abs=1e-15)
+    # A resonant ring: the three formulations of Thm 7.3 agree.
+    gaps = [tokdyn.consensus_spectrum(range(8), [2 * np.pi / 8], beta=2.0, method=m)["gap"]
+            for m in ("similarity", "laplacian", "generalized")]
+    np.testing.assert_allclose(gaps, gaps[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="method"):
+        tokdyn.consensus_spectrum(range(3), [1.0], beta=1.0, method="qr")
+
+
 def test_green_solve_closed_form_and_no_dichotomy():
     # u(l+1) = 2 u(l) + h with h constant: the bounded solution is the fixed point u = -h.
     B = np.tile(np.diag([2.0, 0.5]), (20, 1, 1))
