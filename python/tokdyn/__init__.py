@@ -274,12 +274,21 @@ class Model:
         return self._m.x0()
 
     def step(self, X: np.ndarray, layer: int) -> np.ndarray:
+        """x(l) = F_l(x(l-1)) for l = ``layer`` (>= 1; the schedule decides which weights layer l uses):
+        X [rows, d] or [runs, rows, d], the same shape back. On spheres (ssm, rope) each token stays
+        on S^{d-1}; the Transformer and Mamba-2 move the residual stream."""
         return self._m.step(X, int(layer))
 
     def jvp(self, X: np.ndarray, V: np.ndarray, layer: int) -> np.ndarray:
+        """DF_l(X)[V]: the exact tangent map of layer ``layer`` at X [rows, d] applied to k tangents
+        V [k, rows, d] (one call for all k), [k, rows, d] back. The cocycle of depth_spectrum."""
         return self._m.jvp(X, V, int(layer))
 
     def trajectory(self, X0: Optional[np.ndarray] = None, depth: int = 100, taps: Union[str, Sequence[int]] = "all") -> Dict[int, np.ndarray]:
+        """x(0..depth) from X0 (default: the model's start state) by the drivers the presets use;
+        returns {layer: state} for the layers ``taps`` selects ("all", "0:200:10", a list), each
+        [rows, d] for a [rows, d] start or [runs, rows, d] for a batch, in the model's precision
+        widened to float64 (Mamba-2: fp32 values)."""
         X = self.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
         sel = taps if isinstance(taps, str) else ",".join(str(int(t)) for t in taps)
         out = dict(self._m.trajectory(X, int(depth), sel))
@@ -308,6 +317,11 @@ class Model:
         return np.stack([t[k] for k in sorted(t)])
 
     def tap(self, name: str, X: np.ndarray, layer: int, heads: Sequence[int] = (0,)) -> np.ndarray:
+        """The internal quantity ``name`` (``tap_names``) that layer ``layer`` computes at the state X
+        entering it: ``attention`` [runs, heads, tokens, tokens] (row t: the weights token t gives
+        the tokens, rows sum to 1), ``residual_mid`` [runs, tokens, d] (the Transformer's stream
+        between its sublayers), ``q`` [runs, tokens] (the SSM / Mamba-2 interaction term of eq. (23)),
+        ``mixing`` [runs, heads, tokens, tokens] (Mamba-2's SSD matrices of ``heads``)."""
         return self._m.tap(name, X, int(layer), [int(h) for h in heads])
 
     def __repr__(self) -> str:
