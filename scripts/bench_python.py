@@ -12,7 +12,6 @@
     PYTHONPATH=build/python /usr/bin/python3 scripts/bench_python.py [--out bench/results-python.md]
 """
 import argparse
-import math
 import os
 import platform
 import subprocess
@@ -21,11 +20,6 @@ import time
 
 import numpy as np
 import torch
-
-try:  # PyTorch >= 2.0
-    from torch.func import jvp as fjvp, vmap
-except ImportError:  # Debian 12's PyTorch 1.13: functorch
-    from functorch import jvp as fjvp, vmap
 
 import tokdyn
 
@@ -81,36 +75,15 @@ taps = tokdyn.load(cli_out).taps("gate")
 same = np.array_equal(taps.array.astype(np.float64), H)
 
 # ---- 2. depth_spectrum with PyTorch callbacks vs straightforward PyTorch ----
+# The stack and the reference loop are the example's (examples/spectrum_of_a_torch_model.py).
+import importlib.util  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("torch_example", os.path.join(os.path.dirname(__file__), "..", "examples",
+                                                                             "spectrum_of_a_torch_model.py"))
+ex = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ex)
 T, d, L, k = a.T, a.d, a.L, a.k
-g = torch.Generator().manual_seed(0)
-W = {n: torch.randn(*s, generator=g) / math.sqrt(s[1]) for n, s in
-     {"q": (d, d), "k": (d, d), "v": (d, d), "o": (d, d), "w1": (2 * d, d), "w2": (d, 2 * d)}.items()}
-
-
-def rms(x):
-    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6)
-
-
-def block(x):
-    h = rms(x)
-    att = torch.softmax((h @ W["q"].T) @ (h @ W["k"].T).T / math.sqrt(d), dim=-1)
-    x = x + 0.5 * (att @ (h @ W["v"].T)) @ W["o"].T
-    return x + 0.5 * torch.tanh(rms(x) @ W["w1"].T) @ W["w2"].T
-
-
-def step(X, l):
-    with torch.no_grad():
-        return block(torch.from_numpy(X)).numpy()
-
-
-def jvp(X, V, l):
-    x = torch.from_numpy(X)
-    return vmap(lambda v: fjvp(block, (x,), (v,))[1])(torch.from_numpy(V)).numpy()
-
-
-X0 = torch.randn(T, d, generator=g).numpy()
-Q0 = torch.linalg.qr(torch.randn(T * d, k, generator=torch.Generator().manual_seed(1)))[0]
-V0 = Q0.T.reshape(k, T, d).contiguous().numpy()
+block, step, jvp, X0, V0 = ex.make_stack(T, d, 2 * d, k)
 
 
 def tokdyn_spectrum():
@@ -118,18 +91,7 @@ def tokdyn_spectrum():
 
 
 def torch_spectrum():
-    x = torch.from_numpy(X0)
-    Q = Q0.clone()
-    logs = []
-    for _ in range(L):
-        J = torch.autograd.functional.jacobian(block, x).reshape(T * d, T * d)
-        Q, R = torch.linalg.qr(J @ Q)
-        s = torch.sign(torch.diagonal(R))
-        Q, R = Q * s, R * s[:, None]
-        logs.append(torch.log(torch.diagonal(R)))
-        with torch.no_grad():
-            x = block(x)
-    return torch.stack(logs).mean(0).numpy()
+    return ex.torch_spectrum(block, X0, V0, L)
 
 
 t_tk, ts_tk, mu_tk = best(tokdyn_spectrum, a.reps)
