@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -400,12 +401,13 @@ py::dict spectra_of(const Matrix& log_diag, long begin, long H, const std::vecto
 
 long default_window(long n) { return std::max(1L, n / 4); }
 
-py::dict cocycle_spectra(const Array& B, long k, long H, long burn_in) {
+py::dict cocycle_spectra(const Array& B, long k, long H, long burn_in, bool bundles, double slack) {
   if (B.ndim() != 3 || B.shape(1) != B.shape(2) || B.shape(0) < 1 || B.shape(1) < 1)
     throw InputError(fmt::format("B: shape {}; expected [L, d, d] with L, d >= 1", shape_text(B)));
   const long L = static_cast<long>(B.shape(0)), d = static_cast<long>(B.shape(1));
   if (k < 0 || k > d) throw InputError(fmt::format("k: expected 0 (all d = {}) to d, got {}", d, k));
   if (burn_in < 0 || burn_in >= L) throw InputError(fmt::format("burn_in: expected 0 <= burn_in < L = {}, got {}", L, burn_in));
+  if (!(slack > 0 && slack <= 1)) throw InputError(fmt::format("slack: expected 0 < slack <= 1, got {}", slack));
   const long N = L - burn_in;
   if (H == 0) H = default_window(N);
   if (H < 1 || H > N) throw InputError(fmt::format("H: expected a Steklov window from 1 to L - burn_in = {}, got {}", N, H));
@@ -413,17 +415,68 @@ py::dict cocycle_spectra(const Array& B, long k, long H, long burn_in) {
   mats.reserve(static_cast<std::size_t>(L));
   for (long l = 0; l < L; ++l)  // C order [l, i, j] is row-major d x d
     mats.emplace_back(Eigen::Map<const Mat>(B.data() + l * d * d, d, d));
+  std::optional<cocycle::Cocycle> c;
   cocycle::QrResult q;
   {
     py::gil_scoped_release release;
     checked([&] {
-      const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(std::move(mats));
+      c.emplace(cocycle::Cocycle::from_matrices(std::move(mats)));
       cocycle::QrOptions o;
       o.k = k;
-      q = cocycle::qr_iterate(c, o);
+      q = cocycle::qr_iterate(*c, o);
     });
   }
-  return checked([&] { return spectra_of(q.log_diag, burn_in, H, q.unresolved_at); });
+  py::dict out = checked([&] { return spectra_of(q.log_diag, burn_in, H, q.unresolved_at); });
+  if (!bundles) return out;
+  // Bundles (two-sided constant extension) and the dichotomy constants at rates just inside the
+  // spectrum's gap, r = (edge)^(1 - slack), as cocycle-spectra computes them (Thm 5 / (A4)).
+  out["bundles"] = py::none();
+  out["constants"] = py::none();
+  if (out["hyperbolic"].cast<std::string>() != "yes") {
+    out["why_not"] = "not hyperbolic (1 lies in, or within the tolerance of, the dichotomy spectrum): no bundles or constants";
+    return out;
+  }
+  double g_lo = 0, g_hi = std::numeric_limits<double>::infinity();
+  for (const auto& iv : out["dichotomy_spectrum"].cast<std::vector<std::pair<double, double>>>()) {
+    if (iv.second < 1) g_lo = std::max(g_lo, iv.second);
+    if (iv.first > 1) g_hi = std::min(g_hi, iv.first);
+  }
+  cocycle::BundlesOutcome found;
+  cocycle::BundleDiagnostics diag;
+  double r_minus = 0, r_plus = 0, Cm = 0, Cp = 0;
+  {
+    py::gil_scoped_release release;
+    checked([&] {
+      found = cocycle::find_two_sided_bundles(*c);
+      if (!found) return;
+      const cocycle::Bundles& b = *found.bundles;
+      diag = cocycle::bundle_diagnostics(*c, b);
+      r_minus = g_lo > 0 ? std::exp((1 - slack) * std::log(g_lo)) : slack;
+      r_plus = std::isfinite(g_hi) ? std::exp((1 - slack) * std::log(g_hi)) : std::exp(slack);
+      const long stride = std::max<long>(1, static_cast<long>(b.P_plus.size()) / 100);
+      const auto env = cocycle::growth_envelope(*c, b, stride);
+      Cm = cocycle::constant_minus(env, r_minus);
+      Cp = cocycle::constant_plus(env, r_plus);
+    });
+  }
+  if (!found) {
+    out["why_not"] = found.why_not;
+    return out;
+  }
+  py::dict b;
+  b["k"] = found.bundles->k;
+  b["angle"] = to_numpy(diag.angle.data(), {static_cast<std::size_t>(diag.angle.size())});
+  b["p_plus_norm"] = to_numpy(diag.p_plus_norm.data(), {static_cast<std::size_t>(diag.p_plus_norm.size())});
+  out["bundles"] = b;
+  py::dict cs;
+  cs["r_minus"] = r_minus;
+  cs["r_plus"] = r_plus;
+  cs["C_minus"] = Cm;
+  cs["C_plus"] = Cp;
+  cs["C"] = std::max(Cm, Cp);
+  out["constants"] = cs;
+  out["why_not"] = py::none();
+  return out;
 }
 
 /// A LayerMap whose layers are Python callables: step(X [rows, d], l) -> X', jvp(X, V [k, rows, d], l) -> W.
@@ -718,7 +771,8 @@ PYBIND11_MODULE(_core, mod) {
   mod.def("consensus_spectrum", &consensus_spectrum_of, py::arg("positions"), py::arg("freqs"), py::arg("energies"),
           py::arg("beta"), py::arg("method"));
   mod.def("green_solve", &green_solve, py::arg("B"), py::arg("h"), py::arg("tails"));
-  mod.def("cocycle_spectra", &cocycle_spectra, py::arg("B"), py::arg("k"), py::arg("H"), py::arg("burn_in"));
+  mod.def("cocycle_spectra", &cocycle_spectra, py::arg("B"), py::arg("k"), py::arg("H"), py::arg("burn_in"), py::arg("bundles"),
+          py::arg("slack"));
   mod.def("depth_spectrum_callbacks", &depth_spectrum_callbacks, py::arg("step"), py::arg("jvp"), py::arg("X0"), py::arg("depth"),
           py::arg("k"), py::arg("burn_in"), py::arg("on_sphere"), py::arg("seed"), py::arg("H"), py::arg("V0"));
   mod.def("depth_spectrum_model", &depth_spectrum_model, py::arg("model"), py::arg("depth"), py::arg("k"), py::arg("burn_in"),

@@ -405,7 +405,8 @@ def green_solve(B: np.ndarray, h: np.ndarray, tails: str = "constant") -> Dict[s
     return dict(_core.green_solve(np.asarray(B, dtype=np.float64), np.asarray(h, dtype=np.float64), str(tails)))
 
 
-def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0) -> Dict[str, Any]:
+def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0, *, bundles: bool = True,
+                    slack: float = 0.1) -> Dict[str, Any]:
     """Spectra of the cocycle Φ(l, 0) = B(l-1)…B(0) of B [L, d, d] (coupling paper Thm 5):
 
     discrete QR (Benettin): B(l) Q_l = Q_{l+1} R_l, diag R_l > 0; ``mu[i]`` = (1/N) Σ_l log R_l[i,i]
@@ -415,8 +416,16 @@ def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0) -> 
     lies outside it, with ``margin`` and ``tolerance`` (the estimate's own error); ``log_diag``
     [N, k]: log R_l[i, i]; ``unresolved_at``: per exponent the first layer where R_ii fell to
     round-off (-1: resolved).
+
+    With ``bundles`` (when hyperbolic): the two-sided bundles V_par / V_perp of the constant
+    extension (``bundles``: k = dim V_par, per layer the minimal ``angle`` between them and
+    ‖P_+(l)‖) and the dichotomy ``constants`` C_-, C_+, C = max at rates r_- = (top of the decaying
+    spectrum)^(1 - slack), r_+ = (bottom of the growing spectrum)^(1 - slack), the rule of
+    ``cocycle-spectra`` applied to the spectrum at window ``H`` (the preset takes the widest of its
+    windows' spectra); otherwise both are None and ``why_not`` says why.
     """
-    return dict(_core.cocycle_spectra(np.asarray(B, dtype=np.float64), int(k), int(H), int(burn_in)))
+    return dict(_core.cocycle_spectra(np.asarray(B, dtype=np.float64), int(k), int(H), int(burn_in), bool(bundles),
+                                      float(slack)))
 
 
 def depth_spectrum(model_or_step: Union[Model, Callable], jvp: Optional[Callable] = None, X0: Optional[np.ndarray] = None,

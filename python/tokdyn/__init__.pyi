@@ -99,7 +99,8 @@ def consensus_spectrum(positions: Sequence[float], freqs: Sequence[float], beta:
     """Eigenvalues and gap of the consensus kernel (RoPE eqs. (13)-(14), Thm 7.3)."""
 def green_solve(B: npt.ArrayLike, h: npt.ArrayLike, tails: str = ...) -> Dict[str, Any]:
     """The bounded solution u [L+1, d] of u(l+1) = B(l) u(l) + h(l) (Lemma 17), or why_not."""
-def cocycle_spectra(B: npt.ArrayLike, k: int = ..., H: int = ..., burn_in: int = ...) -> Dict[str, Any]:
+def cocycle_spectra(B: npt.ArrayLike, k: int = ..., H: int = ..., burn_in: int = ..., *, bundles: bool = ...,
+                    slack: float = ...) -> Dict[str, Any]:
     """Lyapunov exponents (discrete QR), Bohl intervals, dichotomy spectrum, hyperbolicity of B [L, d, d]."""
 def depth_spectrum(model_or_step: Union[Model, Callable[[ArrayF, int], npt.ArrayLike]],
                    jvp: Optional[Callable[[ArrayF, ArrayF, int], npt.ArrayLike]] = ..., X0: Optional[npt.ArrayLike] = ...,

@@ -252,9 +252,17 @@ def test_cocycle_spectra_closed_form_and_cli(tmp_path):
     s = tokdyn.cocycle_spectra(B)
     np.testing.assert_allclose(np.sort(s["mu"]), np.log([0.5, 1.5, 2.0]), atol=1e-15)
     assert s["hyperbolic"] == "yes"
+    # Constant diagonal maps: V_par = span(e1, e3), V_perp = span(e2), orthogonal (angle pi/2,
+    # |P_+| = 1); the envelopes are exact powers, so C_- = C_+ = 1 at any rates inside the gap.
+    assert s["bundles"]["k"] == 2
+    np.testing.assert_allclose(s["bundles"]["angle"], np.pi / 2, atol=1e-12)
+    np.testing.assert_allclose(s["bundles"]["p_plus_norm"], 1.0, atol=1e-12)
+    assert s["constants"]["C"] == pytest.approx(1.0, abs=1e-12)
+    assert 0.5 < s["constants"]["r_minus"] < 1 < s["constants"]["r_plus"] < 1.5
     # A neutral direction (growth scale exactly 1) is at the boundary: undecided, never "yes".
     neutral = tokdyn.cocycle_spectra(np.tile(np.diag([1.0, 0.5]), (40, 1, 1)))
     assert neutral["hyperbolic"] == "undecided"
+    assert neutral["bundles"] is None and "not hyperbolic" in neutral["why_not"]
     inside = tokdyn.cocycle_spectra(np.stack([np.diag([1.2, 0.5]) if l % 2 else np.diag([0.8, 0.5]) for l in range(40)]), H=1)
     assert inside["hyperbolic"] == "no"  # the Bohl interval [0.8, 1.2] contains 1
     # The same bits as the CLI on a generators file.
