@@ -58,13 +58,17 @@ const ModelDescriptor& descriptor(const std::string& name) {
   }
 }
 
+std::size_t element_count(const std::vector<std::size_t>& shape) {
+  std::size_t n = 1;
+  for (std::size_t x : shape) n *= x;
+  return n;
+}
+
 /// A float64 array of `shape` holding a copy of `data`.
 py::array_t<double> to_numpy(const double* data, const std::vector<std::size_t>& shape) {
   std::vector<py::ssize_t> s(shape.begin(), shape.end());
   py::array_t<double> a(s);
-  std::size_t n = 1;
-  for (std::size_t x : shape) n *= x;
-  std::copy(data, data + n, a.mutable_data());
+  std::copy(data, data + element_count(shape), a.mutable_data());
   return a;
 }
 
@@ -133,14 +137,10 @@ py::dict run_preset(const std::string& name, const std::string& out, const std::
 class MemorySink final : public ArraySink {
  public:
   void put(const std::string& name, const double* data, const std::vector<std::size_t>& shape) override {
-    std::size_t n = 1;
-    for (std::size_t x : shape) n *= x;
-    arrays[name] = {std::vector<double>(data, data + n), shape};
+    arrays[name] = {std::vector<double>(data, data + element_count(shape)), shape};
   }
   void put(const std::string& name, const float* data, const std::vector<std::size_t>& shape) override {
-    std::size_t n = 1;
-    for (std::size_t x : shape) n *= x;
-    arrays[name] = {std::vector<double>(data, data + n), shape};  // fp32 values, exactly widened
+    arrays[name] = {std::vector<double>(data, data + element_count(shape)), shape};  // fp32 values, exactly widened
   }
   std::map<std::string, std::pair<std::vector<double>, std::vector<std::size_t>>> arrays;
 };
@@ -156,15 +156,11 @@ class CaptureTap final : public TapObserver {
   bool wants(const std::string& name, long k) const override { return !name_.empty() && name == name_ && k == k_; }
   std::vector<int> heads(const std::string& name, long) const override { return name == name_ ? heads_ : std::vector<int>{}; }
   void tap(const std::string&, long, const double* data, const std::vector<std::size_t>& s) override {
-    std::size_t n = 1;
-    for (std::size_t x : s) n *= x;
-    value.assign(data, data + n);
+    value.assign(data, data + element_count(s));
     shape = s;
   }
   void tap(const std::string&, long, const float* data, const std::vector<std::size_t>& s) override {
-    std::size_t n = 1;
-    for (std::size_t x : s) n *= x;
-    value.assign(data, data + n);
+    value.assign(data, data + element_count(s));
     shape = s;
   }
   std::vector<double> value;

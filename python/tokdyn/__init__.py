@@ -304,6 +304,8 @@ class Model:
         ``token_ids`` (Mamba-2: ids to embed instead of the model's own) and ``switches`` (Mamba-2's
         ``gate``, ``silu_bc``, ``silu_x``, ``conv``, ``d_skip``, ``mixer_norm``) build the same model
         with those knobs changed; ``X0`` [rows, d] or [runs, rows, d] starts from a given state."""
+        if token_ids is not None and X0 is not None:
+            raise ValueError("hidden_states: give token_ids (embedded as the start) or X0 (a start state), not both")
         m = self
         if token_ids is not None or switches:
             knobs = {**self._given, **switches}
@@ -424,6 +426,8 @@ def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0, *, 
     ``cocycle-spectra`` applied to the spectrum at window ``H`` (the preset takes the widest of its
     windows' spectra); otherwise both are None and ``why_not`` says why.
     """
+    if not bundles and slack != 0.1:
+        raise ValueError("cocycle_spectra: slack sets the constants' rates; it applies only with bundles=True")
     return dict(_core.cocycle_spectra(np.asarray(B, dtype=np.float64), int(k), int(H), int(burn_in), bool(bundles),
                                       float(slack)))
 
@@ -451,6 +455,10 @@ def depth_spectrum(model_or_step: Union[Model, Callable], jvp: Optional[Callable
     """
     V = None if V0 is None else np.asarray(V0, dtype=np.float64)
     if isinstance(model_or_step, Model):
+        if jvp is not None:
+            raise ValueError("depth_spectrum(model, ...): a registry model brings its own exact jvp; give jvp only with a step callable")
+        if on_sphere:
+            raise ValueError("depth_spectrum(model, ...): on_sphere is the model's own (Model.on_sphere); give it only with callables")
         X = None if X0 is None else np.asarray(X0, dtype=np.float64)
         return dict(_core.depth_spectrum_model(model_or_step._m, int(depth), int(k), int(burn_in), int(seed), int(H), X, V))
     if jvp is None or X0 is None:

@@ -98,6 +98,15 @@ def test_errors_are_value_and_runtime_errors(tmp_path):
     # A callback that returns NaN: non-finite state is a RuntimeError (the CLI's exit 4).
     with pytest.raises(RuntimeError, match="non-finite|NaN"):
         tokdyn.depth_spectrum(lambda X, l: X * np.nan, lambda X, V, l: V, np.ones((2, 2)), 5, 1)
+    # Options that do not apply are refused, never ignored.
+    with pytest.raises(ValueError, match="on_sphere"):
+        tokdyn.depth_spectrum(m, depth=5, k=1, on_sphere=True)
+    with pytest.raises(ValueError, match="jvp"):
+        tokdyn.depth_spectrum(m, m.jvp, depth=5, k=1)
+    with pytest.raises(ValueError, match="slack"):
+        tokdyn.cocycle_spectra(np.tile(np.eye(2) * 2, (4, 1, 1)), bundles=False, slack=0.2)
+    with pytest.raises(ValueError, match="not both"):
+        m.hidden_states([1, 2, 3], depth=2, X0=m.x0)
     # A callback's own exception reaches the caller as itself.
     def boom(X, l):
         raise KeyError("from the callback")
