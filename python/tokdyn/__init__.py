@@ -27,7 +27,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -223,6 +223,17 @@ def model_names() -> List[str]:
     return list(_core.model_names())
 
 
+#: The knobs of each registry model that decide which weights act at each depth step
+#: (``Model.trajectory(schedule=...)``); the RoPE step has one weight-tied layer.
+SCHEDULE_KNOBS: Dict[str, Tuple[str, ...]] = {
+    "ssm": ("redraw",),
+    "rope": (),
+    "mamba2": ("layers", "layer"),
+    "transformer": ("tying", "loop"),
+    "hierarchical": ("tying", "loop", "refresh_every"),
+}
+
+
 class Model:
     """A model of tokdyn's registry, built from its knobs (``tokdyn models NAME`` lists them), plus
     ``tokens``, ``seed`` and ``depth``.
@@ -230,7 +241,8 @@ class Model:
     - ``x0``: its start state [rows, d] (rows: the tokens; hierarchical: then the block summaries);
     - ``step(X, layer)``: the state after layer ``layer`` (>= 1) from X [rows, d] or [runs, rows, d];
     - ``jvp(X, V, layer)``: its tangent map at X [rows, d] on k tangents V [k, rows, d];
-    - ``trajectory(X0=None, depth=..., taps="all")``: {layer: state} of the selected layers;
+    - ``trajectory(X0=None, depth=..., taps="all", schedule=None)``: {layer: state} of the selected
+      layers, optionally under another weight schedule (``SCHEDULE_KNOBS``);
     - ``tap(name, X, layer)``: an internal quantity (``tap_names``), e.g. ``attention``
       [runs, heads, tokens, tokens] at the state X entering the layer.
 
@@ -284,14 +296,30 @@ class Model:
         V [k, rows, d] (one call for all k), [k, rows, d] back. The cocycle of depth_spectrum."""
         return self._m.jvp(X, V, int(layer))
 
-    def trajectory(self, X0: Optional[np.ndarray] = None, depth: int = 100, taps: Union[str, Sequence[int]] = "all") -> Dict[int, np.ndarray]:
+    def trajectory(self, X0: Optional[np.ndarray] = None, depth: int = 100, taps: Union[str, Sequence[int]] = "all",
+                   schedule: Optional[Mapping[str, Any]] = None) -> Dict[int, np.ndarray]:
         """x(0..depth) from X0 (default: the model's start state) by the drivers the presets use;
         returns {layer: state} for the layers ``taps`` selects ("all", "0:200:10", a list), each
         [rows, d] for a [rows, d] start or [runs, rows, d] for a batch, in the model's precision
-        widened to float64 (Mamba-2: fp32 values)."""
-        X = self.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
+        widened to float64 (Mamba-2: fp32 values).
+
+        ``schedule``: which weights act at each depth step, for this trajectory only, as the
+        model's schedule knobs (``SCHEDULE_KNOBS``): ``{"redraw": 10}`` (SSM: weights redrawn every
+        10 layers; >= depth: one weight-tied layer), ``{"layers": "single", "layer": 3}`` (Mamba-2:
+        block 3 repeated), ``{"tying": "looped", "loop": 4}`` (Transformer, hierarchical; the
+        latter also ``refresh_every``). The same seed draws the same weights as the model built
+        with those knobs."""
+        m = self
+        if schedule is not None:
+            allowed = SCHEDULE_KNOBS.get(self.name, ())
+            bad = sorted(set(schedule) - set(allowed))
+            if bad:
+                raise ValueError(f"schedule: {', '.join(bad)} not a schedule knob of model {self.name}; expected "
+                                 + (", ".join(allowed) if allowed else "none (one weight-tied layer at every depth step)"))
+            m = Model(self.name, **{**self._given, **schedule})
+        X = m.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
         sel = taps if isinstance(taps, str) else ",".join(str(int(t)) for t in taps)
-        out = dict(self._m.trajectory(X, int(depth), sel))
+        out = dict(m._m.trajectory(X, int(depth), sel))
         if X.ndim == 2:  # one state in, one state per layer out ([rows, d])
             out = {k: v[0] for k, v in out.items()}
         return out

@@ -1,7 +1,7 @@
 # Type stubs of the package tokdyn (the documented interface; see docs/python.md).
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +51,7 @@ class Result:
     def __getattr__(self, name: str) -> pd.DataFrame: ...
 
 def model_names() -> List[str]: ...
+SCHEDULE_KNOBS: Dict[str, Tuple[str, ...]]
 
 class Model:
     name: str
@@ -70,7 +71,8 @@ class Model:
         """X(layer) from X(layer - 1): [rows, d] or [runs, rows, d]."""
     def jvp(self, X: npt.ArrayLike, V: npt.ArrayLike, layer: int) -> ArrayF:
         """D step(X, layer) applied to k tangents V [k, rows, d]."""
-    def trajectory(self, X0: Optional[npt.ArrayLike] = ..., depth: int = ..., taps: Union[str, Sequence[int]] = ...) -> Dict[int, ArrayF]: ...
+    def trajectory(self, X0: Optional[npt.ArrayLike] = ..., depth: int = ..., taps: Union[str, Sequence[int]] = ...,
+                   schedule: Optional[Mapping[str, Any]] = ...) -> Dict[int, ArrayF]: ...
     def hidden_states(self, token_ids: Optional[Sequence[int]] = ..., depth: int = ..., taps: Union[str, Sequence[int]] = ...,
                       X0: Optional[npt.ArrayLike] = ..., **switches: Any) -> ArrayF:
         """[taps, runs, tokens, d], like Hugging Face's output_hidden_states."""

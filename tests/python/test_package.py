@@ -177,6 +177,27 @@ def test_models_list_and_describe():
         tokdyn.models.ssm(nonsense=1)
 
 
+def test_trajectory_under_another_schedule():
+    # Every schedule knob is a knob of its model.
+    for name, keys in tokdyn.SCHEDULE_KNOBS.items():
+        params = {p["key"] for p in tokdyn.models.describe(name)["params"]}
+        assert set(keys) <= params, (name, keys)
+    m = tokdyn.models.ssm(n=4, m=3, tokens=5, seed=2)
+    tied = m.trajectory(depth=6, taps=[6], schedule={"redraw": 100})[6]
+    np.testing.assert_array_equal(tied, tokdyn.models.ssm(n=4, m=3, tokens=5, seed=2, redraw=100).trajectory(depth=6, taps=[6])[6])
+    # One weight-tied layer is the same map at every depth step; redraw=1 is not.
+    one = tokdyn.models.ssm(n=4, m=3, tokens=5, seed=2, redraw=100)
+    X = one.x0
+    for layer in range(1, 7):
+        X = one.step(X, 1)
+    np.testing.assert_allclose(tied, X, rtol=0, atol=1e-15)
+    assert np.abs(m.trajectory(depth=6, taps=[6])[6] - tied).max() > 1e-6
+    with pytest.raises(ValueError, match="not a schedule knob of model ssm; expected redraw"):
+        m.trajectory(depth=3, schedule={"beta": 2})
+    with pytest.raises(ValueError, match="expected none"):
+        tokdyn.models.rope(d=4, tokens=3).trajectory(depth=3, schedule={"redraw": 2})
+
+
 def test_mamba2_hidden_states_of_given_token_ids(tmp_path):
     assert cli("make-checkpoint", "--size", "tiny", "--seed", "1", "--out", str(tmp_path / "ck")).returncode == 0
     ids = np.array([3, 1, 4, 1, 5], dtype=np.int64)
