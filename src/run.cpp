@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -297,6 +298,11 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     m["started_utc"] = started;
     m["hostname"] = host_name();
     m["notes"] = ctx.notes;
+    // A point of `tokdyn sweep` (apps/tokdyn/sweep.cpp): which sweep, point, rank and host ran it.
+    if (const char* sp = std::getenv("TOKDYN_SWEEP_POINT"); sp != nullptr && *sp != '\0') {
+      nlohmann::json point = nlohmann::json::parse(sp, nullptr, /*allow_exceptions=*/false);
+      if (point.is_object()) m["sweep_point"] = std::move(point);
+    }
     if (!ctx.summaries.empty()) m["summaries"] = summaries_json(ctx);
     if (!ctx.warnings.empty()) m["warnings"] = ctx.warnings;
     m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)

@@ -23,6 +23,7 @@
 #include "tokdyn/interrupt.hpp"
 #include "tokdyn/experiments/model_registry.hpp"
 #include "tokdyn/output_folder.hpp"
+#include "sweep.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -256,8 +257,29 @@ int main(int argc, char** argv) {
   mk->add_option("--seed", seed_text, "Seed of the initialisation")->capture_default_str();
   mk->add_option("--out,-o", mc_out, "New directory to write")->required();
 
+  sweep::Options so;
+  CLI::App* sw = app.add_subcommand("sweep", "Run a preset over a grid of parameters: one result per point and sweep.csv (docs/sweeps.md); "
+                                              "under mpirun the ranks share the points");
+  sw->add_option("target", so.target, "Preset name or config file (.toml)");
+  sw->add_option("--grid,-g", so.grids, "key=SPEC: a list a,b,c (list parameters: a;b), a range A:B[:STEP] or A:B:xF, linspace(A,B,N), "
+                                         "logspace(A,B,N); the cartesian product of every --grid (repeatable)")
+      ->allow_extra_args(false);
+  sw->add_option("--zip,-z", so.zips, "key=SPEC of parameters that move together (same count; one axis of the product)")->allow_extra_args(false);
+  sw->add_option("--points", so.points_file, "CSV file: a header of parameter names, one point per row (an empty cell: the default)");
+  sw->add_option("--set,-s", so.sets, "key=value for every point (repeatable)")->allow_extra_args(false);
+  sw->add_option("--out,-o", so.out, "The sweep's folder (default: results/<preset>-sweep); rerun to resume");
+  std::string jobs_text = "1", sw_threads_text = "0";
+  sw->add_option("--jobs", jobs_text, "Points run at once on this machine (each with cores / jobs threads)")->capture_default_str();
+  sw->add_option("--threads,-j", sw_threads_text, "Threads per point (default: cores / jobs, or cores / ranks on a node)");
+  sw->add_option("--shard", so.shard, "I/N: run every N-th point from I (largest work first), for a scheduler's job array; then --collect");
+  sw->add_option("--collect", so.collect, "Build DIR/sweep.csv from the points present (after shards)");
+  sw->add_flag("--figures", so.figures, "Each point draws its preset's figures (off by default)");
+  sw->add_option("--plot", so.plots, "y=SUMMARY,x=PARAM[,hue=PARAM]: a figure of the sweep (repeatable)")->allow_extra_args(false);
+  sw->add_flag("--overwrite", so.overwrite, "Replace a previous sweep of other parameters in --out");
+  sw->add_flag("--quiet,-q", so.quiet, "No line per point");
+
   // Extra arguments are reported by us, with their count and in order.
-  for (CLI::App* sub : {presets, models, show, outputs, run, mk}) sub->allow_extras();
+  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -271,7 +293,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (CLI::App* sub : {presets, models, show, outputs, run, mk}) {
+    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw}) {
       const std::vector<std::string> extra = sub->remaining();
       if (!sub->parsed() || extra.empty()) continue;
       std::string list;
@@ -282,6 +304,7 @@ int main(int argc, char** argv) {
                           : sub == models ? "at most one model name"
                           : sub == outputs ? "at most one preset name"
                           : sub == mk  ? "options only"
+                          : sub == sw  ? "one target (a preset or a .toml file) and options"
                                        : "no arguments";
       throw InputError(fmt::format("{}: {} unexpected argument{}: {}; it takes {} (see `tokdyn {} --help`)", sub->get_name(),
                                    extra.size(), extra.size() == 1 ? "" : "s", list, takes, sub->get_name()));
@@ -299,6 +322,11 @@ int main(int argc, char** argv) {
       print_outputs_markdown(outputs_name);
     } else if (app.got_subcommand("run")) {
       return run_command(ra);
+    } else if (app.got_subcommand("sweep")) {
+      so.jobs = static_cast<int>(parse_count("--jobs", jobs_text, 1, max_threads()));
+      so.threads = static_cast<int>(parse_count("--threads", sw_threads_text, 0, max_threads()));
+      so.out_given = sw->count("--out") > 0;
+      return sweep::run(so, argc, argv);
     } else if (app.got_subcommand("make-checkpoint")) {
       if (mc_seed < 0) throw InputError(fmt::format("--seed: expected an integer >= 0, got {}", mc_seed));
       const auto t0 = std::chrono::steady_clock::now();

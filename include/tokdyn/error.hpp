@@ -46,6 +46,9 @@ inline constexpr int non_finite = 4;
 inline constexpr int figures_failed = 5;
 inline constexpr int busy = 6;
 inline constexpr int no_convergence = 7;
+/// `tokdyn sweep`: some points failed (their rows in sweep.csv name the error and exit code) or are
+/// missing (--collect of an unfinished sweep); the other points' results are written.
+inline constexpr int points_failed = 8;
 }  // namespace exit_code
 
 /// Bad user input (config, CLI, checkpoint, data file). Exit code 2.

@@ -148,6 +148,17 @@ def preset_kinds(src):
     return presets, assigned, problems
 
 
+def apps_kinds(apps):
+    """Kinds the command line draws itself: `draw_figures("kind", ...)` in apps/ (tokdyn sweep --plot)."""
+    kinds = set()
+    for root, _, files in os.walk(apps):
+        for f in sorted(files):
+            if f.endswith(".cpp"):
+                with open(os.path.join(root, f), encoding="utf-8") as fh:
+                    kinds |= set(re.findall(r'\bdraw_figures\(\s*"([a-z0-9_-]+)"', fh.read()))
+    return kinds
+
+
 # --- the package ---------------------------------------------------------------------------------
 
 IMPORTS_PLOT = re.compile(r"^\s*(from\s+plot(_\w+)?\s+import\b|import\s+plot(_\w+)?\b)", re.M)
@@ -221,7 +232,7 @@ def main():
     problems += p
     if len(presets) < 10:
         problems.append("only %d presets parsed from %s: the parser no longer matches the sources" % (len(presets), src))
-    cpp_kinds = {k for k in presets.values() if k} | assigned
+    cpp_kinds = {k for k in presets.values() if k} | assigned | apps_kinds(os.path.join(a.source_dir, "apps"))
     if a.tokdyn:
         out = subprocess.run([a.tokdyn, "presets"], capture_output=True, text=True, check=True).stdout
         listed = {line.split()[0] for line in out.splitlines() if line.strip()}
