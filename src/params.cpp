@@ -337,6 +337,12 @@ void check_string(const Origin& o, const ParamSpec& s, const std::string& v) {
     bad(o, s.key, fmt::format("expected one of: {} (got '{}')", join(s.choices, ", "), v));
 }
 
+/// For a scalar given several values ("0.5,1,2"): where several values go.
+std::string sweep_hint(const std::string& key, const std::string& raw) {
+  if (raw.find(',') == std::string::npos) return "";
+  return fmt::format(" (one value per run; several are a sweep: tokdyn sweep PRESET --grid {}={})", key, raw);
+}
+
 long parse_long(const Origin& o, const std::string& label, const std::string& raw) {
   const std::string t = param_trimmed(raw);
   const char* b = t.data();
@@ -346,7 +352,7 @@ long parse_long(const Origin& o, const std::string& label, const std::string& ra
   auto [p, ec] = std::from_chars(b, end, v);
   if (ec == std::errc::result_out_of_range)
     bad(o, label, fmt::format("expected an integer, got '{}' (out of range)", raw));
-  if (ec != std::errc() || p != end || t.empty()) bad(o, label, fmt::format("expected an integer, got '{}'", raw));
+  if (ec != std::errc() || p != end || t.empty()) bad(o, label, fmt::format("expected an integer, got '{}'{}", raw, sweep_hint(label, raw)));
   return v;
 }
 
@@ -465,7 +471,7 @@ ParamValue value_of_string(const ParamSpec& s, const std::string& raw) {
       double v = 0;
       const NumParse r = parse_double_token(b, end, v);
       if (r == NumParse::Overflow) bad(o, s.key, fmt::format("expected a finite number, got '{}'", raw));
-      if (r != NumParse::Ok || t.empty()) bad(o, s.key, fmt::format("expected a number, got '{}'", raw));
+      if (r != NumParse::Ok || t.empty()) bad(o, s.key, fmt::format("expected a number, got '{}'{}", raw, sweep_hint(s.key, raw)));
       check_double(o, s, v, fmt::format("'{}'", raw));
       return ParamValue{std::in_place_type<double>, v};
     }

@@ -357,7 +357,8 @@ Definition define(const Options& o) {
         throw InputError(fmt::format("--points '{}': row {} has {} cells; the header has {}", o.points_file, r + 1, rows[r].size(), a.keys.size()));
       a.rows.push_back(rows[r]);
     }
-    d.axes.push_back({{"kind", "points"}, {"file", fs::absolute(o.points_file).lexically_normal().string()}, {"keys", a.keys}, {"rows", a.rows.size()}});
+    // The points by content, not by file name: the same rows from another file are the same sweep.
+    d.axes.push_back({{"kind", "points"}, {"keys", a.keys}, {"rows", a.rows}});
     axes.push_back(std::move(a));
   }
   if (axes.empty()) throw InputError("sweep: no --grid, --zip or --points; expected at least one (e.g. --grid beta=0.5,1,2)");
@@ -455,7 +456,7 @@ std::string differences(const json& was, const json& now) {
         const std::string kind = a.value("kind", "");
         std::string t = kind == "grid" ? a["key"].get<std::string>() + "=" + a["spec"].get<std::string>()
                         : kind == "zip" ? "zip " + a["specs"].dump()
-                                        : "points " + a.value("file", "");
+                                        : fmt::format("--points of {} rows", a.value("rows", json::array()).size());
         s += (s.empty() ? "" : "; ") + t;
       }
       return s.empty() ? std::string("none") : s;
@@ -508,6 +509,22 @@ json stored_definition(const fs::path& dir) {
 }
 
 bool complete(const fs::path& dir, const std::string& hash) { return fs::exists(dir / "points" / hash / "manifest.json"); }
+
+/// A complete point is skipped only when its result was made with exactly its parameters.
+void check_complete_points(const fs::path& dir, const Definition& d) {
+  for (const Point& p : d.points) {
+    if (!p.params || !complete(dir, p.hash)) continue;
+    const json pm = read_json_file(dir / "points" / p.hash / "manifest.json");
+    const json want = p.params->to_json();
+    if (pm.value("preset", "") == d.e->name && pm.value("params", json()) == want) continue;
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : want.items())
+      if (!pm.contains("params") || !pm["params"].contains(k) || pm["params"][k] != v) keys.push_back(k);
+    throw InputError(fmt::format("--out '{}': points/{} holds a result of other parameters ({}); expected this point's result: "
+                                 "remove that folder, or use --overwrite",
+                                 dir.string(), p.hash, keys.empty() ? std::string("another preset") : fmt::format("{}", fmt::join(keys, ", "))));
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Running a point: a child `tokdyn run` process
@@ -1089,6 +1106,7 @@ int run(const Options& o, int argc, char** argv) {
       // Shards start independently: the first writes the definition, the others find it there.
       if (shard.second > 1 && o.overwrite) throw InputError("--overwrite: not with --shard (the shards share one folder); remove the old sweep first");
       prepare(dir, *def, o.overwrite);
+      check_complete_points(dir, *def);
     }
   } catch (...) {
     const Failure f = failure_of(std::current_exception());
@@ -1119,6 +1137,9 @@ int run(const Options& o, int argc, char** argv) {
   for (const Point& p : def->points) order.push_back(&p);
   std::stable_sort(order.begin(), order.end(), [](const Point* a, const Point* b) { return a->work > b->work; });
   long position = 0;
+  // Under mpirun only rank 0 looks at the folder (the others ask it for points): one rank's file
+  // system checks, not one per rank.
+  if (w.mpi && w.rank != 0) order.clear();
   for (const Point* p : order) {
     const bool mine = position++ % shard.second == shard.first;
     if (!mine) continue;
@@ -1152,7 +1173,7 @@ int run(const Options& o, int argc, char** argv) {
     run_local(runner, todo, o.jobs, progress);
     failed = progress.failed();
   }
-  failed += bad;
+  if (w.rank == 0) failed += bad;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int worst = agree(w, failed > 0 ? exit_code::points_failed : exit_code::ok);
   if (w.rank != 0) return worst;

@@ -50,6 +50,14 @@ class Result:
     def __getitem__(self, name: str) -> pd.DataFrame: ...
     def __getattr__(self, name: str) -> pd.DataFrame: ...
 
+def sweep(preset: str, out: Optional[PathLike] = ..., *, grid: Optional[Mapping[str, Any]] = ..., zip: Optional[Mapping[str, Any]] = ...,
+          points: Any = ..., jobs: int = ..., threads: int = ..., figures: bool = ..., plot: Union[None, str, Sequence[str]] = ...,
+          overwrite: bool = ..., quiet: bool = ..., **params: Any) -> pd.DataFrame:
+    """`tokdyn sweep`: the cartesian product of `grid`, the `zip`ped axis and the `points` rows; returns
+    sweep.csv (one row per point: parameters, status, exit_code, error, summaries, check verdicts)."""
+def load_sweep(path: PathLike) -> pd.DataFrame:
+    """A sweep's sweep.csv (exact doubles; attrs["dir"] the folder)."""
+
 def model_names() -> List[str]: ...
 SCHEDULE_KNOBS: Dict[str, Tuple[str, ...]]
 

@@ -141,6 +141,23 @@ def test_changed_parameters_are_refused_then_replaced(tmp_path):
     assert "not a tokdyn sweep" in r.stderr and (other / "thesis.tex").exists()
 
 
+def test_a_point_of_other_parameters_is_never_reused(tmp_path):
+    out = tmp_path / "t"
+    args = ["sweep", "rope-flow", "--grid", "beta=1,2", *TINY, "--out", out, "-q"]
+    tokdyn(*args, check=0)
+    h = rows(out / "sweep.csv")[0]["hash"]
+    m = json.load(open(out / "points" / h / "manifest.json"))
+    m["params"]["n"] = 99  # as if the folder held another run
+    json.dump(m, open(out / "points" / h / "manifest.json", "w"))
+    r = tokdyn(*args, check=2)
+    assert f"points/{h} holds a result of other parameters (n)" in r.stderr
+
+
+def test_several_values_for_run_point_to_sweep(tmp_path):
+    r = tokdyn("run", "rope-flow", "--set", "beta=0.5,1,2", "--out", tmp_path / "r", check=2)
+    assert "several are a sweep: tokdyn sweep PRESET --grid beta=0.5,1,2" in r.stderr and r.stderr.count("\n") == 1
+
+
 def test_failing_points_are_rows(tmp_path):
     out = tmp_path / "f"
     # d = 3 with RoPE is refused by the run (odd dimension); n = 0 by the schema (bad input before running).
