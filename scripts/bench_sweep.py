@@ -45,7 +45,7 @@ def run_sweep(cmd, out, env=None):
         sys.exit(f"bench_sweep: {' '.join(map(str, cmd))} failed ({r.returncode}): {r.stderr[-500:]}")
     m = json.load(open(Path(out) / "manifest.json"))
     own = [p["seconds"] for p in m["points"]]
-    return wall, own, (Path(out) / "sweep.csv").read_bytes()
+    return wall, own, (Path(out) / "sweep.csv").read_bytes(), m.get("mpi", {})
 
 
 def main():
@@ -62,7 +62,7 @@ def main():
     grid = ["--grid", "beta=logspace(-1,1,8)"]
     sizes = {
         "tiny": grid + ["--grid", "n=4:32:4", "--set", "d=4", "--set", "t_end=0.5", "--set", "outputs=5", "--set", "runs=2"],
-        ">= 1 s": grid + ["--grid", "n=56:112:8", "--set", "d=8", "--set", "t_end=20", "--set", "outputs=20", "--set", "runs=2"],
+        ">= 1 s": grid + ["--grid", "n=56:112:8", "--set", "d=8", "--set", "t_end=50", "--set", "outputs=20", "--set", "runs=2"],
     }
     if a.quick:
         sizes.pop(">= 1 s")
@@ -75,14 +75,17 @@ def main():
                 rows.append((size, mode, None))
                 continue
             out = work / f"{size.replace(' ', '').replace('>=', 'ge')}-{mode.replace(' ', '')}"
-            wall, own, csv = run_sweep([*prefix, tok, "sweep", "rope-flow", *args, "--out", str(out), "-q", *extra], out, env)
+            wall, own, csv, mpi = run_sweep([*prefix, tok, "sweep", "rope-flow", *args, "--out", str(out), "-q", *extra], out, env)
             same = ref is None or csv == ref
             ref = ref or csv
             n = len(own)
             overhead = (slots * wall - sum(own)) / n
+            init = mpi.get("init_seconds", 0.0)
+            overhead_run = (slots * (wall - init) - sum(own)) / n  # without MPI's start-up
             rows.append((size, mode, dict(points=n, wall=wall, own=sum(own), mean_own=sum(own) / n, overhead=overhead,
-                                          ratio=overhead / (sum(own) / n), same=same)))
+                                          overhead_run=overhead_run, init=init, ratio=overhead / (sum(own) / n), same=same)))
             print(f"{size:7s} {mode:13s} {n} points  wall {wall:7.2f} s  own {sum(own):7.2f} s  overhead/point {overhead * 1e3:7.2f} ms"
+                  f" ({overhead_run * 1e3:.2f} ms without MPI_Init {init:.2f} s)"
                   f"  ({100 * overhead / (sum(own) / n):.1f} % of a point)  same sweep.csv: {same}", flush=True)
 
     # The simulated cluster (docs/scaling.md): many ranks on this machine, tiny points.
@@ -93,9 +96,12 @@ def main():
             out = work / f"sim{ranks}"
             cmd = [mpirun, "--oversubscribe", "-np", str(ranks), tok, "sweep", "rope-flow", "--grid", f"seed=0:{npts - 1}", "--set", "n=2",
                    "--set", "d=2", "--set", "t_end=0.01", "--set", "outputs=1", "--set", "runs=1", "--threads", "1", "--out", str(out), "-q"]
-            wall, own, _ = run_sweep(cmd, out, env)
-            sim.append(dict(ranks=ranks, points=npts, wall=wall, rate=npts / wall, own=sum(own)))
-            print(f"simulated: {ranks:3d} ranks, {npts} tiny points: {wall:6.2f} s, {npts / wall:7.1f} points/s", flush=True)
+            wall, own, _, mpi = run_sweep(cmd, out, env)
+            per_request = mpi["dispatch_seconds"] / max(1, mpi["requests"])
+            sim.append(dict(ranks=ranks, points=npts, wall=wall, rate=npts / wall, own=sum(own), requests=mpi["requests"],
+                            per_request=per_request, init=mpi["init_seconds"]))
+            print(f"simulated: {ranks:3d} ranks, {npts} tiny points: {wall:6.2f} s, {npts / wall:7.1f} points/s; rank 0 answered "
+                  f"{mpi['requests']} requests, {per_request * 1e6:.1f} us each; MPI_Init {mpi['init_seconds']:.2f} s", flush=True)
         # Collecting: sweep.csv of the largest simulated sweep, again.
         t0 = time.perf_counter()
         subprocess.run([tok, "sweep", "--collect", str(work / f"sim{sim[-1]['ranks']}")], check=True, capture_output=True)
@@ -110,21 +116,24 @@ def main():
              "points' own run times) / points (slots: points run at once); it covers the point's process start, its parameter and "
              "resource checks, its manifest and publication, the sweep's bookkeeping and idle slots at the end. Targets: < 20 ms "
              "for tiny points, < 5 % for points of ≥ 1 s.", "",
-             "| points | mode | sweep wall | Σ points' own time | mean point | overhead per point | overhead / point | sweep.csv = serial |",
+             "| points | mode | sweep wall | Σ points' own time | mean point | overhead per point (without MPI_Init) | overhead / point | sweep.csv = serial |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for size, mode, r in rows:
         if r is None:
             lines.append(f"| {size} | {mode} | (no mpirun) | | | | | |")
             continue
-        lines.append(f"| {size} | {mode} | {r['wall']:.2f} s | {r['own']:.2f} s | {r['mean_own'] * 1e3:.1f} ms | {r['overhead'] * 1e3:.1f} ms | "
+        extra = f" ({r['overhead_run'] * 1e3:.1f} ms; MPI_Init {r['init']:.2f} s)" if r["init"] else ""
+        lines.append(f"| {size} | {mode} | {r['wall']:.2f} s | {r['own']:.2f} s | {r['mean_own'] * 1e3:.1f} ms | {r['overhead'] * 1e3:.1f} ms{extra} | "
                      f"{100 * r['ratio']:.1f} % | {'yes' if r['same'] else 'NO'} |")
     if sim:
         lines += ["", "## Simulated many-rank run (docs/scaling.md)", "",
                   f"`mpirun --oversubscribe -np R` on this {cores}-core machine, {sim[0]['points']} tiny points (≈ 1 ms of compute each): "
                   "the rate at which rank 0 hands out points and the ranks start them, an upper bound on the dispatch cost.", "",
-                  "| ranks | points | wall | points / s |", "| --- | --- | --- | --- |"]
+                  "| ranks | points | wall | points / s | rank 0: requests answered | time per request | MPI_Init |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         for s in sim:
-            lines.append(f"| {s['ranks']} | {s['points']} | {s['wall']:.2f} s | {s['rate']:.0f} |")
+            lines.append(f"| {s['ranks']} | {s['points']} | {s['wall']:.2f} s | {s['rate']:.0f} | {s['requests']} | "
+                         f"{s['per_request'] * 1e6:.1f} µs | {s['init']:.2f} s |")
         lines += ["", f"`tokdyn sweep --collect` of those {sim[-1]['points']} points: {collect_s:.3f} s "
                   f"({1e3 * collect_s / sim[-1]['points']:.2f} ms per point)."]
     Path(a.out).write_text("\n".join(lines) + "\n")

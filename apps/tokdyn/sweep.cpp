@@ -900,6 +900,9 @@ int draw_plots(const fs::path& dir, const json& plots) {
 struct World {
   int rank = 0, size = 1, local_size = 1;
   bool mpi = false;
+  double init_seconds = 0;       ///< MPI_Init and the node split
+  double dispatch_seconds = 0;   ///< rank 0: time spent answering requests (receive, record, send)
+  long requests = 0;             ///< rank 0: requests answered
 };
 
 bool launched_by_mpi() {
@@ -912,6 +915,7 @@ World init_world(int argc, char** argv) {
   World w;
 #if TOKDYN_HAVE_MPI
   if (!launched_by_mpi()) return w;
+  const auto t0 = std::chrono::steady_clock::now();
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
@@ -921,6 +925,7 @@ World init_world(int argc, char** argv) {
   MPI_Comm_size(local, &w.local_size);
   MPI_Comm_free(&local);
   w.mpi = true;
+  w.init_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 #else
   (void)argc, (void)argv;
   if (launched_by_mpi() && std::getenv("TOKDYN_SWEEP_NO_MPI_WARNING") == nullptr)
@@ -956,7 +961,7 @@ constexpr int kTagRequest = 1, kTagAssign = 2;
 /// Runs `todo` (point indices, largest work first) over the ranks: rank 0 hands out the next
 /// point to whichever rank asks (it runs points itself between requests), the others ask,
 /// run, report and ask again. Returns this rank's failures (rank 0: all of them).
-std::size_t run_ranks(const World& w, Runner& runner, const std::vector<long>& todo, Progress& progress) {
+std::size_t run_ranks(World& w, Runner& runner, const std::vector<long>& todo, Progress& progress) {
 #if TOKDYN_HAVE_MPI
   std::size_t failed = 0;
   if (w.rank == 0) {
@@ -977,6 +982,7 @@ std::size_t run_ranks(const World& w, Runner& runner, const std::vector<long>& t
       MPI_Status st;
       MPI_Iprobe(MPI_ANY_SOURCE, kTagRequest, MPI_COMM_WORLD, &flag, &st);
       if (flag) {
+        const auto d0 = std::chrono::steady_clock::now();
         double msg[3];  // point done (-1: first request), exit code, seconds
         MPI_Recv(msg, 3, MPI_DOUBLE, st.MPI_SOURCE, kTagRequest, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (msg[0] >= 0) {
@@ -990,8 +996,10 @@ std::size_t run_ranks(const World& w, Runner& runner, const std::vector<long>& t
         if (assign < 0) --active;
         MPI_Send(&assign, 1, MPI_LONG, st.MPI_SOURCE, kTagAssign, MPI_COMM_WORLD);
         busy = true;
+        w.dispatch_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count();
+        ++w.requests;
       }
-      if (!busy) ::usleep(2000);
+      if (!busy) ::usleep(500);  // idle: poll again in 0.5 ms (a request or rank 0's own point)
     }
     failed = progress.failed();
   } else {
@@ -1082,7 +1090,7 @@ int run(const Options& o, int argc, char** argv) {
   const int hw = hw_u ? static_cast<int>(hw_u) : 1;
   if (o.jobs < 1 || o.jobs > 4 * hw) throw InputError(fmt::format("--jobs: expected an integer from 1 to {} (4 per core), got {}", 4 * hw, o.jobs));
 
-  const World w = init_world(argc, argv);
+  World w = init_world(argc, argv);
   struct Finalizer {
     const World& w;
     ~Finalizer() { finalize(w); }
@@ -1185,7 +1193,10 @@ int run(const Options& o, int argc, char** argv) {
   }
   json info = {{"started_utc", started}, {"wall_time_s", wall}, {"threads_per_point", threads}, {"points_run", todo.size()},
                {"points_skipped", skipped}};
-  if (w.mpi) info["ranks"] = w.size;
+  if (w.mpi) {
+    info["ranks"] = w.size;
+    info["mpi"] = {{"init_seconds", w.init_seconds}, {"requests", w.requests}, {"dispatch_seconds", w.dispatch_seconds}};
+  }
   else info["jobs"] = o.jobs;
   const Collected c = collect(dir, *def->e, stored_definition(dir), info);
   if (!o.quiet)
