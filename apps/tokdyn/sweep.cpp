@@ -555,6 +555,17 @@ class Runner {
   Runner(const Definition& d, fs::path dir, int threads, bool figures, json where)
       : d_(d), dir_(std::move(dir)), threads_(threads), figures_(figures), where_(std::move(where)), exe_(self_exe()) {
     fs::create_directories(dir_ / "failed");
+    // A killed sweep's point logs (.<hash>.stderr-<pid> of a pid no longer running) are removed.
+    for (const auto& entry : fs::directory_iterator(dir_ / "failed")) {
+      const std::string n = entry.path().filename().string();
+      const auto at = n.rfind(".stderr-");
+      if (n.empty() || n[0] != '.' || at == std::string::npos) continue;
+      const std::string pid = n.substr(at + 8);
+      if (is_integer_text(pid) && ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) {
+        std::error_code ec;
+        fs::remove(entry.path(), ec);
+      }
+    }
   }
 
   /// Starts point `i` as a child process.
@@ -606,6 +617,7 @@ class Runner {
     ::setpgid(pid, pid);
     c.pid = pid;
     guards_.emplace(pid, std::make_unique<interrupt::ChildGuard>(pid));
+    err_guards_.emplace(pid, std::make_unique<interrupt::PathGuard>(c.err));  // removed if the sweep is interrupted
     return c;
   }
 
@@ -622,6 +634,7 @@ class Runner {
   /// The outcome of `c`, which ended with wait status `status` (-1: lost).
   Outcome reap(const Child& c, int status) {
     guards_.erase(c.pid);
+    err_guards_.erase(c.pid);
     Outcome o;
     o.index = c.index;
     o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count();
@@ -670,6 +683,7 @@ class Runner {
   json where_;
   std::string exe_;
   std::map<pid_t, std::unique_ptr<interrupt::ChildGuard>> guards_;
+  std::map<pid_t, std::unique_ptr<interrupt::PathGuard>> err_guards_;
 };
 
 /// One line per finished point (stdout, flushed: a batch job's log shows progress).

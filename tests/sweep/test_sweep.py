@@ -118,9 +118,30 @@ def test_kill_and_resume(tmp_path):
     after = {x.name: (x / "manifest.json").stat().st_mtime_ns for x in (out / "points").glob("*")}
     assert len(after) == 8 and all(after[k] == v for k, v in before.items())  # not recomputed
     assert not list((out / "points").glob("*.tmp-*"))  # the killed point's temporary folder is gone
+    assert not (out / "failed").exists()  # and its log (failed/ is removed when empty)
     fresh = tmp_path / "f"
     tokdyn(*[a if a != str(out) and a != out else fresh for a in args], check=0)
     assert filecmp.cmp(out / "sweep.csv", fresh / "sweep.csv", shallow=False)
+
+
+def test_an_interrupted_sweep_stops_its_points_and_leaves_only_complete_ones(tmp_path):
+    out = tmp_path / "i"
+    p = subprocess.Popen([BIN, "sweep", "rope-flow", "--grid", "seed=0:5", "--set", "n=48", "--set", "d=8", "--set", "t_end=6",
+                          "--set", "runs=2", "--set", "outputs=5", "--out", str(out), "--jobs", "2", "--threads", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "points").exists():
+        time.sleep(0.02)
+    time.sleep(0.2)  # two points running
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "interrupted (SIGINT)" in err
+    left = subprocess.run(["pgrep", "-f", f"--out {out}/points"], capture_output=True, text=True).stdout.split()
+    assert left == [], left  # no point still running
+    assert not list((out / "points").glob("*.tmp-*")) and not list((out / "points").glob(".*lock"))
+    assert not list((out / "failed").glob(".*stderr*"))
+    for d in (out / "points").iterdir():
+        assert (d / "manifest.json").exists()
 
 
 def test_changed_parameters_are_refused_then_replaced(tmp_path):
