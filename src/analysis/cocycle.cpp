@@ -11,15 +11,19 @@
 #include <string>
 
 #include <cblas.h>
+#include <omp.h>
 #include <fmt/format.h>
 
 #include "tokdyn/linalg.hpp"
+#include "tokdyn/parallel.hpp"
 
 // LAPACK from the linked OpenBLAS (Householder QR and the explicit Q), for large frames.
 extern "C" {
 void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork, int* info);
 void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
              const int* lwork, int* info);
+void dgesvd_(const char* jobu, const char* jobvt, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
+             const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* info, std::size_t, std::size_t);
 }
 
 namespace tokdyn::cocycle {
@@ -430,6 +434,26 @@ HyperbolicDecision decide_hyperbolic(const std::vector<Interval>& merged, double
 
 // ------------------------------------------------------------------------------------------------
 
+namespace {
+/// The singular values of a square matrix, largest first, by LAPACK's robust driver (dgesvd,
+/// values only), on the calling thread. ConvergenceError if its QR iteration does not converge.
+Eigen::VectorXd singular_values(Matrix A) {
+  const int n = static_cast<int>(A.rows());
+  Eigen::VectorXd sv(n);
+  int info = 0, lwork = -1, one = 1;
+  double wq = 0, dummy = 0;
+  single_threaded_blas([&] {
+    dgesvd_("N", "N", &n, &n, A.data(), &n, sv.data(), &dummy, &one, &dummy, &one, &wq, &lwork, &info, 1, 1);
+    lwork = std::max(1, static_cast<int>(wq));
+    std::vector<double> work(static_cast<std::size_t>(lwork));
+    dgesvd_("N", "N", &n, &n, A.data(), &n, sv.data(), &dummy, &one, &dummy, &one, work.data(), &lwork, &info, 1, 1);
+  });
+  if (info > 0) throw ConvergenceError(fmt::format("finite-time singular values: LAPACK dgesvd did not converge ({} superdiagonals)", info));
+  if (info < 0) throw std::logic_error(fmt::format("dgesvd: argument {} is invalid", -info));
+  return sv;
+}
+}  // namespace
+
 FiniteTimeSvd finite_time_svd(const Cocycle& c, long N, long stride, long begin, long end) {
   const long L = c.length(), d = c.dim();
   if (end < 0) end = L;
@@ -439,28 +463,38 @@ FiniteTimeSvd finite_time_svd(const Cocycle& c, long N, long stride, long begin,
   FiniteTimeSvd f;
   f.N = N;
   for (long s = begin; s + N <= end; s += stride) f.starts.push_back(s);
-  f.log_sv_rate.resize(static_cast<long>(f.starts.size()), d);
-  Matrix Z, Q, R;
-  for (std::size_t j = 0; j < f.starts.size(); ++j) {
-    // Phi(s+N, s) = Q_N (R_{N-1} ... R_0): the singular values are those of the triangular
-    // product, kept with a running scale so that long windows neither overflow nor underflow.
-    Q = Matrix::Identity(d, d);
-    Matrix P = Matrix::Identity(d, d);
-    double log_scale = 0;
-    for (long r = 0; r < N; ++r) {
-      c.apply(f.starts[j] + r, Q, Z);
-      qr_signfixed(Z, Q, R);
-      P = (R * P).eval();
-      const double nrm = P.cwiseAbs().maxCoeff();
-      if (nrm > 0) {
-        P /= nrm;
-        log_scale += std::log(nrm);
+  const long windows = static_cast<long>(f.starts.size());
+  f.log_sv_rate.resize(windows, d);
+  // The windows are independent: spread over the threads when the cocycle is a stack of matrices
+  // (a callback may not be thread-safe). Each window is computed on one thread with single-threaded
+  // BLAS, so the bits do not depend on the thread count.
+  ParallelErrors errors;
+#pragma omp parallel for schedule(dynamic) if (c.has_matrices() && windows > 1 && !omp_in_parallel())
+  for (long j = 0; j < windows; ++j) {
+    try {
+      // Phi(s+N, s) = Q_N (R_{N-1} ... R_0): the singular values are those of the triangular
+      // product (upper triangular products: half the work), kept with a running scale so that long
+      // windows neither overflow nor underflow.
+      Matrix Z, Q = Matrix::Identity(d, d), R;
+      Matrix P = Matrix::Identity(d, d);
+      double log_scale = 0;
+      for (long r = 0; r < N; ++r) {
+        c.apply(f.starts[static_cast<std::size_t>(j)] + r, Q, Z);
+        qr_signfixed(Z, Q, R);
+        P = (R.triangularView<Eigen::Upper>() * P).eval();
+        const double nrm = P.cwiseAbs().maxCoeff();
+        if (nrm > 0) {
+          P /= nrm;
+          log_scale += std::log(nrm);
+        }
       }
+      const Eigen::VectorXd sv = singular_values(P);
+      for (long i = 0; i < d; ++i) f.log_sv_rate(j, i) = (sv(i) > 0 ? std::log(sv(i)) + log_scale : kNegInf) / static_cast<double>(N);
+    } catch (...) {
+      errors.capture();
     }
-    const Eigen::VectorXd sv = Eigen::JacobiSVD<Matrix>(P).singularValues();
-    for (long i = 0; i < d; ++i)
-      f.log_sv_rate(static_cast<long>(j), i) = (sv(i) > 0 ? std::log(sv(i)) + log_scale : kNegInf) / static_cast<double>(N);
   }
+  errors.rethrow();
   return f;
 }
 

@@ -92,7 +92,12 @@ void run_spectra(const Params& P, RunContext& ctx) {
   opt.reorth_every = P.get_int("reorth_every");
   const auto t0 = std::chrono::steady_clock::now();
   const cocycle::QrResult qr = cocycle::qr_iterate(c, opt);
-  ctx.notes["qr_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // manifest only
+  const auto t1 = std::chrono::steady_clock::now();
+  ctx.notes["qr_seconds"] = std::chrono::duration<double>(t1 - t0).count();  // manifest only
+  // Where the run's time goes (manifest notes.phase_seconds): the spectrum, the rank cross-check,
+  // the bundles and constant.
+  nlohmann::json phase = nlohmann::json::object();
+  phase["qr"] = ctx.notes["qr_seconds"];
   const cocycle::LyapunovSpectrum ly = cocycle::lyapunov_spectrum(qr.log_diag, burn);
   {
     // resolved = false: R_ii fell to round-off of the frame's image at some layer (qr_iterate's
@@ -139,10 +144,27 @@ void run_spectra(const Params& P, RunContext& ctx) {
   ctx.notes["hyperbolic_tolerance"] = {{"total", err.tolerance()}, {"roundoff", err.roundoff}, {"window_bias", err.window_bias}};
   ctx.notes["layers"] = L;
   ctx.notes["dimension"] = d;
-  if (P.get_bool("rank") && k == d) {  // rank function k(gamma) from finite-time singular values
-    // Short windows only: the triangular product is formed explicitly (finite_time_svd).
-    const long Nsv = std::min<long>(Hs.front(), 32);
-    const long stride = std::max<long>(1, (N - Nsv + 1) / 50);
+  // The rank function k(gamma) from finite-time singular values, a cross-check of the intervals:
+  // short windows only (the triangular product is formed explicitly, finite_time_svd). It repeats
+  // about 50 x 32 QR steps, several times the spectrum's own N steps at large d, so by default it
+  // is computed only up to d = kRankDefaultMaxD; above, the run says what it would cost and how
+  // to ask for it.
+  constexpr long kRankDefaultMaxD = 64;
+  const long Nsv = std::min<long>(Hs.front(), 32);
+  const long stride = std::max<long>(1, (N - Nsv + 1) / 50);
+  const long rank_steps = ((N - Nsv) / stride + 1) * Nsv;
+  const bool rank_wanted = P.get_bool("rank") && k == d && (P.is_explicit("rank") || d <= kRankDefaultMaxD);
+  if (P.get_bool("rank") && k == d && !rank_wanted) {
+    const double per_step = std::chrono::duration<double>(t1 - t0).count() / static_cast<double>(L);
+    const double est = per_step * static_cast<double>(rank_steps) / static_cast<double>(std::max(1, std::min(ctx.threads, 2)));
+    ctx.warnings.push_back(fmt::format("rank function (rank.csv) not computed: at d = {} it repeats {} QR steps, about {:.1f} s here "
+                                       "({:.1f}x the spectrum's {:.1f} s); --set rank=true computes it (by default only up to d = {})",
+                                       d, rank_steps, est, est / std::max(1e-9, phase["qr"].get<double>()), phase["qr"].get<double>(),
+                                       kRankDefaultMaxD));
+    ctx.notes["rank_skipped_estimate_seconds"] = est;
+  }
+  if (rank_wanted) {
+    const auto r0 = std::chrono::steady_clock::now();
     const auto f = cocycle::finite_time_svd(c, Nsv, stride, burn);
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     for (long i = 0; i < f.log_sv_rate.size(); ++i)
@@ -159,9 +181,13 @@ void run_spectra(const Params& P, RunContext& ctx) {
         w.cell(gamma).cell(kmin).cell(kmax).cell(Nsv).end_row();
       }
     }
+    phase["rank"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
   }
   // The dichotomy constant C (NaN when it is not computed: bundles = none, no bundles, not hyperbolic).
+  const auto b0 = std::chrono::steady_clock::now();
   const double C = spectra_bundles(P, ctx, c, burn, Hs.front(), widest, dec);
+  phase["bundles"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+  ctx.notes["phase_seconds"] = phase;
   ctx.summary("mu_max", ly.mu.maxCoeff());
   ctx.summary("mu_min", ly.mu.minCoeff());
   ctx.summary("intervals", widest.size());
@@ -441,7 +467,7 @@ OutputDecl cocycle_spectra_outputs() {
        {real("gamma", "growth scale"), integer("k_min", "fewest singular values of Phi(s+N, s) above gamma^N over the starts s"),
         integer("k_max", "most singular values above gamma^N over the starts (k_min < k_max: gamma inside a spectral interval)"),
         integer("N", "window of the finite-time singular values (layers): min(smallest H, 32)")},
-       "rank = true, k = d, and some finite-time singular value is finite"},
+       "rank = true (by default only for d <= 64; an explicit rank=true at any d), k = d, and some finite-time singular value is finite"},
       {"bundles.csv", "one layer: the bundles V_par, V_perp and the projector P_+ there",
        {index("l", "layer of the projector P_+(l) (two-sided: 0..L; clv: burn_in..)", 0),
         real("angle", "smallest angle between V_par(l) and V_perp(l) (pi/2 when k_+ = 0 or d)", "rad"),
@@ -506,7 +532,8 @@ const ExperimentRegistration reg_spectra{with_outputs(with_smoke(Experiment{
      p_double("r_plus", 0.0, "r_+ for C (0: just below the growing spectrum)", 0.0, 1e6).when_not("bundles", {"none"}),
      p_double("slack", 0.1, "automatic rates: r = (spectral edge)^(1 - slack)", 0.0, 1.0, true).when_not("bundles", {"none"}),
      p_int("stride", 0, "C: start layers sampled every `stride` layers (0: L/100)", 0, 100000).when_not("bundles", {"none"}),
-     p_bool("rank", true, "rank function k(gamma) from finite-time singular values (k = d only)")},
+     p_bool("rank", true, "rank function k(gamma) from finite-time singular values (k = d only; by default only up to d = 64: "
+                          "above, the run prints its estimated cost, and an explicit rank=true computes it)")},
     run_spectra, "cocycle-spectra",
     [](const Params& P) {
       // The file's own shape when one is given (its header alone is read), else the family's sizes.

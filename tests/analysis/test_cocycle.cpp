@@ -10,6 +10,7 @@
 
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
+#include "thread_util.hpp"
 
 using namespace tokdyn::cocycle;
 
@@ -295,26 +296,41 @@ TEST(CocycleApi, CallbackCocycleGivesTheSameSpectrum) {
 }
 
 TEST(CocycleQr, LargeFramesThroughLapackAgreeAndAreThreadIndependent) {
-  // d = 96: the OpenBLAS/LAPACK path (d k^2 >= 2^18); compared with Eigen's Householder QR.
+  // The blocked Householder QR of large frames (32-column panels, block-reflector updates in
+  // column parts spread over the threads), square (d = 96) and tall with a partial last panel
+  // (200 x 70), against Eigen's unblocked Householder QR (an independent implementation): Q R = Z,
+  // Q^T Q = I, diag R >= 0, the same R; and the same bits on 1 to 4 threads.
+  tokdyn::testing::ThreadCountGuard guard;
   const auto B = family_g5(12, 96, 0.5, 0.2, 0, 21);
-  Matrix Q, R;
-  qr_signfixed(B[0], Q, R);
-  EXPECT_LE(norm2(Q * R - B[0]), 1e-13 * norm2(B[0]));
-  EXPECT_LE(norm2(Q.transpose() * Q - Matrix::Identity(96, 96)), 1e-13);
-  EXPECT_GE(R.diagonal().minCoeff(), 0.0);
-  Eigen::HouseholderQR<Matrix> qr(B[0]);
-  Matrix Re = qr.matrixQR().triangularView<Eigen::Upper>();
-  for (long i = 0; i < 96; ++i)
-    if (Re(i, i) < 0) Re.row(i) *= -1.0;
-  EXPECT_LE(norm2(Re - R), 1e-12 * norm2(R));
+  Eigen::MatrixXd tall = family_g5(1, 200, 0.5, 0.2, 0, 22)[0].leftCols(70);
+  for (const Matrix& Z : {Matrix(B[0]), Matrix(tall)}) {
+    Matrix Q, R;
+    qr_signfixed(Z, Q, R);
+    const long k = Z.cols();
+    EXPECT_LE(norm2(Q * R - Z), 1e-13 * norm2(Z));
+    EXPECT_LE(norm2(Q.transpose() * Q - Matrix::Identity(k, k)), 1e-13);
+    EXPECT_GE(R.diagonal().minCoeff(), 0.0);
+    EXPECT_EQ(Matrix(R.triangularView<Eigen::StrictlyLower>()), Matrix::Zero(k, k));
+    Eigen::HouseholderQR<Matrix> qr(Z);
+    Matrix Re = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
+    for (long i = 0; i < k; ++i)
+      if (Re(i, i) < 0) Re.row(i) *= -1.0;
+    EXPECT_LE(norm2(Re - R), 1e-12 * norm2(R));
+    for (int t : tokdyn::testing::kThreadCounts) {
+      tokdyn::testing::set_threads(t);
+      Matrix Qt, Rt;
+      qr_signfixed(Z, Qt, Rt);
+      EXPECT_EQ(Qt, Q) << t << " threads";
+      EXPECT_EQ(Rt, R) << t << " threads";
+    }
+  }
   const Cocycle c = Cocycle::from_matrices(B);
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
+  tokdyn::testing::set_threads(1);
   const Matrix a = qr_iterate(c).log_diag;
-  omp_set_num_threads(2);
-  const Matrix b = qr_iterate(c).log_diag;
-  omp_set_num_threads(saved);
-  EXPECT_EQ(a, b);
+  for (int t : tokdyn::testing::kThreadCounts) {
+    tokdyn::testing::set_threads(t);
+    EXPECT_EQ(qr_iterate(c).log_diag, a) << t << " threads";
+  }
 }
 
 // "No dichotomy" as a value: a neutral end (a rotation) gives no bundles and says why; a saddle

@@ -407,3 +407,18 @@ def test_sweep_returns_sweep_csv_and_points_load(tmp_path):
     with pytest.warns(UserWarning, match="1 of 2 points failed"):
         f = tokdyn.sweep("rope-flow", tmp_path / "f", grid={"d": [3, 4]}, t_end=0.5, outputs=5)
     assert list(f["status"]) == ["failed", "ok"] and f["exit_code"][0] == 2 and "error:" in f["error"][0]
+
+
+def test_cocycle_spectra_rank_cross_check_is_off_by_default_above_d64(tmp_path):
+    # The rank function repeats ~50 x 32 QR steps: by default only up to d = 64; above, the run
+    # says what it would cost (manifest warnings) and an explicit rank=true computes it.
+    big = tokdyn.run("cocycle-spectra", tmp_path / "big", family="G5", d=72, depth=60, bundles="none")
+    assert "rank" not in big.tables if hasattr(big, "tables") else True
+    assert not (tmp_path / "big" / "rank.csv").exists()
+    assert any("rank function (rank.csv) not computed: at d = 72" in w and "--set rank=true" in w for w in big.manifest["warnings"])
+    assert big.manifest["notes"]["rank_skipped_estimate_seconds"] > 0
+    assert set(big.manifest["notes"]["phase_seconds"]) == {"qr", "bundles"}
+    asked = tokdyn.run("cocycle-spectra", tmp_path / "asked", family="G5", d=72, depth=60, bundles="none", rank=True)
+    assert (tmp_path / "asked" / "rank.csv").exists() and "rank" in asked.manifest["notes"]["phase_seconds"]
+    small = tokdyn.run("cocycle-spectra", tmp_path / "small", family="G5", d=8, depth=60, bundles="none")
+    assert (tmp_path / "small" / "rank.csv").exists() and "warnings" not in small.manifest
