@@ -22,6 +22,7 @@
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/host.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/output_folder.hpp"
 
@@ -33,8 +34,6 @@ namespace fs = std::filesystem;
 
 // ---------------------------------------------------------------------------------------------
 // Running
-
-namespace {
 
 std::string utc_now_iso8601() {
   const std::time_t t = std::time(nullptr);
@@ -50,6 +49,8 @@ std::string host_name() {
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
 }
+
+namespace {
 
 // A single updating progress line on stderr (only used when stderr is a terminal).
 class ProgressLine {

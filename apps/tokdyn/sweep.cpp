@@ -34,6 +34,7 @@
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+#include "tokdyn/host.hpp"
 #include "tokdyn/interrupt.hpp"
 #include "tokdyn/io/file.hpp"
 
@@ -147,11 +148,7 @@ void write_atomic(const fs::path& file, const std::string& text) {
   }
 }
 
-std::string host_name() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
+
 
 /// 64-bit FNV-1a: a point's folder name (12 hex digits) from its canonical parameter text.
 std::string short_hash(const std::string& text) {
@@ -844,14 +841,7 @@ Collected collect(const fs::path& dir, const Experiment& e, const json& manifest
   std::error_code ec;
   if (fs::is_directory(dir / "failed", ec) && fs::is_empty(dir / "failed", ec)) fs::remove(dir / "failed", ec);
   json m = manifest;
-  m["collected_utc"] = [] {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return std::string(buf);
-  }();
+  m["collected_utc"] = utc_now_iso8601();
   m["counts"] = {{"points", files.size()}, {"ok", c.ok}, {"failed", c.failed}, {"missing", c.missing}};
   m["points_seconds"] = point_seconds;
   m["hosts"] = std::vector<std::string>(hosts.begin(), hosts.end());
@@ -1066,15 +1056,6 @@ std::pair<long, long> parse_shard(const std::string& s) {
   return {i, n};
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 int collect_command(const Options& o) {
   const fs::path dir = o.collect;
   const json m = stored_definition(dir);
@@ -1144,7 +1125,7 @@ int run(const Options& o, int argc, char** argv) {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string started = utc_now();
+  const std::string started = utc_now_iso8601();
   const int threads = o.threads > 0 ? o.threads : std::max(1, hw / std::max(o.jobs, w.local_size));
   json where = {{"host", host_name()}};
   if (w.mpi) where["rank"] = w.rank, where["ranks"] = w.size;
