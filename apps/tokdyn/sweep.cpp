@@ -695,6 +695,8 @@ class Progress {
     const int w = static_cast<int>(std::to_string(todo_).size());
     if (o.code == 0)
       fmt::print("[{:>{}}/{}] {}  ok  {:.2f} s{}\n", n_, w, todo_, point_label(p), o.seconds, who);
+    else if (o.code == exit_code::figures_failed)  // the results are there; only its figures failed
+      fmt::print("[{:>{}}/{}] {}  ok  {:.2f} s{} (figures failed: {})\n", n_, w, todo_, point_label(p), o.seconds, who, o.error);
     else
       fmt::print("[{:>{}}/{}] {}  failed (exit {}): {}{}\n", n_, w, todo_, point_label(p), o.code, o.error, who);
     std::fflush(stdout);
