@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -30,6 +31,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
@@ -251,10 +253,25 @@ struct Point {
   double work = 0;                                            ///< the preset's estimated flops (ordering)
 };
 
+/// A file the sweep writes for its points and removes when it ends (or is interrupted).
+struct TempFile {
+  explicit TempFile(fs::path p) : path(std::move(p)), guard(path) {}
+  ~TempFile() {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  fs::path path;
+  interrupt::PathGuard guard;
+};
+
 struct Definition {
   const Experiment* e = nullptr;
   std::string target;                                   ///< as given (preset or config file)
-  std::optional<fs::path> config;
+  std::optional<fs::path> config;                       ///< the config file the points resolve (without [sweep])
+  std::optional<fs::path> config_given;                 ///< the config file as given (the definition names it)
+  std::shared_ptr<TempFile> config_file;         ///< a written config without [sweep], removed with the sweep
   std::vector<std::pair<std::string, std::string>> base;  ///< --set
   json axes = json::array();
   std::vector<std::string> keys;                         ///< the axes' keys, in order
@@ -270,18 +287,96 @@ struct Definition {
     json sets = json::object();
     for (const auto& [k, v] : base) sets[k] = v;
     json d = {{"preset", e->name}, {"sets", sets}, {"axes", axes}, {"keys", keys}, {"points", pts}};
-    if (config) d["config"] = fs::absolute(*config).lexically_normal().string();
+    if (config_given) d["config"] = fs::absolute(*config_given).lexically_normal().string();
     return d;
   }
 };
+
+/// A TOML value of a [sweep] axis as --grid text: a string is a spec ("8:64:x2"), an array the
+/// values (an array of arrays: the points of a list parameter, joined by ';').
+std::string toml_axis_text(const toml::node& n, const std::string& where) {
+  auto scalar = [&](const toml::node& v) -> std::string {
+    if (auto x = v.as_integer()) return std::to_string(x->get());
+    if (auto x = v.as_floating_point()) return fmt::format("{}", x->get());
+    if (auto x = v.as_boolean()) return x->get() ? "true" : "false";
+    if (auto x = v.as_string()) return x->get();
+    throw InputError(fmt::format("{}: expected numbers, strings or booleans", where));
+  };
+  if (auto str = n.as_string()) return str->get();
+  const toml::array* arr = n.as_array();
+  if (!arr || arr->empty()) throw InputError(fmt::format("{}: expected a spec string (\"8:64:x2\") or a non-empty array of values", where));
+  std::string out;
+  const bool nested = arr->front().is_array();
+  for (const toml::node& v : *arr) {
+    std::string item;
+    if (nested) {
+      const toml::array* inner = v.as_array();
+      if (!inner) throw InputError(fmt::format("{}: mixed arrays and values; expected one kind", where));
+      for (const toml::node& x : *inner) {
+        if (!item.empty()) item += ',';
+        item += scalar(x);
+      }
+    } else {
+      item = scalar(v);
+    }
+    if (!out.empty()) out += nested ? ';' : ',';
+    out += item;
+  }
+  return out;
+}
+
+/// A config file's [sweep] table: grid = {key = [values] | "spec"}, zip = {...}, points = "file.csv"
+/// (relative to the config's folder). The points resolve a copy of the config without it.
+void read_sweep_table(Definition& d, std::vector<std::string>& grids, std::vector<std::string>& zips, std::string& points_file) {
+  const fs::path file = *d.config_given;
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(file.string());
+  } catch (const toml::parse_error& err) {
+    throw InputError(fmt::format("config file '{}': {}", file.string(), message_line(std::string(err.description()))));
+  }
+  const toml::node* sw = tbl.get("sweep");
+  if (!sw) return;
+  const toml::table* st = sw->as_table();
+  if (!st) throw InputError(fmt::format("config file '{}': key 'sweep': expected a table [sweep] with grid, zip or points", file.string()));
+  for (const auto& [k, v] : *st) {
+    const std::string key(k.str());
+    const std::string where = fmt::format("config file '{}': [sweep] {}", file.string(), key);
+    if (key == "points") {
+      const auto p = v.as_string();
+      if (!p) throw InputError(fmt::format("{}: expected the path of a CSV file", where));
+      if (!points_file.empty()) throw InputError(fmt::format("{}: and --points {}; give one", where, points_file));
+      const fs::path pf = p->get();
+      points_file = (pf.is_absolute() ? pf : file.parent_path() / pf).string();
+    } else if (key == "grid" || key == "zip") {
+      const toml::table* axes = v.as_table();
+      if (!axes) throw InputError(fmt::format("{}: expected a table of parameters, e.g. {} = {{ beta = [0.5, 1, 2] }}", where, key));
+      for (const auto& [pk, pv] : *axes)
+        (key == "grid" ? grids : zips).push_back(std::string(pk.str()) + "=" + toml_axis_text(pv, fmt::format("{}.{}", where, pk.str())));
+    } else {
+      throw InputError(fmt::format("{}: unknown key; expected grid, zip or points", where));
+    }
+  }
+  tbl.erase("sweep");
+  const fs::path stripped = fs::temp_directory_path() / fmt::format("tokdyn-sweep-{}.toml", ::getpid());
+  std::ostringstream text;
+  text << tbl << "\n";
+  d.config_file = std::make_shared<TempFile>(stripped);
+  write_text_file(stripped, text.str());
+  d.config = stripped;
+  d.target = stripped.string();  // the points' `tokdyn run` reads it (the sweep removes it when done)
+}
 
 Definition define(const Options& o) {
   Definition d;
   d.target = o.target;
   const bool toml = o.target.size() > 5 && o.target.compare(o.target.size() - 5, 5, ".toml") == 0;
+  std::vector<std::string> grids, zips;  // a config's [sweep] table first, then the command line's
+  std::string points_file = o.points_file;
   if (toml || (!find_experiment(o.target) && fs::exists(o.target))) {
-    d.config = fs::path(o.target);
+    d.config = d.config_given = fs::path(o.target);
     d.e = &experiment_of_toml(*d.config);
+    read_sweep_table(d, grids, zips, points_file);
   } else {
     d.e = find_experiment(o.target);
     if (!d.e) throw InputError(fmt::format("unknown preset '{}' (see `tokdyn presets`)", o.target));
@@ -310,7 +405,9 @@ Definition define(const Options& o) {
       throw InputError(fmt::format("{} '{}': expected key=SPEC, e.g. {} beta=0.5,1,2", option, arg, option));
     return std::pair{trim(arg.substr(0, eq)), trim(arg.substr(eq + 1))};
   };
-  for (const std::string& g : o.grids) {
+  grids.insert(grids.end(), o.grids.begin(), o.grids.end());
+  zips.insert(zips.end(), o.zips.begin(), o.zips.end());
+  for (const std::string& g : grids) {
     auto [key, spec] = key_spec(g, "--grid");
     claim(key, "--grid");
     Axis a{{key}, {}};
@@ -318,11 +415,11 @@ Definition define(const Options& o) {
     d.axes.push_back({{"kind", "grid"}, {"key", key}, {"spec", spec}});
     axes.push_back(std::move(a));
   }
-  if (!o.zips.empty()) {
+  if (!zips.empty()) {
     Axis a;
     json keys = json::array(), specs = json::object();
     std::vector<std::vector<std::string>> cols;
-    for (const std::string& z : o.zips) {
+    for (const std::string& z : zips) {
       auto [key, spec] = key_spec(z, "--zip");
       claim(key, "--zip");
       cols.push_back(expand("--zip", key, spec, spec_of(e, key, "--zip")));
@@ -340,9 +437,9 @@ Definition define(const Options& o) {
     d.axes.push_back({{"kind", "zip"}, {"keys", keys}, {"specs", specs}});
     axes.push_back(std::move(a));
   }
-  if (!o.points_file.empty()) {
-    const auto rows = read_csv(o.points_file, "--points");
-    if (rows.size() < 2) throw InputError(fmt::format("--points '{}': expected a header of parameter names and at least one row", o.points_file));
+  if (!points_file.empty()) {
+    const auto rows = read_csv(points_file, "--points");
+    if (rows.size() < 2) throw InputError(fmt::format("--points '{}': expected a header of parameter names and at least one row", points_file));
     Axis a;
     a.keys = rows[0];
     for (std::string& k : a.keys) {
@@ -351,7 +448,7 @@ Definition define(const Options& o) {
     }
     for (std::size_t r = 1; r < rows.size(); ++r) {
       if (rows[r].size() != a.keys.size())
-        throw InputError(fmt::format("--points '{}': row {} has {} cells; the header has {}", o.points_file, r + 1, rows[r].size(), a.keys.size()));
+        throw InputError(fmt::format("--points '{}': row {} has {} cells; the header has {}", points_file, r + 1, rows[r].size(), a.keys.size()));
       a.rows.push_back(rows[r]);
     }
     // The points by content, not by file name: the same rows from another file are the same sweep.
@@ -567,6 +664,7 @@ class Runner {
 
   /// Starts point `i` as a child process.
   Child start(long i) {
+    if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler is stopping the points
     const Point& p = d_.points[static_cast<std::size_t>(i)];
     Child c;
     c.index = i;
@@ -630,6 +728,9 @@ class Runner {
 
   /// The outcome of `c`, which ended with wait status `status` (-1: lost).
   Outcome reap(const Child& c, int status) {
+    // A point stopped by the sweep's own interrupt is not a failure to record: the handler is
+    // removing the partial results and ends the process.
+    if (interrupt::interrupting()) interrupt::wait_for_exit();
     guards_.erase(c.pid);
     err_guards_.erase(c.pid);
     Outcome o;
