@@ -301,6 +301,9 @@ struct Origin {
 std::string unknown_key_message(const Experiment& e, const std::string& key) {
   std::vector<std::string> known;
   for (const auto& s : e.params) known.push_back(s.key);
+  if (key == "sweep")  // a config written for `tokdyn sweep` (docs/sweeps.md), given to `tokdyn run`
+    return fmt::format("a [sweep] table is read by `tokdyn sweep FILE.toml`, not by `tokdyn run` (one run has one value per parameter; "
+                       "preset '{}')", e.name);
   return fmt::format("unknown parameter '{}' for preset '{}' (known: {})", key, e.name,
                      known.empty() ? std::string("none") : join(known, ", "));
 }

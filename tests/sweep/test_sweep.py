@@ -114,6 +114,8 @@ def test_a_config_file_with_a_sweep_table(serial, tmp_path):
     cfg2.write_text('preset = "rope-flow"\nd = 4\nt_end = 0.5\noutputs = 5\n[sweep]\nzip = { n = [4, 5], seed = [1, 2] }\npoints = "pts.csv"\n')
     tokdyn("sweep", cfg2, "--out", tmp_path / "z", "-q", check=0)
     assert [(x["n"], x["seed"], x["beta"]) for x in rows(tmp_path / "z" / "sweep.csv")] == [("4", "1", "3"), ("5", "2", "3")]
+    r = tokdyn("run", cfg, "--out", tmp_path / "r", check=2)
+    assert "a [sweep] table is read by `tokdyn sweep FILE.toml`, not by `tokdyn run`" in r.stderr
     bad = tmp_path / "bad.toml"
     bad.write_text('preset = "rope-flow"\n[sweep]\ngrids = { beta = [1] }\n')
     r = tokdyn("sweep", bad, "--out", tmp_path / "b", check=2)
