@@ -39,6 +39,7 @@
 #include "tokdyn/host.hpp"
 #include "tokdyn/interrupt.hpp"
 #include "tokdyn/io/file.hpp"
+#include "tokdyn/output_folder.hpp"
 
 #if TOKDYN_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C interface only
@@ -562,6 +563,63 @@ std::string differences(const json& was, const json& now) {
   return fmt::format("{}", fmt::join(out, "; "));
 }
 
+/// True for "<anything>.tmp-<digits>" (a temporary of write_atomic or of a point's OutputFolder).
+bool is_tmp_name(const std::string& n) {
+  const auto at = n.rfind(".tmp-");
+  return at != std::string::npos && at > 0 && is_integer_text(n.substr(at + 5)) && n[at + 5] != '-' && n[at + 5] != '+';
+}
+
+/// Every entry of a previous sweep's folder, to replace it with --overwrite: the manifest,
+/// sweep.csv, the sweep figures, each point (a complete tokdyn result, checked as `tokdyn run
+/// --overwrite` checks one), the points' locks and temporaries, the failure records and logs.
+/// Anything else (a file the user put there, a symbolic link, a folder tokdyn did not write) is
+/// refused with its name: a sweep never deletes what it did not write.
+std::vector<fs::path> sweep_entries(const fs::path& dir) {
+  std::vector<fs::path> out;
+  auto refuse = [&](const fs::path& p, const std::string& why) {
+    return InputError(fmt::format("--out '{}': --overwrite replaces only a previous sweep, and '{}' {}; remove it or use another --out",
+                                  dir.string(), p.lexically_relative(dir).generic_string(), why));
+  };
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    const auto st = e.symlink_status();
+    if (fs::is_symlink(st)) throw refuse(e.path(), "is a symbolic link");
+    const bool file = fs::is_regular_file(st), folder = fs::is_directory(st);
+    if (file && (n == "manifest.json" || n == "sweep.csv" || is_tmp_name(n) ||
+                 (n.rfind("sweep_", 0) == 0 && e.path().extension() == ".png"))) {
+      out.push_back(e.path());
+    } else if (folder && n == "points") {
+      for (const auto& q : fs::directory_iterator(e.path())) {
+        const std::string m = q.path().filename().string();
+        const auto qs = q.symlink_status();
+        if (fs::is_symlink(qs)) throw refuse(q.path(), "is a symbolic link");
+        std::string why;
+        if (fs::is_directory(qs) && !is_tmp_name(m) && classify_folder(q.path(), &why) != FolderKind::TokdynResult)
+          throw refuse(q.path(), "is not a tokdyn result (" + why + ")");
+        if (fs::is_directory(qs) && is_tmp_name(m) && !fs::exists(q.path() / ".tokdyn-temporary"))
+          throw refuse(q.path(), "is not a tokdyn temporary folder");
+        if (fs::is_regular_file(qs) && !(m.size() > 14 && m[0] == '.' && m.compare(m.size() - 13, 13, ".tokdyn-lock") == 0))
+          throw refuse(q.path(), "was not written by tokdyn");
+        if (!fs::is_directory(qs) && !fs::is_regular_file(qs)) throw refuse(q.path(), "is not a file or folder");
+        out.push_back(q.path());
+      }
+      out.push_back(e.path());
+    } else if (folder && n == "failed") {
+      for (const auto& q : fs::directory_iterator(e.path())) {
+        const std::string m = q.path().filename().string();
+        const bool record = q.path().extension() == ".json" && read_json_file(q.path()).contains("exit_code");
+        const bool log = m[0] == '.' && m.find(".stderr-") != std::string::npos;
+        if (!fs::is_regular_file(q.symlink_status()) || !(record || log)) throw refuse(q.path(), "was not written by tokdyn");
+        out.push_back(q.path());
+      }
+      out.push_back(e.path());
+    } else {
+      throw refuse(e.path(), "was not written by tokdyn sweep");
+    }
+  }
+  return out;
+}
+
 /// Checks --out and writes the sweep's manifest (definition) unless the same sweep is there.
 void prepare(const fs::path& dir, const Definition& d, bool overwrite) {
   const json def = d.to_json();
@@ -576,11 +634,8 @@ void prepare(const fs::path& dir, const Definition& d, bool overwrite) {
         if (!overwrite)
           throw InputError(fmt::format("--out '{}': holds a sweep of other parameters ({}); use another --out, or --overwrite to replace it",
                                        dir.string(), differences(m["definition"], def)));
-        for (const char* sub : {"points", "failed"}) fs::remove_all(dir / sub);
-        for (const auto& entry : fs::directory_iterator(dir)) {
-          const std::string n = entry.path().filename().string();
-          if (n == "manifest.json" || n == "sweep.csv" || (n.rfind("sweep_", 0) == 0 && entry.path().extension() == ".png")) fs::remove(entry.path());
-        }
+        // Only what a sweep writes is removed, each entry checked first; anything else refuses.
+        for (const fs::path& p : sweep_entries(dir)) fs::remove_all(p);
       } else {
         return;  // the same sweep: resume
       }
@@ -1166,7 +1221,8 @@ int collect_command(const Options& o) {
   if (!e) throw InputError(fmt::format("--collect '{}': the sweep's preset '{}' is not a preset of this tokdyn", dir.string(), m["definition"].value("preset", "")));
   const json plots = parse_plots(o.plots, *e, m["definition"]["keys"].get<std::vector<std::string>>());
   const Collected c = collect(dir, *e, m, json::object());
-  fmt::print("wrote {} ({} points: {} ok, {} failed, {} missing)\n", message_line((dir / "sweep.csv").string()), c.ok + c.failed + c.missing, c.ok,
+  if (!o.quiet)
+    fmt::print("wrote {} ({} points: {} ok, {} failed, {} missing)\n", message_line((dir / "sweep.csv").string()), c.ok + c.failed + c.missing, c.ok,
              c.failed, c.missing);
   const int fig = draw_plots(dir, plots);
   if (c.failed + c.missing > 0) return exit_code::points_failed;
@@ -1205,6 +1261,8 @@ int run(const Options& o, int argc, char** argv) {
     if (w.mpi && !o.shard.empty()) throw InputError("--shard: not under mpirun (the ranks share the points already); expected one of them");
     if (w.mpi && o.jobs != 1) throw InputError("--jobs: not under mpirun; expected more ranks per node instead (mpirun -np N)");
     if (!o.shard.empty()) shard = parse_shard(o.shard);
+    if (shard.second > 1 && !o.plots.empty())
+      throw InputError("--plot: not with --shard (a shard has only its own points); draw it with `tokdyn sweep --collect DIR --plot ...`");
     def = define(o);
     dir = o.out.empty() ? fs::path("results") / (def->e->name + "-sweep") : fs::path(o.out);
     plots = parse_plots(o.plots, *def->e, def->keys);

@@ -153,6 +153,8 @@ void run_spectra(const Params& P, RunContext& ctx) {
   const long Nsv = std::min<long>(Hs.front(), 32);
   const long stride = std::max<long>(1, (N - Nsv + 1) / 50);
   const long rank_steps = ((N - Nsv) / stride + 1) * Nsv;
+  if (P.is_explicit("rank") && P.get_bool("rank") && k != d)
+    throw InputError(fmt::format("parameter 'rank' = true: the rank function needs every QR direction (k = 0 or k = d = {}), got k = {}", d, k));
   const bool rank_wanted = P.get_bool("rank") && k == d && (P.is_explicit("rank") || d <= kRankDefaultMaxD);
   if (P.get_bool("rank") && k == d && !rank_wanted) {
     const double per_step = std::chrono::duration<double>(t1 - t0).count() / static_cast<double>(L);

@@ -420,5 +420,7 @@ def test_cocycle_spectra_rank_cross_check_is_off_by_default_above_d64(tmp_path):
     assert set(big.manifest["notes"]["phase_seconds"]) == {"qr", "bundles"}
     asked = tokdyn.run("cocycle-spectra", tmp_path / "asked", family="G5", d=72, depth=60, bundles="none", rank=True)
     assert (tmp_path / "asked" / "rank.csv").exists() and "rank" in asked.manifest["notes"]["phase_seconds"]
+    with pytest.raises(ValueError, match="parameter 'rank' = true: the rank function needs every QR direction"):
+        tokdyn.run("cocycle-spectra", tmp_path / "k", family="G5", d=8, depth=60, bundles="none", rank=True, k=3)
     small = tokdyn.run("cocycle-spectra", tmp_path / "small", family="G5", d=8, depth=60, bundles="none")
     assert (tmp_path / "small" / "rank.csv").exists() and "warnings" not in small.manifest

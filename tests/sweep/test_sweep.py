@@ -210,6 +210,31 @@ def test_several_values_for_run_point_to_sweep(tmp_path):
     assert "several are a sweep: tokdyn sweep PRESET --grid beta=0.5,1,2" in r.stderr and r.stderr.count("\n") == 1
 
 
+def test_overwrite_removes_only_what_a_sweep_wrote(tmp_path):
+    out = tmp_path / "o"
+    tokdyn("sweep", "rope-flow", "--grid", "beta=1,2", *TINY, "--out", out, "-q", check=0)
+    other = ["sweep", "rope-flow", "--grid", "beta=3", *TINY, "--out", out, "-q", "--overwrite"]
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    # A file of the user's anywhere in the folder (top level, points/, inside a point, failed/) or a
+    # symbolic link: --overwrite is refused, naming it, and nothing at all is removed.
+    h = rows(out / "sweep.csv")[0]["hash"]
+    for extra in [out / "notes.txt", out / "points" / "notes.txt", out / "points" / h / "notes.txt", out / "failed" / "x.txt"]:
+        extra.parent.mkdir(exist_ok=True)
+        extra.write_text("mine")
+        r = tokdyn(*other, check=2)
+        assert extra.name in r.stderr and "replaces only a previous sweep" in r.stderr, r.stderr
+        assert extra.read_text() == "mine" and (out / "points" / h / "manifest.json").exists()
+        extra.unlink()
+    (out / "failed").rmdir()
+    (out / "points" / "link").symlink_to(tmp_path)
+    r = tokdyn(*other, check=2)
+    assert "is a symbolic link" in r.stderr and tmp_path.exists()
+    (out / "points" / "link").unlink()
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    tokdyn(*other, check=0)
+    assert [x["beta"] for x in rows(out / "sweep.csv")] == ["3"] and len(list((out / "points").iterdir())) == 1
+
+
 def test_failing_points_are_rows(tmp_path):
     out = tmp_path / "f"
     # d = 3 with RoPE is refused by the run (odd dimension); n = 0 by the schema (bad input before running).
@@ -260,6 +285,7 @@ def test_points_file_zip_and_ranges(tmp_path):
     (["--grid", "beta=1", "--plot", "y=lambda1_final,x=n"], "--plot x=n: not a swept parameter"),
     (["--grid", "beta=1", "--shard", "2/2"], "--shard '2/2': expected I/N"),
     (["--grid", "beta=1", "--jobs", "0"], "--jobs: expected an integer"),
+    (["--grid", "beta=1", "--shard", "0/2", "--plot", "y=lambda1_final,x=beta"], "--plot: not with --shard"),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, args, expect):
     out = tmp_path / "bad"
