@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tokdyn/analysis/ssm_theory.hpp"
+#include "tokdyn/blas_core.hpp"
 #include "tokdyn/linalg.hpp"
 #include "tokdyn/models/ssm.hpp"
 #include "tokdyn/models/ssm_random.hpp"
@@ -418,6 +419,7 @@ BENCHMARK(BM_PresetLayer)->ArgNames({"silu", "threads"})->Args({1, 1})->Args({1,
 }  // namespace
 
 int main(int argc, char** argv) {
+  tokdyn::ensure_blas_core(argv);  // OpenBLAS's own kernels on a CPU it does not know (blas_core.hpp), as tokdyn does
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("openblas_corename", openblas_get_corename());

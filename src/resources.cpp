@@ -2,15 +2,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "tokdyn/blas_core.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
+
+extern "C" char* openblas_get_corename(void);
 
 namespace tokdyn {
 
@@ -84,6 +89,51 @@ void check_resources(const Experiment& e, const Params& p, int threads, bool ann
                  bytes_text(r.bytes).c_str());
     std::fflush(stderr);
   }
+}
+
+// ---- OpenBLAS kernels (blas_core.hpp) -----------------------------------------------------------
+
+std::string blas_core() {
+  const char* c = openblas_get_corename();
+  return c != nullptr ? std::string(c) : std::string();
+}
+
+std::string blas_core_upgrade() {
+#if defined(__x86_64__)
+  // OpenBLAS's x86-64 kernel sets with AVX2 (or wider) GEMM kernels.
+  const std::string core = blas_core();
+  for (const char* good : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", "Excavator"})
+    if (::strcasecmp(core.c_str(), good) == 0) return {};
+  __builtin_cpu_init();
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return {};
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  return "Haswell";
+#else
+  return {};
+#endif
+}
+
+void ensure_blas_core(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (const char* k = std::getenv("TOKDYN_BLAS_CORE"); k != nullptr && std::string(k) == "keep") return;
+  const std::string up = blas_core_upgrade();
+  if (up.empty()) return;
+  ::setenv("TOKDYN_BLAS_CORE_DETECTED", blas_core().c_str(), 1);
+  ::setenv("OPENBLAS_CORETYPE", up.c_str(), 1);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execv("/proc/self/exe", argv);
+  // Not re-executed (no /proc): go on with the kernels OpenBLAS chose, and say nothing changed.
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv("TOKDYN_BLAS_CORE_DETECTED");
+}
+
+std::string blas_core_detected() {
+  const char* d = std::getenv("TOKDYN_BLAS_CORE_DETECTED");
+  const char* c = std::getenv("OPENBLAS_CORETYPE");
+  return d != nullptr && c != nullptr ? std::string(d) : std::string();
 }
 
 }  // namespace tokdyn

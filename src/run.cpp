@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "tokdyn/blas_core.hpp"
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
@@ -193,6 +194,29 @@ CsvWriter RunContext::table(const std::string& file) const {
   return CsvWriter(dir, *t);
 }
 
+double RunContext::PhaseTimer::stop() {
+  if (ctx_ == nullptr) return 0.0;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  ctx_->add_phase(name_, s);
+  ctx_ = nullptr;
+  return s;
+}
+
+void RunContext::add_phase(const std::string& name, double seconds) {
+  for (auto& [n, s] : phase_seconds)
+    if (n == name) {
+      s += seconds;
+      return;
+    }
+  phase_seconds.emplace_back(name, seconds);
+}
+
+double RunContext::phase_time(const std::string& name) const {
+  for (const auto& [n, s] : phase_seconds)
+    if (n == name) return s;
+  return 0.0;
+}
+
 void RunContext::summary(const std::string& name, double value, const std::string& paper) {
   summaries.push_back({name, value, 0, false, paper});
 }
@@ -242,6 +266,17 @@ nlohmann::json summaries_json(const RunContext& ctx) {
   return j;
 }
 
+nlohmann::json phase_seconds_json(const RunContext& ctx, double wall) {
+  nlohmann::json ph = nlohmann::json::object();
+  double timed = 0.0;
+  for (const auto& [name, sec] : ctx.phase_seconds) {
+    ph[name] = sec;
+    timed += sec;
+  }
+  ph["other"] = std::max(0.0, wall - timed);
+  return ph;
+}
+
 RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
                           bool show_progress, bool overwrite, bool write_inputs) {
   threads = std::max(threads, 1);
@@ -282,6 +317,9 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     finish_outputs(e, ctx);   // summary.csv, and the folder checked against the declaration
     check_write_failures();  // a writer that could only record its failure (disk full at close)
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // notes.phase_seconds: the preset's phases in the order they ran, "other" the rest of the run
+    // (set-up, output files; a preset that times no phase has only "other"), "figures" added below.
+    ctx.notes["phase_seconds"] = phase_seconds_json(ctx, wall);
     if (line) line->finish();
     line.reset();
     ctx_warnings = ctx.warnings;
@@ -298,6 +336,8 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     m["threads"] = threads;
     m["started_utc"] = started;
     m["hostname"] = host_name();
+    m["blas_core"] = blas_core();  // OpenBLAS's kernels (blas_core.hpp): results' last bits depend on them
+    if (!blas_core_detected().empty()) m["blas_core_detected"] = blas_core_detected();
     m["notes"] = ctx.notes;
     // A point of `tokdyn sweep` (apps/tokdyn/sweep.cpp): which sweep, point, rank and host ran it.
     if (const char* sp = std::getenv("TOKDYN_SWEEP_POINT"); sp != nullptr && *sp != '\0') {
@@ -328,6 +368,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
         m["figure_error"] = outcome.figure_error;
       }
       m["figure_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+      m["notes"]["phase_seconds"]["figures"] = m["figure_time_s"];
       m["files"] = files_under(tmp);
       write_manifest(tmp / "manifest.json", m);
     }

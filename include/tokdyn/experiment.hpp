@@ -3,6 +3,7 @@
 // type, default, range, help); the CLI and TOML configs are validated against that schema
 // before anything runs. An experiment writes into a RunContext's temporary directory; the
 // directory is renamed to its final place only when the run (and its figures) completed.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -145,6 +146,31 @@ struct RunContext {
     std::string paper;
   };
   std::vector<SummaryEntry> summaries;
+  /// Where the run's time goes: wall seconds per named phase, in the order each phase first ran
+  /// (a phase timed twice adds up). run_experiment writes them to manifest.json as
+  /// notes.phase_seconds, with "other" (the rest of the run: set-up, output files) and "figures".
+  std::vector<std::pair<std::string, double>> phase_seconds;
+  /// Times one phase: `{ auto t = ctx.phase("qr"); ... }` adds the scope's wall time to
+  /// phase_seconds["qr"] when it ends (or earlier, at stop()).
+  class PhaseTimer {
+   public:
+    PhaseTimer(RunContext& ctx, std::string name) : ctx_(&ctx), name_(std::move(name)), t0_(std::chrono::steady_clock::now()) {}
+    PhaseTimer(const PhaseTimer&) = delete;
+    PhaseTimer& operator=(const PhaseTimer&) = delete;
+    ~PhaseTimer() { stop(); }
+    /// Ends the phase now; returns its seconds (0 when already stopped).
+    double stop();
+
+   private:
+    RunContext* ctx_;
+    std::string name_;
+    std::chrono::steady_clock::time_point t0_;
+  };
+  [[nodiscard]] PhaseTimer phase(std::string name) { return PhaseTimer(*this, std::move(name)); }
+  /// Adds `seconds` to phase `name` (for phases timed elsewhere, e.g. inside a parallel loop).
+  void add_phase(const std::string& name, double seconds);
+  /// The seconds recorded for phase `name` so far (0 when it has not run).
+  double phase_time(const std::string& name) const;
   /// The verdict rows of checks.csv (experiments/checks.hpp CheckTable::report), for callers that
   /// run presets themselves (coupling-all); empty when the preset makes no checks.
   std::vector<std::vector<std::string>> check_rows;
@@ -195,6 +221,9 @@ inline Experiment with_outputs(Experiment e, OutputDecl o) {
 void finish_outputs(const Experiment& e, const RunContext& ctx);
 /// ctx.summaries as manifest.json's "summaries" object (name -> value; null when not finite).
 nlohmann::json summaries_json(const RunContext& ctx);
+/// ctx.phase_seconds as manifest.json's notes.phase_seconds (name -> seconds), with "other": the
+/// rest of `wall` (set-up, output files; a preset that times no phase has only "other").
+nlohmann::json phase_seconds_json(const RunContext& ctx, double wall);
 
 /// `e` with its smoke parameters (see Experiment::smoke): `ExperimentRegistration reg{with_smoke(Experiment{...}, {{"L", "8"}})}`.
 inline Experiment with_smoke(Experiment e, std::vector<std::pair<std::string, std::string>> smoke,

@@ -33,7 +33,31 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _core
+
+def _use_the_clis_blas_kernels() -> None:
+    """OpenBLAS picks its kernels when it is loaded; on a CPU it does not know it falls back to
+    generic ones, and the tokdyn binary then sets OPENBLAS_CORETYPE and starts again
+    (include/tokdyn/blas_core.hpp). A module cannot start again: ask the binary which kernels it
+    runs, and set the variable before ``_core`` loads OpenBLAS, so that in-process results have the
+    CLI's speed and bits. A user's OPENBLAS_CORETYPE, or TOKDYN_BLAS_CORE=keep, is left alone."""
+    if "OPENBLAS_CORETYPE" in os.environ or os.environ.get("TOKDYN_BLAS_CORE") == "keep":
+        return
+    try:
+        binary = os.environ.get("TOKDYN_BIN")
+        if not binary:
+            from ._paths import TOKDYN_BINARY as binary  # written by CMake (build) or cmake --install
+        out = subprocess.run([binary, "machine", "--json"], capture_output=True, text=True, timeout=60, check=True)
+        info = json.loads(out.stdout)
+    except Exception:  # no binary: OpenBLAS's own choice
+        return
+    if info.get("blas_core_replaced"):
+        os.environ["OPENBLAS_CORETYPE"] = info["blas_core"]
+        os.environ["TOKDYN_BLAS_CORE_DETECTED"] = info["blas_core_detected"]
+
+
+_use_the_clis_blas_kernels()
+
+from . import _core  # noqa: E402  (after the BLAS kernels are chosen)
 
 __version__ = _core.__version__
 __all__ = ["presets", "show", "run", "load", "sweep", "load_sweep", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",

@@ -295,8 +295,12 @@ Seq end_profile(const Problem& p, const Vector& minus, const Vector& plus) {
   return u;
 }
 
+// The layers are independent in the residual and in the closed-loop maps: on every core, each
+// layer computed whole by one thread (Eigen is single-threaded in tokdyn), so the bits do not
+// depend on the thread count. The injections are const and stateless (this file's classes).
 Seq residual(const Problem& p, double rho, const Seq& u) {
   Seq R(p.d, p.L);
+#pragma omp parallel for schedule(static) if (p.L * p.d * p.d >= 65536)
   for (long l = 0; l < p.L; ++l)
     R.col(l) = u.col(l + 1) - p.B[static_cast<std::size_t>(l)] * u.col(l) - rho * p.psi->value(l, u.col(l));
   return R;
@@ -304,6 +308,7 @@ Seq residual(const Problem& p, double rho, const Seq& u) {
 
 std::vector<Matrix> closed_loop_maps(const Problem& p, double rho, const Seq& u) {
   std::vector<Matrix> M(static_cast<std::size_t>(p.L));
+#pragma omp parallel for schedule(static) if (p.L * p.d * p.d >= 65536)
   for (long l = 0; l < p.L; ++l)
     M[static_cast<std::size_t>(l)] = p.B[static_cast<std::size_t>(l)] + rho * p.psi->jacobian(l, u.col(l));
   return M;

@@ -15,6 +15,7 @@
 
 #include "tokdyn/error.hpp"
 #include "tokdyn/models/rope_attention.hpp"
+#include "tokdyn/parallel.hpp"
 #include "tokdyn/rng.hpp"
 #include "tokdyn/constants.hpp"
 #include "tokdyn/symmetric_eigen.hpp"
@@ -462,8 +463,12 @@ ResonantRow evaluate_resonant(const RingConfig& c) {
 
 ResonantSummary evaluate_resonant_grid(const std::vector<RingConfig>& cfgs) {
   ResonantSummary s;
-  for (const RingConfig& c : cfgs) {
-    ResonantRow r = evaluate_resonant(c);
+  // The configurations on every core, one per thread (the same bits at any thread count).
+  std::vector<ResonantRow> rows =
+      parallel_map(static_cast<long>(cfgs.size()), [&](long i) { return evaluate_resonant(cfgs[static_cast<std::size_t>(i)]); });
+  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+    const RingConfig& c = cfgs[i];
+    ResonantRow& r = rows[i];
     ++s.count;
     s.max_spectrum_error = std::max(s.max_spectrum_error, r.spectrum_error);
     s.max_dft_error = std::max(s.max_dft_error, r.dft_error);
@@ -496,8 +501,9 @@ ThreeWayRow evaluate_three_way(const MultiFreqConfig& c) {
 
 ThreeWaySummary evaluate_three_way_grid(const std::vector<MultiFreqConfig>& cfgs) {
   ThreeWaySummary s;
-  for (const MultiFreqConfig& c : cfgs) {
-    ThreeWayRow r = evaluate_three_way(c);
+  std::vector<ThreeWayRow> rows =
+      parallel_map(static_cast<long>(cfgs.size()), [&](long i) { return evaluate_three_way(cfgs[static_cast<std::size_t>(i)]); });
+  for (ThreeWayRow& r : rows) {
     ++s.count;
     s.max_disagreement = std::max(s.max_disagreement, r.disagreement);
     s.rows.push_back(std::move(r));
@@ -522,8 +528,9 @@ PsdSummary evaluate_psd_grid(const std::vector<MultiFreqConfig>& cfgs) {
   PsdSummary s;
   s.min_lambda_W = std::numeric_limits<double>::infinity();
   s.min_lambda_S = std::numeric_limits<double>::infinity();
-  for (const MultiFreqConfig& c : cfgs) {
-    PsdRow r = evaluate_psd(c);
+  std::vector<PsdRow> rows =
+      parallel_map(static_cast<long>(cfgs.size()), [&](long i) { return evaluate_psd(cfgs[static_cast<std::size_t>(i)]); });
+  for (PsdRow& r : rows) {
     ++s.count;
     s.min_lambda_W = std::min(s.min_lambda_W, r.lambda_min_W);
     s.min_lambda_S = std::min(s.min_lambda_S, r.lambda_min_S);

@@ -270,9 +270,8 @@ AssumptionDiagnostics assumption_diagnostics(const WeightSchedule<SsmParams>& s,
     la.Lambda = sc.Lambda;
     la.lambda_max = sc.lambda_max;
     la.lambda_min = sc.lambda_min;
-    const Mat S = p->S_BC();
-    la.S_principal = S(mu, mu);              // Remark IV.1: (S_BC)_{mu~mu~} > 0 suffices for PE
-    la.lambda_min_sym = kernel_lambda_min(S);  // Assumption V.1 margin
+    la.S_principal = p->S_C.col(mu).dot(p->S_B.col(mu));  // Remark IV.1: (S_BC)_{mu~mu~} > 0 suffices for PE
+    la.lambda_min_sym = kernel_lambda_min(*p);             // Assumption V.1 margin (low rank: O(n m^2))
     if (samples > 0) {
       // Attained principal channel: the argmax of lambda_ij^mu most often over sampled Z.
       std::vector<long> count(static_cast<std::size_t>(n), 0);

@@ -1,5 +1,6 @@
 #include "tokdyn/analysis/ssm_section5.hpp"
 
+#include <Eigen/QR>
 #include <Eigen/SVD>
 #include <algorithm>
 #include <cmath>
@@ -32,6 +33,24 @@ double kernel_lambda_min(const Mat& S_BC) {
   Mat V;
   symmetric_eigen(symmetric_part(S_BC), lam, V, false);
   return lam[0];
+}
+
+double kernel_lambda_min(const SsmParams& p) {
+  const Eigen::Index n = p.S_B.cols(), m = p.S_B.rows();
+  if (2 * m >= n) return kernel_lambda_min(p.S_BC());
+  Mat W(n, 2 * m);
+  W << p.S_C.transpose(), p.S_B.transpose();
+  const Eigen::HouseholderQR<Mat> qr(W);
+  const Mat R = qr.matrixQR().topRows(2 * m).triangularView<Eigen::Upper>();
+  // R J: J swaps the two column halves and halves them.
+  Mat RJ(2 * m, 2 * m);
+  RJ.leftCols(m) = 0.5 * R.rightCols(m);
+  RJ.rightCols(m) = 0.5 * R.leftCols(m);
+  const Mat K = RJ * R.transpose();
+  Vec lam;
+  Mat V;
+  symmetric_eigen(symmetric_part(K), lam, V, false);
+  return std::min(lam[0], 0.0);  // and the n - 2m zero eigenvalues on the complement of W's range
 }
 
 double c_eff_paper(double c_star, double lambda_max, double lambda_min, double gamma, int len) {

@@ -90,14 +90,12 @@ void run_spectra(const Params& P, RunContext& ctx) {
   cocycle::QrOptions opt;
   opt.k = k;
   opt.reorth_every = P.get_int("reorth_every");
-  const auto t0 = std::chrono::steady_clock::now();
+  // Where the run's time goes (manifest notes.phase_seconds): the spectrum (qr), the rank
+  // cross-check, the bundles and constant.
+  auto qr_timer = ctx.phase("qr");
   const cocycle::QrResult qr = cocycle::qr_iterate(c, opt);
-  const auto t1 = std::chrono::steady_clock::now();
-  ctx.notes["qr_seconds"] = std::chrono::duration<double>(t1 - t0).count();  // manifest only
-  // Where the run's time goes (manifest notes.phase_seconds): the spectrum, the rank cross-check,
-  // the bundles and constant.
-  nlohmann::json phase = nlohmann::json::object();
-  phase["qr"] = ctx.notes["qr_seconds"];
+  const double qr_seconds = qr_timer.stop();
+  ctx.notes["qr_seconds"] = qr_seconds;  // manifest only
   const cocycle::LyapunovSpectrum ly = cocycle::lyapunov_spectrum(qr.log_diag, burn);
   {
     // resolved = false: R_ii fell to round-off of the frame's image at some layer (qr_iterate's
@@ -157,16 +155,16 @@ void run_spectra(const Params& P, RunContext& ctx) {
     throw InputError(fmt::format("parameter 'rank' = true: the rank function needs every QR direction (k = 0 or k = d = {}), got k = {}", d, k));
   const bool rank_wanted = P.get_bool("rank") && k == d && (P.is_explicit("rank") || d <= kRankDefaultMaxD);
   if (P.get_bool("rank") && k == d && !rank_wanted) {
-    const double per_step = std::chrono::duration<double>(t1 - t0).count() / static_cast<double>(L);
+    const double per_step = qr_seconds / static_cast<double>(L);
     const double est = per_step * static_cast<double>(rank_steps) / static_cast<double>(std::max(1, std::min(ctx.threads, 2)));
     ctx.warnings.push_back(fmt::format("rank function (rank.csv) not computed: at d = {} it repeats {} QR steps, about {:.1f} s here "
                                        "({:.1f}x the spectrum's {:.1f} s); --set rank=true computes it (by default only up to d = {})",
-                                       d, rank_steps, est, est / std::max(1e-9, phase["qr"].get<double>()), phase["qr"].get<double>(),
+                                       d, rank_steps, est, est / std::max(1e-9, qr_seconds), qr_seconds,
                                        kRankDefaultMaxD));
     ctx.notes["rank_skipped_estimate_seconds"] = est;
   }
   if (rank_wanted) {
-    const auto r0 = std::chrono::steady_clock::now();
+    auto rank_timer = ctx.phase("rank");
     const auto f = cocycle::finite_time_svd(c, Nsv, stride, burn);
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     for (long i = 0; i < f.log_sv_rate.size(); ++i)
@@ -183,13 +181,12 @@ void run_spectra(const Params& P, RunContext& ctx) {
         w.cell(gamma).cell(kmin).cell(kmax).cell(Nsv).end_row();
       }
     }
-    phase["rank"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
   }
   // The dichotomy constant C (NaN when it is not computed: bundles = none, no bundles, not hyperbolic).
-  const auto b0 = std::chrono::steady_clock::now();
-  const double C = spectra_bundles(P, ctx, c, burn, Hs.front(), widest, dec);
-  phase["bundles"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
-  ctx.notes["phase_seconds"] = phase;
+  const double C = [&] {
+    auto t = ctx.phase("bundles");
+    return spectra_bundles(P, ctx, c, burn, Hs.front(), widest, dec);
+  }();
   ctx.summary("mu_max", ly.mu.maxCoeff());
   ctx.summary("mu_min", ly.mu.minCoeff());
   ctx.summary("intervals", widest.size());

@@ -87,6 +87,8 @@ void run_all(const Params& p, RunContext& ctx) {
     m["preset"] = e.name;
     m["params"] = sp.to_json();
     m["notes"] = sc.notes;
+    m["notes"]["phase_seconds"] = phase_seconds_json(sc, wall);
+    ctx.add_phase(e.name, wall);
     if (!sc.summaries.empty()) m["summaries"] = summaries_json(sc);
     m["wall_time_s"] = wall;
     m["figure_kind"] = e.figure_kind;

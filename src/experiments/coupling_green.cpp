@@ -176,6 +176,8 @@ void run_green(const Params& p, RunContext& ctx) {
   ctx.notes["k"] = ends.k;
   ctx.notes["factor_seconds"] = t_factor;
   ctx.notes["solve_seconds"] = t_solve;
+  ctx.add_phase("factor", t_factor);
+  ctx.add_phase("solve", t_solve);
   ctx.notes["factor_flops"] = bvp.factor_flops();
   ctx.notes["solve_flops"] = static_cast<double>(L) * (4.0 * static_cast<double>(d) * static_cast<double>(d));
   const double scale = 1 + green::sup_norm(u);

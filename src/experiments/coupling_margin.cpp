@@ -105,6 +105,7 @@ void run_bench(const Params& p, RunContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   const cl::ContinuationResult res = cl::continue_in_rho(prob, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ctx.add_phase("continuation", secs);
   const double flops = green::Bvp(prob.B, prob.ends).factor_flops();
   CsvWriter cw = ctx.table("continuation.csv");
   for (std::size_t i = 0; i < res.points.size(); ++i)

@@ -113,6 +113,7 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
   }
   DepthSpectrum R;
   try {
+    auto t = ctx.phase("spectrum");
     R = depth_spectrum(*S.map, S.Z0, o, S.step, ctx.progress);
   } catch (const std::invalid_argument& e) {
     if (!v0.empty() && std::string(e.what()).rfind("the initial tangent frame", 0) == 0)

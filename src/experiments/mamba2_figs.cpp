@@ -156,6 +156,7 @@ struct PassResult {
 /// drawn once). Observers: Gram metrics, state taps (taps/), q (PE windows), mixing matrices.
 PassResult run_pass(const Setup& S, const std::shared_ptr<const LayerSchedule>& layers, const std::vector<Variant>& variants,
                     const std::vector<std::string>& names, int fig_run, RunContext& ctx, double p0, double p1, bool write_taps) {
+  auto sim_timer = ctx.phase("simulate");
   const bool record_q = fig_run >= 0;  // q and its PE windows (fig_run: the run written to q.csv)
   const std::size_t n = variants.size();
   PassResult R;

@@ -8,6 +8,7 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/constants.hpp"
+#include "tokdyn/parallel.hpp"
 
 namespace tokdyn::rope {
 
@@ -35,58 +36,80 @@ EnergyGrid energy_rate_grid(int points) {
   return g;
 }
 
+// The grids below evaluate independent points on every core (parallel_map: one point per thread,
+// the same bits at any thread count), in the order of their loops.
+
 std::vector<TwistedRow> twisted_equilibrium_grid(double beta) {
-  std::vector<TwistedRow> rows;
+  struct Point {
+    int n;
+    long m;  // 0: odd antipodal
+  };
+  std::vector<Point> pts;
   for (int n = 3; n <= 12; ++n)
-    for (long m = 1; m <= n - 1; ++m) rows.push_back(twisted_check("resonant", n, TwistOmega::resonant(n, m), beta, m));
-  for (int n = 3; n <= 11; n += 2) rows.push_back(twisted_check("odd_antipodal", n, TwistOmega::odd_antipodal(), beta));
-  return rows;
+    for (long m = 1; m <= n - 1; ++m) pts.push_back({n, m});
+  for (int n = 3; n <= 11; n += 2) pts.push_back({n, 0});
+  return parallel_map(static_cast<long>(pts.size()), [&](long i) {
+    const Point& p = pts[static_cast<std::size_t>(i)];
+    return p.m > 0 ? twisted_check("resonant", p.n, TwistOmega::resonant(p.n, p.m), beta, p.m)
+                   : twisted_check("odd_antipodal", p.n, TwistOmega::odd_antipodal(), beta);
+  });
 }
 
 std::vector<double> nonresonant_omegas() { return {0.37, 0.73, 1.11, std::sqrt(2.0), 2.17}; }
 
 std::vector<TwistedRow> twisted_nonresonant_grid(double beta, int fd_max_n) {
-  std::vector<TwistedRow> rows;
+  std::vector<std::pair<double, int>> pts;
   for (double om : nonresonant_omegas())
-    for (int n : kNonresonantN)
-      rows.push_back(twisted_check("nonresonant", n, TwistOmega::outside_pi_q(om), beta, 0, n <= fd_max_n));
-  return rows;
+    for (int n : kNonresonantN) pts.emplace_back(om, n);
+  return parallel_map(static_cast<long>(pts.size()), [&](long i) {
+    const auto [om, n] = pts[static_cast<std::size_t>(i)];
+    return twisted_check("nonresonant", n, TwistOmega::outside_pi_q(om), beta, 0, n <= fd_max_n);
+  });
 }
 
 std::vector<CircleDiniRow> circle_dini_grid(const CircleDiniGridSpec& spec) {
-  std::vector<CircleDiniRow> rows;
+  struct Point {
+    int n;
+    std::size_t bi, wi, di;
+    int c;
+  };
+  std::vector<Point> pts;
   for (int n : spec.n)
     for (std::size_t bi = 0; bi < spec.beta.size(); ++bi)
       for (std::size_t wi = 0; wi < spec.omega.size(); ++wi)
         for (std::size_t di = 0; di < spec.D0.size(); ++di)
-          for (int c = 0; c < spec.configs; ++c) {
-            CircleDiniRow r;
-            r.n = n;
-            r.config = c;
-            r.ties = c % 4;
-            r.beta = spec.beta[bi];
-            r.omega = spec.omega[wi];
-            r.D0 = spec.D0[di];
-            const Vec th = circle_state_with_diameter(
-                n, r.D0, spec.seed,
-                {static_cast<std::uint64_t>(n), bi, wi, di, static_cast<std::uint64_t>(c)}, r.ties);
-            r.dini = diameter_dini(PhaseParams{r.beta, r.omega, {}}, th, spec.tie_tol);
-            rows.push_back(r);
-          }
-  return rows;
+          for (int c = 0; c < spec.configs; ++c) pts.push_back({n, bi, wi, di, c});
+  return parallel_map(static_cast<long>(pts.size()), [&](long i) {
+    const Point& p = pts[static_cast<std::size_t>(i)];
+    CircleDiniRow r;
+    r.n = p.n;
+    r.config = p.c;
+    r.ties = p.c % 4;
+    r.beta = spec.beta[p.bi];
+    r.omega = spec.omega[p.wi];
+    r.D0 = spec.D0[p.di];
+    const Vec th = circle_state_with_diameter(
+        p.n, r.D0, spec.seed, {static_cast<std::uint64_t>(p.n), p.bi, p.wi, p.di, static_cast<std::uint64_t>(p.c)}, r.ties);
+    r.dini = diameter_dini(PhaseParams{r.beta, r.omega, {}}, th, spec.tie_tol);
+    return r;
+  });
 }
 
 std::vector<ContractionTrajectory> circle_contraction_grid(const ContractionGridSpec& spec) {
-  std::vector<ContractionTrajectory> out;
+  struct Point {
+    int n;
+    std::size_t bi, wi, di;
+  };
+  std::vector<Point> pts;
   for (int n : spec.n)
     for (std::size_t bi = 0; bi < spec.beta.size(); ++bi)
       for (std::size_t wi = 0; wi < spec.omega.size(); ++wi)
-        for (std::size_t di = 0; di < spec.D0.size(); ++di) {
-          const Vec th = circle_state_with_diameter(n, spec.D0[di], spec.seed,
-                                                    {1000u + static_cast<std::uint64_t>(n), bi, wi, di}, 0);
-          out.push_back(circle_contraction(PhaseParams{spec.beta[bi], spec.omega[wi], {}}, th, spec.options));
-        }
-  return out;
+        for (std::size_t di = 0; di < spec.D0.size(); ++di) pts.push_back({n, bi, wi, di});
+  return parallel_map(static_cast<long>(pts.size()), [&](long i) {
+    const Point& p = pts[static_cast<std::size_t>(i)];
+    const Vec th = circle_state_with_diameter(p.n, spec.D0[p.di], spec.seed, {1000u + static_cast<std::uint64_t>(p.n), p.bi, p.wi, p.di}, 0);
+    return circle_contraction(PhaseParams{spec.beta[p.bi], spec.omega[p.wi], {}}, th, spec.options);
+  });
 }
 
 std::vector<ContractionTrajectory> fig2a_trajectories(int samples) {

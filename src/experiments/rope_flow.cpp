@@ -74,6 +74,7 @@ void run_rope_flow(const Params& P, RunContext& ctx) {
     StateTapObserver taps(std::make_shared<NpyFolderSink>(taps_dir(ctx.dir, "flow")), tap_layers);
     std::vector<Observer*> post{&every};
     if (!tap_layers.empty()) post.push_back(&taps);
+    auto t = ctx.phase("simulate");
     iterate(step, Z, depth, post, {}, ctx.progress);
     const bool inside = h * max_rate <= kEulerRealAxisLimit;
     max_h_rate = h * max_rate;

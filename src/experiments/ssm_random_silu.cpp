@@ -88,6 +88,7 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
     StateTapObserver taps(std::make_shared<NpyFolderSink>(taps_dir(ctx.dir, R.name)), tap_layers);
     std::vector<Observer*> post{&R.gram};
     if (!tap_layers.empty()) post.push_back(&taps);
+    auto sim_timer = ctx.phase("simulate");
     iterate(layer, Z, depth, post, {&rate_check}, [&](double f) {
       if (ctx.progress) ctx.progress((static_cast<double>(vi) + f) * share);
     });
@@ -125,7 +126,9 @@ void run_ssm_random_silu(const Params& P, RunContext& ctx) {
   // Assumption III.1 along the run (certified channel bounds per layer; Remark IV.1's sign of
   // (S_BC)_{mu~mu~}; Assumption V.1's margin), and the run-level verdict.
   if (P.get_bool("diagnostics")) {
+    auto diag_timer = ctx.phase("diagnostics");
     const AssumptionDiagnostics diag = assumption_diagnostics(*sched, depth, len);
+    diag_timer.stop();
     CsvWriter a = ctx.table("assumptions.csv");
     for (const auto& la : diag.layers) {
       a.cell(la.layer).cell(la.mu_tilde + 1).cell(static_cast<long>(la.certified)).cell(la.gamma).cell(la.Gamma)

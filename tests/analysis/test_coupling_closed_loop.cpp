@@ -17,6 +17,7 @@
 
 #include "cli_checks.hpp"
 #include "test_util.hpp"
+#include "thread_util.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::CliResult;
@@ -375,3 +376,26 @@ TEST(CouplingClosedLoop, PresetsRunSmall) {
 }
 
 }  // namespace
+
+// The residual and the closed-loop maps run their layers on every core (one layer per thread):
+// Newton's solution has the same bits on 1, 2, 3 and 4 threads (a size where the loops do split).
+TEST(CouplingClosedLoop, NewtonSameBitsOnOneToFourThreads) {
+  constexpr long L = 300;
+  std::vector<double> sigma;
+  for (int i = 0; i < 16; ++i) sigma.push_back(i < 8 ? 0.1 + 0.02 * i : -0.1 - 0.02 * i);
+  const std::vector<Matrix> B = cocycle::family_g1(L, sigma, 3.0, 5);
+  const cl::OpenLoop ol = cl::open_loop(B, L / 4, 5);
+  const cl::InjectionPtr psi = cl::random_injection("tanh-mlp", 16, 0.5, 1.0, 11, &ol.bundles);
+  const cl::Problem prob = cl::make_problem(B, psi);
+  ASSERT_GE(prob.L * prob.d * prob.d, 65536);  // the loops' threshold: they do run in parallel
+  const double rho = 1.0 / (2.0 * ol.K * psi->lipschitz());
+  tokdyn::testing::ThreadCountGuard guard;
+  Seq ref;
+  for (int t : tokdyn::testing::kThreadCounts) {
+    tokdyn::testing::set_threads(t);
+    const cl::Solution s = cl::newton(prob, rho);
+    ASSERT_TRUE(s.converged) << t << " threads";
+    if (ref.size() == 0) ref = s.u;
+    else EXPECT_TRUE((s.u.array() == ref.array()).all()) << t << " threads";
+  }
+}

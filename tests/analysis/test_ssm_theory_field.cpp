@@ -295,3 +295,26 @@ TEST(SsmTheory, G1TokenOneRatesMatchSpec) {
   for (double v : r) EXPECT_NEAR(v, 2.0, 1e-12);  // later tokens inherit token 1's slowest rate
 }
 
+
+// Assumption V.1's margin lambda_min((S + S^T)/2) of S = S_C^T S_B from the low-rank factors
+// (2m x 2m eigenproblem) against the dense n x n symmetric eigensolve of the same matrix: an
+// independent route (closed-form reduction vs LAPACK on the full matrix), at m < n/2 (low-rank
+// route), at 2m >= n (falls back to dense: identical), and for a positive semidefinite S_BC (S_B = S_C,
+// where the zero eigenvalues make lambda_min exactly 0 on the complement).
+TEST(SsmTheory, LowRankKernelLambdaMinEqualsDense) {
+  for (const auto& [n, m] : {std::pair{40, 6}, std::pair{97, 16}, std::pair{20, 12}}) {
+    Rng rng(7, {static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(m)});
+    SsmParams p;
+    p.S_B.resize(m, n);
+    p.S_C.resize(m, n);
+    rng.fill_normal(p.S_B);
+    rng.fill_normal(p.S_C);
+    const double dense = kernel_lambda_min(p.S_BC()), low = kernel_lambda_min(p);
+    EXPECT_NEAR(low, dense, 1e-12 * p.S_BC().norm()) << "n = " << n << ", m = " << m;
+    EXPECT_LT(low, 0.0);  // S_C^T S_B with independent factors is indefinite
+    p.S_C = p.S_B;        // S_BC = S_B^T S_B: PSD of rank m < n, lambda_min = 0
+    const double psd = kernel_lambda_min(p);
+    EXPECT_NEAR(psd, 0.0, 1e-12 * p.S_BC().norm());
+    EXPECT_NEAR(psd, kernel_lambda_min(p.S_BC()), 1e-12 * p.S_BC().norm());
+  }
+}

@@ -417,7 +417,7 @@ def test_cocycle_spectra_rank_cross_check_is_off_by_default_above_d64(tmp_path):
     assert not (tmp_path / "big" / "rank.csv").exists()
     assert any("rank function (rank.csv) not computed: at d = 72" in w and "--set rank=true" in w for w in big.manifest["warnings"])
     assert big.manifest["notes"]["rank_skipped_estimate_seconds"] > 0
-    assert set(big.manifest["notes"]["phase_seconds"]) == {"qr", "bundles"}
+    assert set(big.manifest["notes"]["phase_seconds"]) == {"qr", "bundles", "other"}
     asked = tokdyn.run("cocycle-spectra", tmp_path / "asked", family="G5", d=72, depth=60, bundles="none", rank=True)
     assert (tmp_path / "asked" / "rank.csv").exists() and "rank" in asked.manifest["notes"]["phase_seconds"]
     with pytest.raises(ValueError, match="parameter 'rank' = true: the rank function needs every QR direction"):

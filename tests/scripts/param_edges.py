@@ -336,6 +336,14 @@ def run_probe(probe, tokdyn, schema, workdir, timeout):
     if code == 0 and os.path.isdir(out):
         if not os.path.isfile(os.path.join(out, "manifest.json")):
             probe.problems.append("no manifest.json")
+        else:
+            # Every preset says where its time went (issue 21): notes.phase_seconds, name -> seconds
+            # (>= 0), with "other" (the rest of the run).
+            with open(os.path.join(out, "manifest.json")) as f:
+                ph = json.load(f).get("notes", {}).get("phase_seconds")
+            if not isinstance(ph, dict) or "other" not in ph or \
+                    not all(isinstance(v, (int, float)) and v >= 0 for v in ph.values()):
+                probe.problems.append(f"manifest.json notes.phase_seconds missing or malformed: {ph!r}")
         check_outputs(probe, out, schema)
         probe.digest = digest_of(out)
     shutil.rmtree(parent, ignore_errors=True)

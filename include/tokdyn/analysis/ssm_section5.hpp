@@ -18,6 +18,11 @@ enum class CstarNorm { Frobenius, Spectral, Column };
 double anisotropy_numerator(const Mat& S_BC, int mu_tilde, CstarNorm norm);
 /// lambda_min((S + S^T)/2) = min over unit z of z^T S z.
 double kernel_lambda_min(const Mat& S_BC);
+/// The same for S_BC = S_C^T S_B of a layer, from the m x n factors: with W = [S_C^T S_B^T]
+/// (n x 2m) = Q R, (S + S^T)/2 = W J W^T (J = [[0, I/2], [I/2, 0]]) has the eigenvalues of the
+/// 2m x 2m matrix R J R^T and n - 2m zeros. O(n m^2 + m^3) instead of O(n^3) when 2m < n (the
+/// dense route otherwise); equal to kernel_lambda_min(p.S_BC()) up to round-off.
+double kernel_lambda_min(const SsmParams& p);
 
 /// c_star = sup_t numerator / inf_{t,z} z^T S_BC(t) z (+inf when the denominator is <= 0: V.1
 /// fails); alpha_pd = inf_{t,z} z^T S_BC z (Assumption V.1); c_eff and c_eff^proof (E1).
