@@ -4,7 +4,7 @@
 // OpenBLAS (Debian's is built with DYNAMIC_ARCH) picks its kernel set when it is loaded, from the
 // CPU's model number. A model it does not know gets the generic "Prescott" kernels (SSE3, no
 // AVX): Debian 12's OpenBLAS 0.3.21 does this to Intel's Emerald Rapids Xeons (family 6, model
-// 207), where DGEMM then runs 10x below the hardware. OpenBLAS reads OPENBLAS_CORETYPE when it is
+// 207), where DGEMM then runs 6.9x below the hardware. OpenBLAS reads OPENBLAS_CORETYPE when it is
 // loaded, so a program can only fix this by setting it and starting again: ensure_blas_core does
 // that at the top of main (tokdyn, its tests and benchmarks); the Python package sets the
 // variable before its module loads OpenBLAS (python/tokdyn/__init__.py asks `tokdyn machine`).
