@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "tokdyn/parallel.hpp"
 #include "tokdyn/rng.hpp"
 
 namespace tokdyn::cocycle {
@@ -148,27 +149,23 @@ std::vector<Matrix> family_g5(long L, long d, double scale, double delta, long s
     Rng rng(seed, {kG5, 1, static_cast<std::uint64_t>(idx)});
     return Matrix(rs * gaussian(d, d, rng));
   };
-  std::vector<Matrix> out;
-  out.reserve(static_cast<std::size_t>(L));
-  Matrix E0, E1;
-  long knot = -1;
-  for (long l = 0; l < L; ++l) {
+  // On every core (parallel_map: one matrix per thread; every draw has its own stream, so the bits
+  // do not depend on the thread count): the knots (smooth > 0), then the layers.
+  std::vector<Matrix> knots;
+  if (smooth > 0) knots = parallel_map((L - 1) / smooth + 2, draw);
+  return parallel_map(L, [&](long l) {
     Matrix E;
     if (smooth == 0) {
       E = draw(l);
     } else {
       const long kidx = l / smooth;
-      if (kidx != knot) {
-        E0 = draw(kidx);
-        E1 = draw(kidx + 1);
-        knot = kidx;
-      }
+      const Matrix& E0 = knots[static_cast<std::size_t>(kidx)];
+      const Matrix& E1 = knots[static_cast<std::size_t>(kidx + 1)];
       const double w = static_cast<double>(l % smooth) / static_cast<double>(smooth);
       E = (1.0 - w) * E0 + w * E1;
     }
-    out.push_back(Matrix::Identity(d, d) + A0 + delta * E);
-  }
-  return out;
+    return Matrix(Matrix::Identity(d, d) + A0 + delta * E);
+  });
 }
 
 std::vector<Matrix> nonnormal_pair(long L) {

@@ -353,3 +353,26 @@ TEST(Bundles, FindTwoSidedBundlesIsAValue) {
   for (std::size_t l = 0; l < thrown.P_plus.size(); ++l) EXPECT_EQ(found.bundles->P_plus[l], thrown.P_plus[l]);
   EXPECT_THROW(unstable_subspace(Matrix(2, 3)), std::invalid_argument);
 }
+
+// Family G5 draws its layers (and its knots, smooth > 0) on every core, each from its own stream:
+// the same bits on 1 to 4 threads, and a smoothed layer is exactly the knots' linear interpolation
+// (1 - w) E0 + w E1 read back from the layers that sit on the knots (w = 0).
+TEST(CocycleFamilies, G5SameBitsOnOneToFourThreadsAndSmoothInterpolates) {
+  tokdyn::testing::ThreadCountGuard guard;
+  for (long smooth : {0L, 3L}) {
+    std::vector<Matrix> ref;
+    for (int t : tokdyn::testing::kThreadCounts) {
+      tokdyn::testing::set_threads(t);
+      const std::vector<Matrix> B = family_g5(40, 6, 0.5, 0.3, smooth, 9);
+      ASSERT_EQ(B.size(), 40u);
+      if (ref.empty()) ref = B;
+      for (std::size_t l = 0; l < B.size(); ++l) EXPECT_TRUE((B[l].array() == ref[l].array()).all()) << "layer " << l << ", " << t << " threads";
+    }
+    if (smooth == 3) {
+      // Layers 3 and 6 sit on knots 1 and 2; layer 4 is 2/3 of knot 1 plus 1/3 of knot 2 (the
+      // identity and A0 cancel in the combination).
+      const Matrix expect = (2.0 / 3.0) * ref[3] + (1.0 / 3.0) * ref[6];
+      EXPECT_LE((ref[4] - expect).cwiseAbs().maxCoeff(), 1e-14);
+    }
+  }
+}
