@@ -116,8 +116,13 @@ std::string blas_core_upgrade() {
 }
 
 void ensure_blas_core(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  if (const char* k = std::getenv("TOKDYN_BLAS_CORE"); k != nullptr && std::string(k) == "keep") return;
+  // TOKDYN_BLAS_CORE takes one value; anything else is refused, not ignored (exit 2, bad input).
+  const char* k = std::getenv("TOKDYN_BLAS_CORE");
+  if (k != nullptr && std::string(k) != "keep") {
+    std::fprintf(stderr, "tokdyn: error: environment variable TOKDYN_BLAS_CORE='%s': expected 'keep' (OpenBLAS's own kernel choice) or unset\n", k);
+    std::exit(2);
+  }
+  if (k != nullptr || std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
   const std::string up = blas_core_upgrade();
   if (up.empty()) return;
   ::setenv("TOKDYN_BLAS_CORE_DETECTED", blas_core().c_str(), 1);

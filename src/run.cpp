@@ -211,12 +211,6 @@ void RunContext::add_phase(const std::string& name, double seconds) {
   phase_seconds.emplace_back(name, seconds);
 }
 
-double RunContext::phase_time(const std::string& name) const {
-  for (const auto& [n, s] : phase_seconds)
-    if (n == name) return s;
-  return 0.0;
-}
-
 void RunContext::summary(const std::string& name, double value, const std::string& paper) {
   summaries.push_back({name, value, 0, false, paper});
 }

@@ -23,7 +23,8 @@ std::string blas_core_upgrade();
 /// Call first in main. When OPENBLAS_CORETYPE is not set and blas_core_upgrade() names a kernel
 /// set, sets OPENBLAS_CORETYPE to it and TOKDYN_BLAS_CORE_DETECTED to OpenBLAS's own choice, and
 /// re-executes the program with the same arguments (OpenBLAS reads the variable when it is
-/// loaded). A user's OPENBLAS_CORETYPE, or TOKDYN_BLAS_CORE=keep, is left alone. If the
+/// loaded). A user's OPENBLAS_CORETYPE, or TOKDYN_BLAS_CORE=keep, is left alone; any other value
+/// of TOKDYN_BLAS_CORE is refused (one line on stderr, exit 2). If the
 /// re-execution fails, the program goes on with the kernels it has.
 void ensure_blas_core(char** argv);
 

@@ -169,8 +169,6 @@ struct RunContext {
   [[nodiscard]] PhaseTimer phase(std::string name) { return PhaseTimer(*this, std::move(name)); }
   /// Adds `seconds` to phase `name` (for phases timed elsewhere, e.g. inside a parallel loop).
   void add_phase(const std::string& name, double seconds);
-  /// The seconds recorded for phase `name` so far (0 when it has not run).
-  double phase_time(const std::string& name) const;
   /// The verdict rows of checks.csv (experiments/checks.hpp CheckTable::report), for callers that
   /// run presets themselves (coupling-all); empty when the preset makes no checks.
   std::vector<std::vector<std::string>> check_rows;

@@ -40,7 +40,11 @@ def _use_the_clis_blas_kernels() -> None:
     (include/tokdyn/blas_core.hpp). A module cannot start again: ask the binary which kernels it
     runs, and set the variable before ``_core`` loads OpenBLAS, so that in-process results have the
     CLI's speed and bits. A user's OPENBLAS_CORETYPE, or TOKDYN_BLAS_CORE=keep, is left alone."""
-    if "OPENBLAS_CORETYPE" in os.environ or os.environ.get("TOKDYN_BLAS_CORE") == "keep":
+    keep = os.environ.get("TOKDYN_BLAS_CORE")
+    if keep is not None and keep != "keep":
+        raise ImportError(f"tokdyn: environment variable TOKDYN_BLAS_CORE={keep!r}: expected 'keep' "
+                          "(OpenBLAS's own kernel choice) or unset")
+    if "OPENBLAS_CORETYPE" in os.environ or keep is not None:
         return
     try:
         binary = os.environ.get("TOKDYN_BIN")

@@ -4,8 +4,8 @@
 // (openblas_get_corename) in processes started with each environment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -16,29 +16,10 @@
 using namespace tokdyn;
 using tokdyn::testing::CliResult;
 using tokdyn::testing::run_cli;
+using tokdyn::testing::ScopedEnv;
 using tokdyn::testing::TempDir;
 
 namespace {
-
-/// Sets (or, with nullptr, unsets) an environment variable for the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 nlohmann::json machine(const std::filesystem::path& dir) {
   const CliResult r = run_cli(dir, {"machine", "--json"});
@@ -94,4 +75,15 @@ TEST(BlasCore, MachineReportsTheKernelsAndKeepsTheUsersChoice) {
   // A user's OPENBLAS_CORETYPE is never replaced.
   EXPECT_EQ(user.at("blas_core"), "Prescott") << user.dump();
   EXPECT_FALSE(user.at("blas_core_replaced").get<bool>());
+}
+
+// TOKDYN_BLAS_CORE takes only "keep": another value is refused with one line naming it, exit 2.
+TEST(BlasCore, AnotherTokdynBlasCoreValueIsRefused) {
+  TempDir d;
+  ScopedEnv bad("TOKDYN_BLAS_CORE", "SkylakeX");
+  const CliResult r = run_cli(d.path(), {"presets"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("TOKDYN_BLAS_CORE='SkylakeX': expected 'keep'"), std::string::npos) << r.err;
 }

@@ -275,27 +275,7 @@ TEST(RunExperiment, NoProgressOutputWhenStderrIsNotATerminal) {
 // ---------------------------------------------------------------------------------------------
 // draw_figures (with /bin/sh standing in for python)
 
-namespace {
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-}  // namespace
+using tokdyn::testing::ScopedEnv;
 
 TEST(DrawFigures, PassesKindDirectoryAndAggBackend) {
   TempDir d;
