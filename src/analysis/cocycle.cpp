@@ -17,11 +17,12 @@
 #include "tokdyn/linalg.hpp"
 #include "tokdyn/parallel.hpp"
 
-// LAPACK from the linked OpenBLAS (Householder QR and the explicit Q), for large frames.
+// LAPACK from the linked OpenBLAS (the blocked Householder QR of large frames; singular values).
 extern "C" {
-void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork, int* info);
-void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
-             const int* lwork, int* info);
+void dgeqrt3_(const int* m, const int* n, double* a, const int* lda, double* t, const int* ldt, int* info);
+void dlarfb_(const char* side, const char* trans, const char* direct, const char* storev, const int* m, const int* n, const int* k,
+             const double* v, const int* ldv, const double* t, const int* ldt, double* c, const int* ldc, double* work, const int* ldwork,
+             std::size_t, std::size_t, std::size_t, std::size_t);
 void dgesvd_(const char* jobu, const char* jobvt, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
              const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* info, std::size_t, std::size_t);
 }
@@ -31,43 +32,127 @@ namespace tokdyn::cocycle {
 namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// Frames of at least this many d k^2 multiply-adds go through OpenBLAS/LAPACK (blocked dgeqrf +
-// dorgqr, dgemm); smaller ones through Eigen. Either way on the calling thread only: the calls
-// sit in a team of one with one OpenMP thread, where OpenBLAS's OpenMP build does not thread, so
-// the bits never depend on the thread count (as gemm_nt_blocked, linalg.hpp).
+// Frames of at least this many d k^2 multiply-adds go through our blocked Householder QR on
+// OpenBLAS/LAPACK kernels (below); smaller ones through Eigen on the calling thread.
 constexpr double kLapackMinWork = 1 << 18;
 
 bool use_lapack(long d, long k) { return static_cast<double>(d) * static_cast<double>(k) * static_cast<double>(k) >= kLapackMinWork; }
 
-void lapack_qr(const Matrix& Z, Matrix& Q, Matrix& R) {
-  const int m = static_cast<int>(Z.rows()), n = static_cast<int>(Z.cols());
-  Q = Z;
-  std::vector<double> tau(static_cast<std::size_t>(n));
-  int info = 0, lwork = -1;
-  double wq = 0;
-  single_threaded_blas([&] {
-    dgeqrf_(&m, &n, Q.data(), &m, tau.data(), &wq, &lwork, &info);
-    lwork = std::max(1, static_cast<int>(wq));
-    std::vector<double> work(static_cast<std::size_t>(lwork));
-    dgeqrf_(&m, &n, Q.data(), &m, tau.data(), work.data(), &lwork, &info);
-    if (info == 0) {
-      R = Q.topRows(n).triangularView<Eigen::Upper>();
-      int lw2 = -1;
-      dorgqr_(&m, &n, &n, Q.data(), &m, tau.data(), &wq, &lw2, &info);
-      lw2 = std::max(1, static_cast<int>(wq));
-      work.resize(static_cast<std::size_t>(lw2));
-      dorgqr_(&m, &n, &n, Q.data(), &m, tau.data(), work.data(), &lw2, &info);
-    }
-  });
-  if (info != 0) throw std::logic_error(fmt::format("qr: LAPACK returned info = {}", info));
+// The blocked Householder QR of large frames and the products with its Q, on every core with the
+// same bits at any thread count: the work is cut into pieces whose shapes depend on (d, k) alone
+// (panels of kPanel columns; column blocks of kCols; row blocks of kRows), each piece one call of
+// single-threaded OpenBLAS/LAPACK, and the pieces are spread over the threads. A piece computes
+// the same bits whichever thread runs it, so the thread count never changes a result.
+constexpr long kPanel = 32;  // columns per Householder panel (LAPACK's dgeqrf uses 32 too)
+constexpr long kCols = 64;   // columns per block of a trailing update / of the explicit Q
+constexpr long kRows = 64;   // rows of B per block of the product B Q
+
+// for (b = 0; b < blocks; ++b) f(b), spread over the threads when there are several blocks and we
+// are not already inside a parallel region; each f runs single-threaded BLAS.
+template <class F>
+void for_blocks(long blocks, F&& f) {
+#pragma omp parallel for schedule(static) if (blocks > 1 && !omp_in_parallel())
+  for (long b = 0; b < blocks; ++b) single_threaded_blas([&] { f(b); });
 }
 
+// A frame's QR in compact WY form: A = Z overwritten by R (on and above the diagonal) and the
+// Householder vectors (below it), T[p] the kPanel x kPanel triangular factor of panel p, so that
+// Q = prod_p (I - V_p T_p V_p^T).
+struct WyQr {
+  Matrix A;
+  std::vector<Matrix> T;
+  long panels() const { return static_cast<long>(T.size()); }
+};
+
+void lapack_larfb(const char* side, const char* trans, int m, int n, int k, const double* v, int ldv, const double* t, int ldt,
+                  double* c, int ldc) {
+  thread_local std::vector<double> work;
+  const int ldwork = side[0] == 'L' ? n : m;
+  work.resize(static_cast<std::size_t>(ldwork) * static_cast<std::size_t>(k));
+  dlarfb_(side, trans, "F", "C", &m, &n, &k, v, &ldv, t, &ldt, c, &ldc, work.data(), &ldwork, 1, 1, 1, 1);
+}
+
+// Z (d x k, d >= k) = Q R in compact WY form: each panel by LAPACK's recursive dgeqrt3 (on the
+// calling thread), the trailing columns updated by the panel's block reflector in column blocks.
+void wy_qr(const Matrix& Z, WyQr& f) {
+  const long d = Z.rows(), k = Z.cols();
+  f.A = Z;
+  f.T.assign(static_cast<std::size_t>((k + kPanel - 1) / kPanel), Matrix());
+  const int lda = static_cast<int>(d);
+  for (long p = 0, j = 0; j < k; ++p, j += kPanel) {
+    const int m = static_cast<int>(d - j), jb = static_cast<int>(std::min(kPanel, k - j));
+    Matrix& T = f.T[static_cast<std::size_t>(p)];
+    T.setZero(jb, jb);
+    int info = 0;
+    single_threaded_blas([&] { dgeqrt3_(&m, &jb, &f.A(j, j), &lda, T.data(), &jb, &info); });
+    if (info != 0) throw std::logic_error(fmt::format("qr: LAPACK dgeqrt3 returned info = {}", info));
+    const long rest = k - j - jb;
+    const long blocks = (rest + kCols - 1) / kCols;
+    for_blocks(blocks, [&](long b) {
+      const long c0 = j + jb + b * kCols;
+      lapack_larfb("L", "T", m, static_cast<int>(std::min(kCols, k - c0)), jb, &f.A(j, j), lda, T.data(), jb, &f.A(j, c0), lda);
+    });
+  }
+}
+
+// The first k columns of Q (d x k) times diag(sign): Q e_c for column c is the block reflectors of
+// the panels starting at or before c applied to e_c (later panels leave it alone), last panel first.
+void wy_form_q(const WyQr& f, const Eigen::VectorXd& sign, Matrix& Q) {
+  const long d = f.A.rows(), k = f.A.cols();
+  Q.setZero(d, k);
+  const int lda = static_cast<int>(d);
+  for_blocks((k + kCols - 1) / kCols, [&](long b) {
+    const long c0 = b * kCols, cb = std::min(kCols, k - c0);
+    for (long c = 0; c < cb; ++c) Q(c0 + c, c0 + c) = 1.0;
+    for (long p = (c0 + cb - 1) / kPanel; p >= 0; --p) {
+      const long j = p * kPanel;
+      const int jb = static_cast<int>(f.T[static_cast<std::size_t>(p)].rows());
+      lapack_larfb("L", "N", static_cast<int>(d - j), static_cast<int>(cb), jb, &f.A(j, j), lda, f.T[static_cast<std::size_t>(p)].data(), jb,
+                   &Q(j, c0), lda);
+    }
+    for (long c = 0; c < cb; ++c) Q.col(c0 + c) *= sign(c0 + c);
+  });
+}
+
+// out (d x k) = B Q_k diag(sign), Q_k the first k columns of the frame's Q, without forming Q: each
+// block of kRows rows of B times the panels' block reflectors from the right. 2 d k (2d - k) flops:
+// at k = d, 2 d^3 against 2 d^3 for a GEMM with Q plus 4/3 d^3 for forming Q.
+void wy_right_apply(const Matrix& B, const WyQr& f, const Eigen::VectorXd& sign, Matrix& out) {
+  const long d = f.A.rows(), k = f.A.cols();
+  out.resize(d, k);
+  const int lda = static_cast<int>(d);
+  for_blocks((d + kRows - 1) / kRows, [&](long b) {
+    const long r0 = b * kRows, rb = std::min(kRows, d - r0);
+    thread_local Matrix C;
+    C = B.middleRows(r0, rb);
+    for (long p = 0; p < f.panels(); ++p) {
+      const long j = p * kPanel;
+      const int jb = static_cast<int>(f.T[static_cast<std::size_t>(p)].rows());
+      lapack_larfb("R", "N", static_cast<int>(rb), static_cast<int>(d - j), jb, &f.A(j, j), lda, f.T[static_cast<std::size_t>(p)].data(), jb,
+                   &C(0, j), static_cast<int>(rb));
+    }
+    out.middleRows(r0, rb) = C.leftCols(k) * sign.asDiagonal();
+  });
+}
+
+// The diagonal signs S = diag(+-1) that make diag(R) >= 0 (Z = (Q S)(S R)); R = S R when asked.
+Eigen::VectorXd wy_signs(const WyQr& f, Matrix* R = nullptr) {
+  const long k = f.A.cols();
+  Eigen::VectorXd sign(k);
+  for (long i = 0; i < k; ++i) sign(i) = f.A(i, i) < 0 ? -1.0 : 1.0;
+  if (R) *R = sign.asDiagonal() * Matrix(f.A.topRows(k).triangularView<Eigen::Upper>());
+  return sign;
+}
+
+// out = A B by single-threaded GEMMs on fixed column blocks of B.
 void blas_gemm(const Matrix& A, const Matrix& B, Matrix& C) {
   C.resize(A.rows(), B.cols());
-  single_threaded_blas([&] {
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(B.cols()),
-                static_cast<int>(A.cols()), 1.0, A.data(), static_cast<int>(A.rows()), B.data(), static_cast<int>(B.rows()), 0.0,
-                C.data(), static_cast<int>(C.rows()));
+  const long n = B.cols();
+  for_blocks((n + kCols - 1) / kCols, [&](long b) {
+    const long c0 = b * kCols;
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(A.rows()), static_cast<int>(std::min(kCols, n - c0)),
+                static_cast<int>(A.cols()), 1.0, A.data(), static_cast<int>(A.rows()), &B(0, c0), static_cast<int>(B.rows()), 0.0,
+                &C(0, c0), static_cast<int>(C.rows()));
   });
 }
 
@@ -164,12 +249,14 @@ void qr_signfixed(const Matrix& Z, Matrix& Q, Matrix& R) {
   const long d = Z.rows(), k = Z.cols();
   if (k > d) throw std::invalid_argument(fmt::format("qr: {} x {} has more columns than rows", d, k));
   if (k > 0 && use_lapack(d, k)) {
-    lapack_qr(Z, Q, R);
-  } else {
-    Eigen::HouseholderQR<Matrix> qr(Z);
-    Q = qr.householderQ() * Matrix::Identity(d, k);
-    R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
+    WyQr f;
+    wy_qr(Z, f);
+    wy_form_q(f, wy_signs(f, &R), Q);
+    return;
   }
+  Eigen::HouseholderQR<Matrix> qr(Z);
+  Q = qr.householderQ() * Matrix::Identity(d, k);
+  R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
   for (long i = 0; i < k; ++i)
     if (R(i, i) < 0) {  // flip so that diag(R) >= 0: Z = (Q S)(S R), S = diag(+-1)
       R.row(i) *= -1.0;
@@ -177,29 +264,44 @@ void qr_signfixed(const Matrix& Z, Matrix& Q, Matrix& R) {
     }
 }
 
+namespace {
+// An image far from 1 in size is scaled by a power of two (exact) so that its QR (and the products
+// of a block) cannot overflow or underflow: Z = 2^e Z', log R_ii = log R'_ii + e log 2. Images of
+// ordinary size are left alone (the same bits as without scaling). Returns e.
+long scale_to_unit(Matrix& Z) {
+  const double zmax = Z.size() > 0 ? Z.cwiseAbs().maxCoeff() : 0.0;
+  if (!(zmax > 0 && (zmax > 0x1p200 || zmax < 0x1p-200))) return 0;
+  int e2 = 0;
+  std::frexp(zmax, &e2);
+  // entry by entry: 2^-e2 alone overflows for a denormal zmax (e2 down to -1073)
+  Z = Z.unaryExpr([e2](double v) { return std::ldexp(v, -e2); });
+  return e2;
+}
+
+// log_r[i] = log R_ii + e2 log 2 (-inf where R_ii = 0); a column whose R_ii fell to round-off of
+// the image (|Z|_F = znorm) is marked unresolved from this step.
+void log_diagonal(const Eigen::VectorXd& rdiag, double znorm, long e2, Eigen::Ref<Eigen::RowVectorXd> log_r, std::vector<long>& unresolved,
+                  long step) {
+  const double shift = static_cast<double>(e2) * std::log(2.0);
+  for (long i = 0; i < rdiag.size(); ++i) {
+    // R_ii = 0: growth scale 0. R_ii at round-off of the image: the column is unresolved from here.
+    const double rii = rdiag(i);
+    if (unresolved[static_cast<std::size_t>(i)] < 0 && rii > 0 && rii <= 64.0 * std::numeric_limits<double>::epsilon() * znorm)
+      unresolved[static_cast<std::size_t>(i)] = step;
+    log_r[i] = rii > 0 ? (shift == 0 ? std::log(rii) : std::log(rii) + shift) : kNegInf;
+  }
+}
+}  // namespace
+
 void benettin_step(Matrix& Z, Matrix& Q, Matrix& R, Eigen::Ref<Eigen::RowVectorXd> log_r, std::vector<long>& unresolved,
                    long step, long extra_e2) {
   const long k = Z.cols();
   if (log_r.size() != k || static_cast<long>(unresolved.size()) != k)
     throw std::logic_error("benettin_step: expected k log entries and k unresolved flags");
-  long e2_total = extra_e2;
-  const double zmax = k > 0 ? Z.cwiseAbs().maxCoeff() : 0.0;
-  if (zmax > 0 && (zmax > 0x1p200 || zmax < 0x1p-200)) {
-    int e2 = 0;
-    std::frexp(zmax, &e2);
-    // entry by entry: 2^-e2 alone overflows for a denormal zmax (e2 down to -1073)
-    Z = Z.unaryExpr([e2](double v) { return std::ldexp(v, -e2); });
-    e2_total += e2;
-  }
+  const long e2 = extra_e2 + scale_to_unit(Z);
   const double znorm = Z.norm();
   qr_signfixed(Z, Q, R);
-  const double shift = static_cast<double>(e2_total) * std::log(2.0);
-  for (long i = 0; i < k; ++i) {
-    // R_ii = 0: growth scale 0. R_ii at round-off of the image: the column is unresolved from here.
-    if (unresolved[static_cast<std::size_t>(i)] < 0 && R(i, i) > 0 && R(i, i) <= 64.0 * std::numeric_limits<double>::epsilon() * znorm)
-      unresolved[static_cast<std::size_t>(i)] = step;
-    log_r[i] = R(i, i) > 0 ? (shift == 0 ? std::log(R(i, i)) : std::log(R(i, i)) + shift) : kNegInf;
-  }
+  log_diagonal(R.diagonal(), znorm, e2, log_r, unresolved, step);
 }
 
 QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
@@ -230,31 +332,41 @@ QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
   }
   Matrix Z, R;
   Eigen::RowVectorXd logs(k);
+  // Stored matrices and frames of at least half the dimension keep Q in compact WY form between
+  // steps: the next image B Q comes from B's rows times the block reflectors (wy_right_apply: no
+  // explicit Q, a third fewer flops at k = d), on every core with fixed blocks.
+  const bool wy = c.has_matrices() && use_lapack(d, k) && 2 * k >= d && !opt.keep_factors;
+  WyQr frame;
+  Eigen::VectorXd sign;
+  bool implicit = false;  // the frame is `frame` and `sign`, not Q
   long block_start = 0;  // row of the first step of the current block of reorth_every steps
   long block_e2 = 0;     // power of two taken out of the current block's product
   for (long r = 0; r < N; ++r) {
-    c.apply(first + r, Q, Z);
-    // An image far from 1 in size is scaled by a power of two (exact) so that the QR (and the
-    // products of a block) cannot overflow or underflow: Z = 2^e Z', log R_ii = log R'_ii + e log 2.
-    // Images of ordinary size are left alone (the same bits as without scaling).
+    if (implicit)
+      wy_right_apply(c.matrices()[static_cast<std::size_t>(first + r)], frame, sign, Z);
+    else
+      c.apply(first + r, Q, Z);
+    implicit = false;
     const double zmax = Z.cwiseAbs().maxCoeff();
     if (!std::isfinite(zmax))
       throw NonFiniteError(fmt::format("qr_iterate: the image B({}) Q is not finite (largest entry {}): the generators overflow "
                                        "double precision or the layer map returned NaN; expected finite products",
                                        first + r, zmax));
-    if (zmax > 0 && (zmax > 0x1p200 || zmax < 0x1p-200)) {
-      int e2 = 0;
-      std::frexp(zmax, &e2);
-      // entry by entry: 2^-e2 alone overflows for a denormal zmax (e2 down to -1073)
-      Z = Z.unaryExpr([e2](double v) { return std::ldexp(v, -e2); });
-      block_e2 += e2;
-    }
+    block_e2 += scale_to_unit(Z);
     const bool reorth = (r + 1 - block_start) == opt.reorth_every || r == N - 1;
     if (!reorth) {
       Q = Z;
       continue;
     }
-    benettin_step(Z, Q, R, logs, res.unresolved_at, r, block_e2);
+    if (wy) {
+      const double znorm = Z.norm();
+      wy_qr(Z, frame);
+      sign = wy_signs(frame);
+      log_diagonal(sign.asDiagonal() * frame.A.topRows(k).diagonal(), znorm, block_e2, logs, res.unresolved_at, r);
+      implicit = true;
+    } else {
+      benettin_step(Z, Q, R, logs, res.unresolved_at, r, block_e2);
+    }
     const long q = r + 1 - block_start;
     block_e2 = 0;
     for (long i = 0; i < k; ++i)
@@ -265,6 +377,7 @@ QrResult qr_iterate(const Cocycle& c, const QrOptions& opt) {
       res.R.push_back(R);
     }
   }
+  if (implicit) wy_form_q(frame, sign, Q);
   res.Q_final = Q;
   return res;
 }

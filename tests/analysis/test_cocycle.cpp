@@ -296,8 +296,8 @@ TEST(CocycleApi, CallbackCocycleGivesTheSameSpectrum) {
 }
 
 TEST(CocycleQr, LargeFramesThroughLapackAgreeAndAreThreadIndependent) {
-  // The blocked Householder QR of large frames (32-column panels, block-reflector updates in
-  // column parts spread over the threads), square (d = 96) and tall with a partial last panel
+  // The blocked Householder QR of large frames (32-column panels by dgeqrt3, block-reflector
+  // updates in fixed 64-column parts spread over the threads), square (d = 96) and tall with a partial last panel
   // (200 x 70), against Eigen's unblocked Householder QR (an independent implementation): Q R = Z,
   // Q^T Q = I, diag R >= 0, the same R; and the same bits on 1 to 4 threads.
   tokdyn::testing::ThreadCountGuard guard;
@@ -330,6 +330,52 @@ TEST(CocycleQr, LargeFramesThroughLapackAgreeAndAreThreadIndependent) {
   for (int t : tokdyn::testing::kThreadCounts) {
     tokdyn::testing::set_threads(t);
     EXPECT_EQ(qr_iterate(c).log_diag, a) << t << " threads";
+  }
+}
+
+TEST(CocycleQr, CompactWyFramesAgreeWithAnExplicitEigenLoop) {
+  // Large stored cocycles keep the frame in compact WY form and form B Q from B's rows and the block
+  // reflectors. Against a loop written here with Eigen's unblocked Householder QR and explicit Q
+  // (an independent implementation): the same log R_ii and final frame, for k = d, for k = 60 of
+  // d = 96 (the last panel partial), with reorth_every = 3, and with a Q0; the same bits on 1-4 threads.
+  tokdyn::testing::ThreadCountGuard guard;
+  const long L = 20, d = 96;
+  const auto B = family_g5(L, d, 0.5, 0.2, 0, 31);
+  const Cocycle c = Cocycle::from_matrices(B);
+  const Matrix Q0 = Eigen::HouseholderQR<Matrix>(family_g5(1, d, 0.5, 0.2, 0, 32)[0]).householderQ() * Matrix::Identity(d, 70);
+  struct Case { long k, every; bool q0; };
+  for (const Case& cs : {Case{d, 1, false}, Case{60, 1, false}, Case{d, 3, false}, Case{70, 1, true}}) {
+    QrOptions o;
+    o.k = cs.k;
+    o.reorth_every = cs.every;
+    if (cs.q0) o.Q0 = Q0;
+    tokdyn::testing::set_threads(2);
+    const QrResult q = qr_iterate(c, o);
+    Matrix Q = cs.q0 ? Q0 : Matrix(Matrix::Identity(d, cs.k));
+    Matrix Z = Q;
+    Matrix ref(L, cs.k);
+    long start = 0;
+    for (long l = 0; l < L; ++l) {
+      Z = B[static_cast<std::size_t>(l)] * Z;
+      if ((l + 1 - start) != cs.every && l != L - 1) continue;
+      Eigen::HouseholderQR<Matrix> h(Z);
+      Matrix R = h.matrixQR().topRows(cs.k).triangularView<Eigen::Upper>();
+      Q = h.householderQ() * Matrix::Identity(d, cs.k);
+      for (long i = 0; i < cs.k; ++i)
+        if (R(i, i) < 0) Q.col(i) *= -1.0;
+      for (long i = 0; i < cs.k; ++i)
+        for (long j = start; j <= l; ++j) ref(j, i) = std::log(std::abs(R(i, i))) / static_cast<double>(l + 1 - start);
+      start = l + 1;
+      Z = Q;
+    }
+    EXPECT_LE((q.log_diag - ref).cwiseAbs().maxCoeff(), 1e-12) << "k " << cs.k << " every " << cs.every;
+    EXPECT_LE((q.Q_final - Q).cwiseAbs().maxCoeff(), 1e-11) << "k " << cs.k << " every " << cs.every;
+    for (int t : tokdyn::testing::kThreadCounts) {
+      tokdyn::testing::set_threads(t);
+      const QrResult qt = qr_iterate(c, o);
+      EXPECT_EQ(qt.log_diag, q.log_diag) << t << " threads, k " << cs.k;
+      EXPECT_EQ(qt.Q_final, q.Q_final) << t << " threads, k " << cs.k;
+    }
   }
 }
 

@@ -44,6 +44,8 @@ class Cocycle {
   void apply_transpose(long l, const Matrix& Q, Matrix& out) const;
   bool has_transpose() const { return has_matrices() || static_cast<bool>(apply_t_); }
   bool has_matrices() const { return !B_.empty(); }
+  /// The stored matrices B(0..L-1) (empty for a callback cocycle).
+  const std::vector<Matrix>& matrices() const { return B_; }
   /// B(l) as a dense matrix (stored, or formed by applying the callback to the identity).
   Matrix matrix(long l) const;
   /// sup_l ||A(l)||_2 = sup_l ||B(l) - I||_2.
