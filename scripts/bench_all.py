@@ -127,6 +127,10 @@ def parse_args(argv):
     ap.add_argument("--openblas-coretype", metavar="NAME",
                     help="export OPENBLAS_CORETYPE=NAME to every command (peaks, tokdyn, peers), e.g. when OpenBLAS "
                          "does not recognise the CPU and falls back to its generic Prescott kernels")
+    ap.add_argument("--before", metavar="REF",
+                    help="also time the same tokdyn commands with the build of git commit REF (bench_all.sh builds it in "
+                         "BUILD-before), one run each, with the same OpenBLAS kernels: a before/after column from this run")
+    ap.add_argument("--before-tokdyn", metavar="PATH", help=argparse.SUPPRESS)  # bench_all.sh: the REF build's tokdyn
     ap.add_argument("--check-args", action="store_true", help=argparse.SUPPRESS)  # used by bench_all.sh
     a = ap.parse_args(argv)
     if a.only is not None:
@@ -177,6 +181,7 @@ class Bench:
         self.ck = None
         self.blas_core = None  # tokdyn_bench's OpenBLAS kernels, from the peaks' context
         self.core_mismatch = []
+        self.before_tok = args.before_tokdyn  # --before: the REF build's tokdyn
 
     def log(self, msg):
         print(f"bench_all: {msg}", file=sys.stderr, flush=True)
@@ -264,6 +269,36 @@ class Bench:
             self.core_mismatch.append(f"{label}: tokdyn's manifest says blas_core {core}, tokdyn_bench used {self.blas_core}")
         return m
 
+    def before_run(self, row, label, preset, sets, threads, out, metric, what):
+        """--before: the row's tokdyn command once more with REF's build, the same OpenBLAS kernels as the
+        current build (a build from before the kernel fix would otherwise pick OpenBLAS's own choice), and
+        metric(manifest) as its time (None: REF's manifest lacks it, and the wall time is quoted instead)."""
+        if not self.before_tok:
+            return
+        if out.exists():
+            shutil.rmtree(out)
+        cmd = [self.before_tok, "run", preset, "--out", out, "--threads", threads, "--no-figures"]
+        for k, v in sets:
+            cmd += ["--set", f"{k}={v}"]
+        env = self.tok_env(threads)
+        if "OPENBLAS_CORETYPE" not in env and self.blas_core and self.blas_core != "?":
+            env["OPENBLAS_CORETYPE"] = self.blas_core
+        try:
+            m = self.measured(f"{label} (before: {self.a.before})", cmd, env=env)
+        except BenchError as e:
+            row["before"] = {"time": None, "what": f"REF's build failed: {e}"}
+            return
+        t = m["elapsed"] if what == "wall" else None
+        if t is None:
+            try:
+                t = metric(json.load(open(out / "manifest.json")))
+            except (OSError, ValueError, KeyError, TypeError):
+                t = None
+        row["before"] = ({"time": t, "what": what, "same": True} if t is not None else
+                         {"time": m["elapsed"], "what": f"wall; REF's manifest has no {what}", "same": False})
+        load(row, "before", m)
+        shutil.rmtree(out, ignore_errors=True)
+
     def peer_run(self, label, cmd, threads):
         m = self.measured(label, [PY, *cmd], env=self.peer_env(threads))
         try:
@@ -336,7 +371,7 @@ def mib(kb):
 def new_row(key, workload, baseline_key):
     return {"key": key, "workload": workload, "command": "", "time": None, "time_what": "", "gflop": None,
             "gflop_na": "", "peak": None, "peers": [], "rss_tok": None, "check": "", "baseline": BASELINE[baseline_key],
-            "phases": None, "phase_src": "", "notes": [], "error": None, "threads": None, "load": []}
+            "phases": None, "phase_src": "", "notes": [], "error": None, "threads": None, "load": [], "before": None}
 
 
 PEAKS_LABEL = "peaks (BM_Dgemm, BM_Sgemm)"
@@ -478,6 +513,8 @@ def w_mamba2(B):
                peak=("sgemm", THREADS), rss_tok=tb["rss_kb"], threads=THREADS)
     row["phases"], row["phase_src"] = phase_seconds(tb["manifest"])
     load(row, "tokdyn", tb)
+    B.before_run(row, "mamba2-fig1 tokdyn", "mamba2-fig1", [("checkpoint", ck), ("token_ids", ids), ("runs", runs), ("tokens", tokens),
+                                                          ("depth", depth)], THREADS, B.work / "m2-before", lambda man: None, "wall")
     checks = []
     for name, script, pdepth, extra in (("NumPy", "python/numpy_mamba2_fig1.py", P["np_depth"], []),
                                         ("PyTorch", "python/torch_mamba2_fig1.py", P["th_depth"], ["--threads", THREADS])):
@@ -539,6 +576,8 @@ def w_ssm(B):
              "" if np_depth == depth else f"measured at depth {np_depth}: {fmt_s(pb['elapsed'])}, scaled x{scale:g}")
     load(row, "tokdyn", tb)
     load(row, "NumPy", pb)
+    B.before_run(row, "ssm-random-silu tokdyn", "ssm-random-silu", [("runs", runs), ("depth", depth), ("tokens", ell), ("n", n), ("m", m)],
+                 THREADS, B.work / "ssm-before", lambda man: None, "wall")
     row["check"] = "n/a (NumPy draws other random bits; same distributions)"
     row["notes"].append("NumPy does not compute the Assumption III.1 diagnostics that tokdyn's default run does")
     times = [tb["elapsed"] if s == n else run(s, f"ssm-random-silu scaling n {s} #1")["elapsed"] for s in P["scale"]]
@@ -582,6 +621,9 @@ def w_cocycle(B):
         row["notes"].append(f"tokdyn --threads {THREADS} (manifest threads: {tb['manifest'].get('threads', '?')}); NumPy "
                             f"OPENBLAS_NUM_THREADS={THREADS}; the generators file ({gen.stat().st_size / 1e6:.0f} MB) is read by both, "
                             "only the QR loop is timed")
+        B.before_run(row, f"cocycle-spectra tokdyn d {d}", "cocycle-spectra",
+                     [("generators", gen), ("burn_in", 0), ("bundles", "none"), ("rank", "false"), ("H", L)], THREADS,
+                     B.work / f"coc-{d}-before", lambda man: float(man["notes"]["qr_seconds"]), "notes.qr_seconds")
         rows.append(row)
         qr_by_d[(d, L)] = qr(tb)
         gen.unlink()
@@ -597,6 +639,8 @@ def w_cocycle(B):
     row["phases"], row["phase_src"] = phase_seconds(tb["manifest"])
     row["check"] = "n/a (no peer)"
     load(row, "tokdyn", tb)
+    B.before_run(row, "cocycle-spectra default run", "cocycle-spectra", [("family", "G5"), ("d", d), ("depth", L)], THREADS,
+                 B.work / "coc-default-before", lambda man: None, "wall")
     rows.append(row)
     # Growth with d at fixed L (family G5 drawn by tokdyn; the QR loop's own timer).
     Ls = P["scale_L"]
@@ -649,6 +693,16 @@ def w_rope(B):
     load(fitrow, "SciPy", pb)
     if t_fits is None:
         fitrow["error"] = f"the manifest has no phase \"{FITS}\""
+    B.before_run(whole, "rope-table2 tokdyn", "rope-table2", [], THREADS, B.work / "rope-before", lambda man: None, "wall")
+
+    def before_fits(man):  # REF's manifest: the phase, or the older notes.part_times_s of the same part
+        ph = (man.get("notes") or {}).get("phase_seconds") or (man.get("notes") or {}).get("part_times_s") or {}
+        return float(ph[FITS]) if FITS in ph else None
+    if B.before_tok:
+        B.before_run(fitrow, "rope-table2 tokdyn (fits)", "rope-table2", [], THREADS, B.work / "rope-before-fits", before_fits,
+                     f"phase \"{FITS}\"")
+        if fitrow["before"] and not fitrow["before"].get("same", True):
+            fitrow["before"] = {"time": None, "what": "n/a (REF's manifest does not time the fits)"}
     # Agreement of the fitted rates.
     tok_fits = {(int(r["n"]), int(r["m"]), float(r["beta"])): r for r in csv.DictReader(open(tb["out"] / "rate_fits.csv"))}
     dfit = 0.0
@@ -709,6 +763,9 @@ def w_green(B):
              f"factorise + solve only; its band assembly took {fmt_s(pb['json']['assemble_seconds'])} more")
     load(row, "tokdyn", tb)
     load(row, "SciPy", pb)
+    B.before_run(row, f"green tokdyn d {d}", "coupling-green", [("generators", g / "gen.npy"), ("forcing", g / "h.npy"),
+                                                                ("validate", "false"), ("write_u", "true")], thr,
+                 B.work / "green-before", t_of, "notes factor_seconds + solve_seconds")
     u_t, u_n = np.load(tb["out"] / "u.npy"), np.load(g / "u_np.npy")
     diff = float(np.abs(u_t - u_n).max() / np.abs(u_n).max()) if u_t.shape == u_n.shape else float("inf")
     row["check"] = f"max abs(u_tokdyn - u_SciPy) / max abs(u) = {diff:.1e} ({'ok' if diff <= 1e-9 else 'DIFFER'})"
@@ -765,6 +822,9 @@ def w_continuation(B):
     add_peer(row, "NumPy/SciPy (1 thr.)", pb["json"]["seconds"], pb["rss_kb"])
     load(row, "tokdyn", tb)
     load(row, "peer", pb)
+    B.before_run(row, f"continuation tokdyn L {L}", "coupling-margin", [("bench_generators", g / "gen.npy"), ("bench_psi", g / "psi.npy"),
+                                                                        ("bench_steps", steps), ("bench_ds", ds)], thr,
+                 B.work / "cont-before", t_of, "notes.bench.continuation_seconds")
     rows_c = list(csv.DictReader(open(tb["out"] / "continuation.csv")))
     drho = abs(float(rows_c[-1]["rho"]) - pb["json"]["rho"])
     u_np = np.load(g / "u_np.npy")
@@ -814,6 +874,9 @@ def w_depth_spectra(B):
     row["phases"], row["phase_src"] = phase_seconds(tb["manifest"])
     row["check"] = "n/a (no peer)"
     load(row, "tokdyn", tb)
+    B.before_run(row, f"depth-spectra tokdyn k {k}", "depth-spectra", [("model", "mamba2"), ("checkpoint", ck), ("k", k), ("tokens", T),
+                                                                       ("depth", depth), ("burn_in", burn), ("seed", 0)], THREADS,
+                 B.work / "ds-before", lambda man: float(man["wall_time_s"]), "manifest wall_time_s")
     row["peer_none"] = "none: no Python library computes Lyapunov spectra of a Mamba-2 depth map"
     times = [t_of(tb) if s == k else t_of(run(s, f"depth-spectra scaling k {s} #1", 1)) for s in P["scale"]]
     sc = dict(workload="depth-spectra", parameter=f"k (tokens = {T}, depth = {depth})", sizes=P["scale"], times=times,
@@ -911,6 +974,20 @@ def peer_cells(row):
     return "; ".join(names), "; ".join(ratios), None
 
 
+def before_cell(row):
+    """--before: REF's time for the row and the speed-up (REF's time / the current one) when both are
+    the same measure."""
+    b = row.get("before")
+    if not b:
+        return "n/a"
+    if b["time"] is None:
+        return b["what"]
+    cell = f"{fmt_s(b['time'])} ({b['what']})"
+    if b.get("same") and row["time"]:
+        cell += f"; **{b['time'] / row['time']:.2f}x**"
+    return cell
+
+
 def rss_cell(row):
     t = mib(row["rss_tok"]) if row["rss_tok"] else "n/a"
     ps = [mib(p["rss_kb"]) for p in row["peers"] if p.get("rss_kb")]
@@ -983,11 +1060,19 @@ def render(B, info, peaks, peak_rows, ctx, peak_reps, rows, scaling, selected, s
       "(`scripts/bench*.sh`), over tokdyn's time in the column before. Peak RSS: GNU time's maximum resident set size "
       "of the whole process.")
     P("")
-    P("| workload | command | tokdyn time | GFLOP/s | % of peak | peer: time | ratio | peak RSS tokdyn / peer | check | issue 21 baseline |")
-    P("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    bcol = f" before: `{B.a.before}` (same run) |" if B.before_tok else ""
+    bsep = " --- |" if B.before_tok else ""
+    if B.before_tok:
+        P(f"Before: the same tokdyn command with the build of `{B.a.before}` (`{B.before_commit}`), one run, the same "
+          "OpenBLAS kernels (OPENBLAS_CORETYPE as the current build uses), measured in this run; speed-up = before / now.")
+        P("")
+    P("| workload | command | tokdyn time | GFLOP/s | % of peak | peer: time | ratio | peak RSS tokdyn / peer | check |" + bcol +
+      " issue 21 baseline |")
+    P("| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + bsep + " --- |")
     for r in rows:
+        bc = f" {before_cell(r)} |" if B.before_tok else ""
         if r["error"] and r["time"] is None:
-            P(f"| {r['workload']} | {r['command'] or ''} | {r['error']} | | | | | | | {r['baseline']} |")
+            P(f"| {r['workload']} | {r['command'] or ''} | {r['error']} | | | | | | |{bc} {r['baseline']} |")
             continue
         gf = f"{r['gflop'] / r['time']:.1f}" if (r["gflop"] is not None and r["time"]) else (r["gflop_na"] or "n/a")
         p = pct(r, peaks)
@@ -999,7 +1084,8 @@ def render(B, info, peaks, peak_rows, ctx, peak_reps, rows, scaling, selected, s
             nl.append("**measured under load**: other processes used " + ", ".join(f"{o:.2f} cores during the {w} run" for w, o in busy))
         notes = ("<br>" + "; ".join(nl)) if nl else ""
         tt = f"**{fmt_s(r['time'])}** ({r['time_what']})" if r["time"] is not None else (r["error"] or "n/a")
-        P(f"| {r['workload']} | `{r['command']}`{notes} | {tt} | {gf} | {pc} | {peer} | {ratio} | {rss_cell(r)} | {r['check']} | {r['baseline']} |")
+        P(f"| {r['workload']} | `{r['command']}`{notes} | {tt} | {gf} | {pc} | {peer} | {ratio} | {rss_cell(r)} | {r['check']} |{bc} "
+          f"{r['baseline']} |")
     P("")
     P("## How the cost grows")
     P("")
@@ -1071,11 +1157,13 @@ def readme_block(B, info, peaks, rows, out_path):
     P("")
     if B.other.get(PEAKS_LABEL, 0.0) > LOADED:
         L[0] += " The peaks were measured under load (other processes on the machine), so the % of peak is high."
-    P("| workload | tokdyn | GFLOP/s (% of peak) | peer | ratio | issue 21 baseline |")
-    P("| --- | --- | --- | --- | --- | --- |")
+    bh = f" before (`{B.a.before}`, same run) |" if B.before_tok else ""
+    P("| workload | tokdyn | GFLOP/s (% of peak) | peer | ratio |" + bh + " issue 21 baseline |")
+    P("| --- | --- | --- | --- | --- |" + (" --- |" if B.before_tok else "") + " --- |")
     for r in rows:
+        bc = f" {before_cell(r)} |" if B.before_tok else ""
         if r["time"] is None:
-            P(f"| {r['workload']} | {r['error'] or 'n/a'} | | | | {r['baseline']} |")
+            P(f"| {r['workload']} | {r['error'] or 'n/a'} | | | |{bc} {r['baseline']} |")
             continue
         if any(o > LOADED for _, o in r["load"]):
             r = dict(r, workload=r["workload"] + " (measured under load)")
@@ -1087,7 +1175,7 @@ def readme_block(B, info, peaks, rows, out_path):
         else:
             peer = "none"
         _, ratio, _ = peer_cells(r)
-        P(f"| {r['workload']} | {fmt_s(r['time'])} | {gf} | {peer} | {ratio} | {r['baseline']} |")
+        P(f"| {r['workload']} | {fmt_s(r['time'])} | {gf} | {peer} | {ratio} |{bc} {r['baseline']} |")
     return "\n".join(L)
 
 
@@ -1130,6 +1218,14 @@ def main(argv):
         os.environ["OPENBLAS_CORETYPE"] = a.openblas_coretype
     work = Path(tempfile.mkdtemp(prefix="tokdyn-bench-all."))
     B = Bench(a, mode, work)
+    B.before_commit = None
+    if a.before:
+        if not a.before_tokdyn or not os.access(a.before_tokdyn, os.X_OK):
+            sys.stderr.write("bench_all: --before needs REF's build: run scripts/bench_all.sh, which builds it\n")
+            return 1
+        r = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", f"{a.before}^{{commit}}"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        B.before_commit = r.stdout.strip() or "?"
     started = time.monotonic()
     try:
         info = machine_info(build)

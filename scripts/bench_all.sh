@@ -22,6 +22,9 @@
 #   --keep       keep the raw outputs (work directory under /tmp)
 #   --openblas-coretype NAME  export OPENBLAS_CORETYPE=NAME to every command (when OpenBLAS does not
 #                recognise the CPU and falls back to its generic Prescott kernels; the results warn)
+#   --before REF also time each workload's tokdyn command with the build of git commit REF (checked
+#                out in BUILD-before/src, built in BUILD-before/build), once, with the same OpenBLAS
+#                kernels: a before/after column measured in the same run
 # Full mode: an estimated 30 minutes on the project's 2-core machine (the idle waits are bounded: at most
 # 900 s in all, 60 s with --quick). Exit status: 0; 1 when a
 # workload failed or a peer disagreed with tokdyn (the results file says which); 2 for a bad option.
@@ -38,12 +41,20 @@ selected=$("$py" "$here/scripts/bench_all.py" --check-args "$@")
 
 build=$here/build-bench
 args=("$@")
+before=
 for ((i = 0; i < ${#args[@]}; i++)); do
   case ${args[i]} in
     --build) build=${args[i + 1]} ;;
     --build=*) build=${args[i]#--build=} ;;
+    --before) before=${args[i + 1]} ;;
+    --before=*) before=${args[i]#--before=} ;;
   esac
 done
+before_sha=
+if [ -n "$before" ]; then
+  before_sha=$(git -C "$here" rev-parse --verify --quiet "$before^{commit}") ||
+    { echo "bench_all: --before $before: expected a git commit of $here" >&2; exit 2; }
+fi
 mkdir -p "$build"
 build=$(cd "$build" && pwd)
 
@@ -74,4 +85,22 @@ fi
 log "building tokdyn and tokdyn_bench in $build"
 cmake --build "$build" -j 2 --target tokdyn tokdyn_bench >/dev/null
 
-exec "$py" "$here/scripts/bench_all.py" "$@"
+# --before REF: REF's sources in a detached worktree, its tokdyn in a Release build of its own.
+before_args=()
+if [ -n "$before_sha" ]; then
+  bsrc=$build-before/src bbuild=$build-before/build
+  if [ ! -e "$bsrc/.git" ]; then
+    mkdir -p "$build-before"
+    git -C "$here" worktree add --detach "$bsrc" "$before_sha" >/dev/null 2>&1 ||
+      { echo "bench_all: could not check out $before into $bsrc (git worktree add)" >&2; exit 1; }
+  elif [ "$(git -C "$bsrc" rev-parse HEAD)" != "$before_sha" ]; then
+    git -C "$bsrc" checkout --quiet --detach "$before_sha"
+  fi
+  [ -f "$bbuild/build.ninja" ] ||
+    cmake -S "$bsrc" -B "$bbuild" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOKDYN_BENCH=OFF -DTOKDYN_PYTHON=OFF >/dev/null
+  log "building tokdyn of $before (${before_sha:0:7}) in $bbuild"
+  cmake --build "$bbuild" -j 2 --target tokdyn >/dev/null
+  before_args=(--before-tokdyn "$bbuild/tokdyn")
+fi
+
+exec "$py" "$here/scripts/bench_all.py" "$@" "${before_args[@]}"

@@ -48,11 +48,18 @@ constexpr long kCols = 64;   // columns per block of a trailing update / of the 
 constexpr long kRows = 64;   // rows of B per block of the product B Q
 
 // for (b = 0; b < blocks; ++b) f(b), spread over the threads when there are several blocks and we
-// are not already inside a parallel region; each f runs single-threaded BLAS.
+// are not already inside a parallel region; each f runs single-threaded BLAS. An exception (e.g.
+// std::bad_alloc) is rethrown after the loop.
 template <class F>
 void for_blocks(long blocks, F&& f) {
+  ParallelErrors errors;
 #pragma omp parallel for schedule(static) if (blocks > 1 && !omp_in_parallel())
-  for (long b = 0; b < blocks; ++b) single_threaded_blas([&] { f(b); });
+  for (long b = 0; b < blocks; ++b) try {
+    single_threaded_blas([&] { f(b); });
+  } catch (...) {
+    errors.capture();
+  }
+  errors.rethrow();
 }
 
 // A frame's QR in compact WY form: A = Z overwritten by R (on and above the diagonal) and the

@@ -1,6 +1,7 @@
 #include "tokdyn/models/ssm.hpp"
 
 #include <cmath>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -92,16 +93,35 @@ void ssm_readout(SsmForm form, const SsmParams& p, const SsmBranches& br, const 
   const Mat K = br.Cz.middleRows(row0, len) * br.Bz.middleRows(row0, len).transpose();
   Mat W(len, n);  // w_j = Delta_j ⊙ z_j
   for (int j = 0; j < len; ++j) W.row(j) = br.Delta.row(row0 + j).cwiseProduct(Z.row(row0 + j));
-  RowVec decay(n), acc(n);
-  for (int i = 0; i < len; ++i) {
-    decay.setOnes();
-    acc.setZero();
-    for (int j = i; j >= 0; --j) {
-      acc += K(i, j) * decay.cwiseProduct(W.row(j));
-      if (j > 0) decay = decay.cwiseProduct(a.row(j));
+  // Channel by channel the sums are independent: blocks of kBlock channels keep their running
+  // decay and sum in registers and their w_j, a_j in L1 for all (i, j) pairs (one pass over the
+  // rows per pair otherwise streams 2n doubles from L2). The same operations in the same order
+  // for every channel, whatever the block.
+  constexpr int kBlock = 32;
+  auto block = [&](int c0, auto width) {
+    constexpr int cb = decltype(width)::value;
+    for (int i = 0; i < len; ++i) {
+      double acc[cb], decay[cb];
+      for (int c = 0; c < cb; ++c) {
+        acc[c] = 0.0;
+        decay[c] = 1.0;
+      }
+      for (int j = i; j >= 0; --j) {
+        const double kij = K(i, j);
+        const double* w = &W(j, c0);
+        for (int c = 0; c < cb; ++c) acc[c] += kij * (decay[c] * w[c]);
+        if (j > 0) {
+          const double* aj = &br.A(row0 + j, c0);
+          for (int c = 0; c < cb; ++c) decay[c] *= aj[c];
+        }
+      }
+      double* out = &R(row0 + i, c0);
+      for (int c = 0; c < cb; ++c) out[c] = acc[c];
     }
-    R.row(row0 + i) = acc;
-  }
+  };
+  int c0 = 0;
+  for (; c0 + kBlock <= n; c0 += kBlock) block(c0, std::integral_constant<int, kBlock>{});
+  for (; c0 < n; ++c0) block(c0, std::integral_constant<int, 1>{});
 }
 
 Vec step_sizes(const SsmParams& p, const RowVec& z) {
