@@ -12,12 +12,14 @@ Run by scripts/bench_all.sh (which builds Release with the benchmarks first) wit
      (as scripts/bench_lib.sh's wait_idle: < 10 % busy over a short window, or the wait's limit):
      wall time, GFLOP/s (the flop counts of the per-workload scripts), % of the relevant peak,
      peer time / tokdyn time, peak RSS (GNU time %M) and tokdyn's manifest notes.phase_seconds;
+     with --before REF, each row's tokdyn command once more with the build of commit REF (built by
+     bench_all.sh), the same OpenBLAS kernels, for a before/after column from the same run;
   4. times tokdyn at 2-3 sizes of each workload's main size parameter and fits the growth exponent;
   5. writes bench/results.md (bench/results-quick.md with --quick) and, in full mode, the generated
      table between <!-- bench_all:begin --> and <!-- bench_all:end --> under README.md's ## Speed.
 
 Usage: bench_all.py [--quick] [--only NAME[,NAME...]] [--build DIR] [--out FILE] [--no-readme]
-                    [--readme] [--idle-wait SECONDS] [--keep] [--openblas-coretype NAME]
+                    [--readme] [--idle-wait SECONDS] [--keep] [--openblas-coretype NAME] [--before REF]
 Workload names (--only): mamba2-fig1, ssm-random-silu, cocycle-spectra, rope-table2, green,
 continuation, depth-spectra, sweep.
 Exit status: 0; 1 when a workload failed or a peer's results disagree with tokdyn's (the results

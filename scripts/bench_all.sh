@@ -7,7 +7,7 @@
 # under README.md's "## Speed" heading.
 #
 # Usage: scripts/bench_all.sh [--quick] [--only NAME[,NAME]] [--build DIR] [--out FILE] [--no-readme]
-#                             [--readme] [--idle-wait SECONDS] [--keep] [--openblas-coretype NAME]
+#                             [--readme] [--idle-wait SECONDS] [--keep] [--openblas-coretype NAME] [--before REF]
 #   --quick      about 5 minutes on 2 cores: small sizes, one repetition, peers at reduced depth
 #                (scaled), fewer scaling points; writes bench/results-quick.md; README untouched
 #                unless --readme
