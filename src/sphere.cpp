@@ -5,7 +5,7 @@
 
 namespace tokdyn {
 
-void project_rows(Tokens& Z) {
+void project_rows(Eigen::Ref<Tokens> Z) {
   for (Eigen::Index i = 0; i < Z.rows(); ++i) {
     const double nrm = Z.row(i).norm();
     if (nrm > 0.0) Z.row(i) /= nrm;

@@ -6,7 +6,7 @@
 namespace tokdyn {
 
 /// pi applied to every row of Z (rows of norm zero are left unchanged).
-void project_rows(Tokens& Z);
+void project_rows(Eigen::Ref<Tokens> Z);
 
 /// T_x pi . X = |x|^{-1} (I - x x^T |x|^{-2}) X, for any non-zero x.
 Vec tangent_map(const Vec& x, const Vec& X);

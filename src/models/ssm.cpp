@@ -169,16 +169,20 @@ void SsmLayer::apply(long k, Batch& Z) const {
   }
   Tokens R(Z.Z.rows(), Z.Z.cols());
   ParallelErrors errors;  // e.g. std::bad_alloc: it must not leave the parallel region
+  // Run by run: the readout reads only its own run's rows of Z, so each run's rows are updated
+  // (gate, z + tau r, back onto the sphere) right after, on the same thread, while they are in cache.
 #pragma omp parallel for schedule(static) if (Z.runs > 1 && Z.Z.size() * Z.len >= 65536)
   for (int r = 0; r < Z.runs; ++r) try {
-    ssm_readout(form_, *p, br, Z.Z, static_cast<Eigen::Index>(r) * Z.len, Z.len, R);
+    const Eigen::Index row0 = static_cast<Eigen::Index>(r) * Z.len;
+    ssm_readout(form_, *p, br, Z.Z, row0, Z.len, R);
+    auto Rr = R.middleRows(row0, Z.len);
+    if (br.G.size() > 0) Rr = Rr.cwiseProduct(br.G.middleRows(row0, Z.len));
+    Z.Z.middleRows(row0, Z.len) += opt_.tau * Rr;
+    project_rows(Z.Z.middleRows(row0, Z.len));
   } catch (...) {
     errors.capture();
   }
   errors.rethrow();
-  if (br.G.size() > 0) R = R.cwiseProduct(br.G);
-  Z.Z += opt_.tau * R;
-  project_rows(Z.Z);
 }
 
 void SsmLayer::interaction_terms(long k, const Batch& Z, Mat& q) const {
