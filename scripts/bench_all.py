@@ -289,17 +289,22 @@ class Bench:
             m = self.measured(f"{label} (before: {self.a.before})", cmd, env=env)
         except BenchError as e:
             row["before"] = {"time": None, "what": f"REF's build failed: {e}"}
-            return
+            return None
+        try:
+            man = json.load(open(out / "manifest.json"))
+        except (OSError, ValueError):
+            man = {}
         t = m["elapsed"] if what == "wall" else None
         if t is None:
             try:
-                t = metric(json.load(open(out / "manifest.json")))
-            except (OSError, ValueError, KeyError, TypeError):
+                t = metric(man)
+            except (ValueError, KeyError, TypeError):
                 t = None
         row["before"] = ({"time": t, "what": what, "same": True} if t is not None else
                          {"time": m["elapsed"], "what": f"wall; REF's manifest has no {what}", "same": False})
         load(row, "before", m)
         shutil.rmtree(out, ignore_errors=True)
+        return man
 
     def peer_run(self, label, cmd, threads):
         m = self.measured(label, [PY, *cmd], env=self.peer_env(threads))
@@ -695,16 +700,12 @@ def w_rope(B):
     load(fitrow, "SciPy", pb)
     if t_fits is None:
         fitrow["error"] = f"the manifest has no phase \"{FITS}\""
-    B.before_run(whole, "rope-table2 tokdyn", "rope-table2", [], THREADS, B.work / "rope-before", lambda man: None, "wall")
-
-    def before_fits(man):  # REF's manifest: the phase, or the older notes.part_times_s of the same part
-        ph = (man.get("notes") or {}).get("phase_seconds") or (man.get("notes") or {}).get("part_times_s") or {}
-        return float(ph[FITS]) if FITS in ph else None
-    if B.before_tok:
-        B.before_run(fitrow, "rope-table2 tokdyn (fits)", "rope-table2", [], THREADS, B.work / "rope-before-fits", before_fits,
-                     f"phase \"{FITS}\"")
-        if fitrow["before"] and not fitrow["before"].get("same", True):
-            fitrow["before"] = {"time": None, "what": "n/a (REF's manifest does not time the fits)"}
+    man_before = B.before_run(whole, "rope-table2 tokdyn", "rope-table2", [], THREADS, B.work / "rope-before", lambda man: None, "wall")
+    if man_before is not None:  # the fits' time from the same REF run: its phase, or the older notes.part_times_s
+        notes = man_before.get("notes") or {}
+        ph = notes.get("phase_seconds") or notes.get("part_times_s") or {}
+        fitrow["before"] = ({"time": float(ph[FITS]), "what": f"phase \"{FITS}\"", "same": True} if FITS in ph else
+                            {"time": None, "what": "n/a (REF's manifest does not time the fits)"})
     # Agreement of the fitted rates.
     tok_fits = {(int(r["n"]), int(r["m"]), float(r["beta"])): r for r in csv.DictReader(open(tb["out"] / "rate_fits.csv"))}
     dfit = 0.0

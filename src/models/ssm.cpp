@@ -94,9 +94,8 @@ void ssm_readout(SsmForm form, const SsmParams& p, const SsmBranches& br, const 
   Mat W(len, n);  // w_j = Delta_j ⊙ z_j
   for (int j = 0; j < len; ++j) W.row(j) = br.Delta.row(row0 + j).cwiseProduct(Z.row(row0 + j));
   // Channel by channel the sums are independent: blocks of kBlock channels keep their running
-  // decay and sum in registers and their w_j, a_j in L1 for all (i, j) pairs (one pass over the
-  // rows per pair otherwise streams 2n doubles from L2). The same operations in the same order
-  // for every channel, whatever the block.
+  // decay and sum in registers across the (i, j) pairs instead of reading and writing two rows of
+  // n doubles per pair. The same operations in the same order for every channel, whatever the block.
   constexpr int kBlock = 32;
   auto block = [&](int c0, auto width) {
     constexpr int cb = decltype(width)::value;
