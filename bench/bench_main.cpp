@@ -420,6 +420,7 @@ BENCHMARK(BM_PresetLayer)->ArgNames({"silu", "threads"})->Args({1, 1})->Args({1,
 
 int main(int argc, char** argv) {
   tokdyn::ensure_blas_core(argv);  // OpenBLAS's own kernels on a CPU it does not know (blas_core.hpp), as tokdyn does
+  tokdyn::keep_freed_memory();     // freed buffers kept for reuse, as tokdyn does
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("openblas_corename", openblas_get_corename());

@@ -7,6 +7,9 @@
 #include <string>
 
 #include <strings.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -133,6 +136,13 @@ void ensure_blas_core(char** argv) {
   // Not re-executed (no /proc): go on with the kernels OpenBLAS chose, and say nothing changed.
   ::unsetenv("OPENBLAS_CORETYPE");
   ::unsetenv("TOKDYN_BLAS_CORE_DETECTED");
+}
+
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
 }
 
 std::string blas_core_detected() {

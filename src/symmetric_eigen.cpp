@@ -31,14 +31,16 @@ void check_input(const Eigen::MatrixXd& A, const char* who) {
   if (!A.allFinite()) throw std::invalid_argument(fmt::format("{}: the matrix has non-finite entries", who));
 }
 
-// dsyevr on a copy of A; vectors when Z != nullptr. Returns LAPACK's info.
-int syevr(const Eigen::MatrixXd& A, Eigen::VectorXd& w, Eigen::MatrixXd* Z) {
+// dsyevr on a copy of A; vectors when Z != nullptr; with largest_only, only the largest
+// eigenvalue (RANGE = 'I', IL = IU = n: bisection on the tridiagonal form) into w(0). Returns
+// LAPACK's info.
+int syevr(const Eigen::MatrixXd& A, Eigen::VectorXd& w, Eigen::MatrixXd* Z, bool largest_only = false) {
   const int n = static_cast<int>(A.rows());
   Eigen::MatrixXd a = A;
   w.resize(n);
-  const char jobz = Z ? 'V' : 'N', range = 'A', uplo = 'L';
+  const char jobz = Z ? 'V' : 'N', range = largest_only ? 'I' : 'A', uplo = 'L';
   const double vl = 0, vu = 0, abstol = 0;  // abstol 0: LAPACK's own safe default accuracy
-  const int il = 0, iu = 0, lda = std::max(1, n);
+  const int il = largest_only ? n : 0, iu = largest_only ? n : 0, lda = std::max(1, n);
   int m = 0, info = 0;
   if (Z) Z->resize(n, n);
   const int ldz = std::max(1, n);
@@ -60,7 +62,7 @@ int syevr(const Eigen::MatrixXd& A, Eigen::VectorXd& w, Eigen::MatrixXd* Z) {
               isuppz.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
     }
   });
-  if (info == 0 && m != n) info = -1000;  // all eigenvalues were asked for
+  if (info == 0 && m != (largest_only ? 1 : n)) info = -1000;  // as many as were asked for
   return info;
 }
 
@@ -96,6 +98,16 @@ Eigen::VectorXd lapack_symmetric_eigenvalues(const Eigen::MatrixXd& A) {
   // dsyevr falls back to bisection by itself; a nonzero info here means LAPACK broke its contract.
   if (info != 0) throw std::logic_error(fmt::format("symmetric eigenvalues: LAPACK dsyevr returned info = {} (n = {})", info, A.rows()));
   return w;
+}
+
+double lapack_symmetric_largest_eigenvalue(const Eigen::MatrixXd& A) {
+  check_input(A, "largest symmetric eigenvalue");
+  if (A.rows() == 0) throw std::invalid_argument("largest symmetric eigenvalue: expected n >= 1, got an empty matrix");
+  Eigen::VectorXd w;
+  const int info = syevr(A, w, nullptr, true);
+  if (info != 0)
+    throw std::logic_error(fmt::format("largest symmetric eigenvalue: LAPACK dsyevr returned info = {} (n = {})", info, A.rows()));
+  return w(0);
 }
 
 SymmetricEigen lapack_symmetric_eigen(const Eigen::MatrixXd& A) {

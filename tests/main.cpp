@@ -6,6 +6,7 @@
 
 int main(int argc, char** argv) {
   tokdyn::ensure_blas_core(argv);
+  tokdyn::keep_freed_memory();
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -265,6 +265,7 @@ int main(int argc, char** argv) {
   // Before anything else: OpenBLAS's own kernels where it fell back to generic ones on a CPU it
   // does not know (blas_core.hpp; re-executes this program once).
   ensure_blas_core(argv);
+  keep_freed_memory();  // freed layer buffers stay for the next layer (blas_core.hpp)
   // Then, before any thread exists: interrupts end runs cleanly (interrupt.hpp).
   interrupt::install();
   CLI::App app{"tokdyn: token dynamics in deep sequence models"};

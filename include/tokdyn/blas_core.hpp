@@ -1,5 +1,6 @@
 #pragma once
-// Which OpenBLAS kernels run, and the fix for a CPU newer than the library.
+// Process setup at the top of main: which OpenBLAS kernels run (and the fix for a CPU newer than
+// the library), and how freed memory is kept.
 //
 // OpenBLAS (Debian's is built with DYNAMIC_ARCH) picks its kernel set when it is loaded, from the
 // CPU's model number. A model it does not know gets the generic "Prescott" kernels (SSE3, no
@@ -30,5 +31,15 @@ void ensure_blas_core(char** argv);
 
 /// The kernel set OpenBLAS chose by itself when ensure_blas_core replaced it (empty otherwise).
 std::string blas_core_detected();
+
+/// Call early in main (tokdyn, its tests and benchmarks; not in the Python module, whose process
+/// is the user's). glibc gives freed blocks at the top of its heap back to the kernel once more
+/// than a threshold is free (at most 64 MiB with its adaptive default), so a layer loop that
+/// allocates and frees tens of MiB per layer (SsmLayer::apply: Delta, A, the readout, 2500 x 768
+/// doubles each) took fresh zeroed pages from the kernel at every layer: 10 % of ssm-random-silu's
+/// time was page faults (perf). This keeps up to 512 MiB of freed heap for reuse and serves blocks
+/// up to 32 MiB (glibc's largest mmap threshold) from the heap. Peak memory is unchanged: the kept
+/// pages are the ones the next layer asks for. No effect on other C libraries.
+void keep_freed_memory();
 
 }  // namespace tokdyn

@@ -19,6 +19,11 @@ namespace tokdyn {
 /// Throws std::invalid_argument for a non-square or non-finite A.
 Eigen::VectorXd lapack_symmetric_eigenvalues(const Eigen::MatrixXd& A);
 
+/// The largest eigenvalue of the symmetric matrix A (n >= 1; lower triangle read): dsyevr with
+/// RANGE = 'I' (bisection, dstebz, on the tridiagonal form), to the same absolute accuracy
+/// eps |A| as all of them, without computing the others.
+double lapack_symmetric_largest_eigenvalue(const Eigen::MatrixXd& A);
+
 /// Eigenvalues (ascending) and orthonormal eigenvectors (columns, in the same order) of A.
 struct SymmetricEigen {
   Eigen::VectorXd values;

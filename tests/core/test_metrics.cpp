@@ -2,6 +2,9 @@
 // §VI-B (spec T27).
 #include <gtest/gtest.h>
 
+#include <Eigen/Eigenvalues>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -50,6 +53,27 @@ TEST(GramMetrics, RandomTokensSatisfyParticipationBounds) {
     EXPECT_LE(g.participation, 1.0 / (g.lambda1 * g.lambda1) + 1e-12);
     EXPECT_LE(g.participation, 6.0 + 1e-12);  // r <= rank G <= min(len, d)
   }
+}
+
+TEST(GramMetrics, PreprocessingSizeAgreesWithAnEigenReference) {
+  // 50 tokens in 768 dimensions, as ssm-random-silu observes each run: the Gram product goes
+  // through BLAS and lambda_1 through LAPACK's bisection for the largest eigenvalue alone; the
+  // reference is Eigen's own product and its full symmetric eigensolver (no shared code).
+  Rng rng(3);
+  Tokens Z = rng.sphere_tokens(50, 768);
+  Z.topRows(20) += 2.0 * Z.row(0).replicate(20, 1);  // a partial cluster, unnormalised rows
+  const GramMetrics g = gram_metrics(Z);
+  Tokens Zh = Z;
+  for (Eigen::Index i = 0; i < Zh.rows(); ++i) Zh.row(i).normalize();
+  const Eigen::MatrixXd G = Zh * Zh.transpose();
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(G, Eigen::EigenvaluesOnly);
+  EXPECT_NEAR(g.lambda1, es.eigenvalues()(49) / 50.0, 1e-13);
+  EXPECT_NEAR(g.participation, 2500.0 / G.squaredNorm(), 1e-12);
+  double mc = 1.0;
+  for (int i = 0; i < 50; ++i)
+    for (int j = i + 1; j < 50; ++j) mc = std::min(mc, G(i, j));
+  EXPECT_NEAR(g.min_cosine, mc, 1e-14);
+  EXPECT_GT(g.lambda1, 0.3);  // the cluster of 20 shows
 }
 
 TEST(ConsensusDistance, ZeroAtConsensusAndExactNearIt) {

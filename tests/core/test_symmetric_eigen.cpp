@@ -44,6 +44,19 @@ TEST(SymmetricEigen, RingSpectrumMatchesTheClosedFormAtSizesWhereQrGaveUp) {
   }
 }
 
+TEST(SymmetricEigen, LargestEigenvalueAloneMatchesTheClosedForm) {
+  // The ring's largest eigenvalue is 2 (k = 0); the consensus projector's is 1 over a zero of
+  // multiplicity n - 1; a diagonal's is its largest entry, wherever it sits.
+  for (int n : {3, 50, 2000}) EXPECT_NEAR(tokdyn::lapack_symmetric_largest_eigenvalue(ring(n)), 2.0, 1e-12) << "n = " << n;
+  EXPECT_NEAR(tokdyn::lapack_symmetric_largest_eigenvalue(MatrixXd::Constant(500, 500, 1.0 / 500)), 1.0, 1e-13);
+  VectorXd d(5);
+  d << -3.0, 7.5, 0.0, 7.25, -9.0;
+  EXPECT_NEAR(tokdyn::lapack_symmetric_largest_eigenvalue(d.asDiagonal().toDenseMatrix()), 7.5, 1e-14);
+  EXPECT_DOUBLE_EQ(tokdyn::lapack_symmetric_largest_eigenvalue(MatrixXd::Constant(1, 1, -2.0)), -2.0);
+  EXPECT_THROW(tokdyn::lapack_symmetric_largest_eigenvalue(MatrixXd(0, 0)), std::invalid_argument);
+  EXPECT_THROW(tokdyn::lapack_symmetric_largest_eigenvalue(MatrixXd::Zero(2, 3)), std::invalid_argument);
+}
+
 TEST(SymmetricEigen, ConsensusProjectorHasOneAndAZeroOfMultiplicityNMinusOne) {
   const int n = 2000;
   const MatrixXd J = MatrixXd::Constant(n, n, 1.0 / n);  // closed form: eigenvalues 1 (once), 0 (n - 1 times)
