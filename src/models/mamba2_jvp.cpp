@@ -6,6 +6,7 @@
 // serves one tangent (jvp, step_double) and k tangents (depth spectra).
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "tokdyn/linalg.hpp"
@@ -14,6 +15,24 @@
 #include "tokdyn/sphere.hpp"
 
 namespace tokdyn::mamba2 {
+
+namespace {
+
+// SiLU and SiLU' of a row of pre-activations at once, vectorised (Eigen's exp): with
+// e = exp(-x) and s = 1/(1 + e), SiLU(x) = x/(1 + e) (nn::silu's formula) and SiLU'(x) =
+// s (1 + x (1 - s)) (nn::silu_derivative's). Large |x| behaves: x < -709 gives e = inf, s = 0,
+// SiLU = -0 and SiLU' = 0; large x gives s = 1 and SiLU' = 1. The value rows of the tangent
+// step are few (R T) and this was their bottleneck with three scalar exps per entry.
+template <class X, class Y, class D>
+void silu_with_derivative(const X& x, Y&& y, D&& dy) {
+  const Eigen::ArrayXd xa = x.transpose().array();
+  const Eigen::ArrayXd one_e = 1.0 + (-xa).exp();
+  const Eigen::ArrayXd sg = one_e.inverse();
+  dy = (sg * (1.0 + xa * (1.0 - sg))).transpose().matrix();
+  y = (xa / one_e).transpose().matrix();
+}
+
+}  // namespace
 
 // One tangent is the case m = 1 of the shared step: a single definition of the double forward.
 void BlockMap::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
@@ -74,7 +93,9 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   // 3. causal depthwise conv + SiLU (fX = SiLU' at the pre-activation, 1 where no SiLU acts);
   // 4. dt = softplus(dt_raw + dt_bias), threshold 20 (fdt = its derivative: sigmoid, or 1).
   Mat XBC(RT, cd), fX(RT, cd), dt(RT, H), fdt(RT, H);
-  const Mat cw = L.conv_w.cast<double>();  // cd x K
+  // The taps as K contiguous rows (conv_w is cd x K, row-major): tap kk of every channel in one
+  // vector load instead of a stride-K gather. The same products and sums as before.
+  const Mat cw = L.conv_w.cast<double>().transpose();  // K x cd
   const Eigen::RowVectorXd cb = L.conv_b.cast<double>().transpose();
   for (Eigen::Index i = 0; i < RT; ++i) {
     const int t = static_cast<int>(i % len);
@@ -83,16 +104,18 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
       for (int kk = 0; kk < K; ++kk) {
         const int src = t - (K - 1) + kk;
         if (src < 0) continue;
-        XBC.row(i) += cw.col(kk).transpose().cwiseProduct(P.row(i - t + src).segment(xoff, cd));
+        XBC.row(i) += cw.row(kk).cwiseProduct(P.row(i - t + src).segment(xoff, cd));
       }
     } else {
       XBC.row(i) = P.row(i).segment(xoff, cd);
     }
-    for (int j = 0; j < cd; ++j) {
-      const bool silu = j < di ? sw_.silu_x : sw_.silu_bc;
-      const double a = XBC(i, j);
-      fX(i, j) = silu ? nn::silu_derivative(a) : 1.0;
-      if (silu) XBC(i, j) = nn::silu(a);
+    // SiLU on the x part (columns < di) and on B, C, each when switched on; fX = 1 where none acts.
+    for (const auto& [j0, width, on] : {std::tuple<int, int, bool>{0, di, sw_.silu_x}, {di, cd - di, sw_.silu_bc}}) {
+      auto seg = XBC.row(i).segment(j0, width);
+      if (on)
+        silu_with_derivative(seg, seg, fX.row(i).segment(j0, width));  // x is copied before y is written
+      else
+        fX.row(i).segment(j0, width).setOnes();
     }
     for (int h = 0; h < H; ++h) {
       const double a = P(i, dtoff + h) + static_cast<double>(L.dt_bias[h]);
@@ -110,7 +133,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
       for (int kk = 0; kk < K; ++kk) {
         const int src = t - (K - 1) + kk;
         if (src < 0) continue;
-        dXBC.row(q) += cw.col(kk).transpose().cwiseProduct(dP.row(q - t + src).segment(xoff, cd));
+        dXBC.row(q) += cw.row(kk).cwiseProduct(dP.row(q - t + src).segment(xoff, cd));
       }
     } else {
       dXBC.row(q) = dP.row(q).segment(xoff, cd);
@@ -203,13 +226,11 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   if (sw_.gate) {
     gz.resize(RT, di);
     gy.resize(RT, di);
-    for (Eigen::Index i = 0; i < RT; ++i)
-      for (int j = 0; j < di; ++j) {
-        const double z = P(i, j);
-        gz(i, j) = nn::silu(z);
-        gy(i, j) = Y(i, j) * nn::silu_derivative(z);
-        Y(i, j) *= gz(i, j);
-      }
+    for (Eigen::Index i = 0; i < RT; ++i) {
+      silu_with_derivative(P.row(i).head(di), gz.row(i), gy.row(i));  // gy: SiLU'(z) here
+      gy.row(i).array() *= Y.row(i).array();
+      Y.row(i).array() *= gz.row(i).array();
+    }
   }
   Mat Vg;
   Eigen::MatrixXd rN;
@@ -228,7 +249,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   for (Eigen::Index q = 0; q < MT; ++q) {
     const Eigen::Index i = q % RT;
     if (sw_.gate)
-      for (int j = 0; j < di; ++j) dY(q, j) = dY(q, j) * gz(i, j) + gy(i, j) * dP(q, j);
+      dY.row(q).array() = dY.row(q).array() * gz.row(i).array() + gy.row(i).array() * dP.row(q).head(di).array();
     if (sw_.mixer_norm)
       for (int g = 0; g < G; ++g) {
         auto dseg = dY.row(q).segment(g * gs, gs);
