@@ -38,8 +38,9 @@ std::string blas_core_detected();
 /// allocates and frees tens of MiB per layer (SsmLayer::apply: Delta, A, the readout, 2500 x 768
 /// doubles each) took fresh zeroed pages from the kernel at every layer: 10 % of ssm-random-silu's
 /// time was page faults (perf). This keeps up to 512 MiB of freed heap for reuse and serves blocks
-/// up to 32 MiB (glibc's largest mmap threshold) from the heap. Peak memory is unchanged: the kept
-/// pages are the ones the next layer asks for. No effect on other C libraries.
+/// up to 32 MiB (glibc's largest mmap threshold) from the heap. Peak memory grows a little
+/// (ssm-random-silu at depth 40: 137 -> 151 MiB): the kept pages are the ones the next layer asks
+/// for. No effect on other C libraries.
 void keep_freed_memory();
 
 }  // namespace tokdyn
