@@ -467,7 +467,7 @@ def green_flops(d, L):
     k = (d + 1) // 2
     m = d - k
     n = m + d
-    return L * (n * d * d - d ** 3 / 3 + d ** 3 + 2 * m * d * d) + 2 / 3 * d ** 3
+    return L * (n * d * d + 2 * m * d * d) + 2 / 3 * d ** 3  # dgetrf n d^2 - d^3/3, unit-lower inverse d^3/3, Schur 2 m d^2
 
 
 def depth_spectra_flops(sh, k, T, depth):

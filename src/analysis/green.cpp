@@ -7,8 +7,10 @@
 #include <cmath>
 #include <limits>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <stdexcept>
+#include <vector>
 
 #include <sys/mman.h>
 
@@ -75,18 +77,83 @@ void gemm_sub(const Eigen::Ref<const Matrix>& A, const Eigen::Ref<const Matrix>&
   }
 }
 
-// B := L11^{-1} B with L11 the unit lower triangle of the top d x d block of the packed panel P.
-void trsm_unit_lower(const Eigen::Map<Matrix>& P, Eigen::Map<Matrix> Bm) {
-  const long d = Bm.rows();
-  if (static_cast<double>(d) * static_cast<double>(d) * static_cast<double>(Bm.cols()) >= kBlasMinWork) {
-    single_threaded_blas([&] {
-      cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, static_cast<int>(d), static_cast<int>(Bm.cols()), 1.0,
-                  P.data(), static_cast<int>(P.rows()), Bm.data(), static_cast<int>(Bm.rows()));
-    });
-  } else {
-    P.topRows(d).triangularView<Eigen::UnitLower>().solveInPlace(Bm);
+// T's strictly lower part := that of the inverse of its unit lower triangle (the strict upper part
+// is left as it was). Recursive halves, L = [A 0; C D] -> L^{-1} = [A^{-1} 0; -D^{-1} C A^{-1} D^{-1}],
+// so the work is triangular matrix products; at d = 64 it takes half the time of OpenBLAS's dtrtri,
+// whose small sizes run matrix-vector loops (measured: 13 against 22-28 us).
+void triangular_inverse_unit_lower(Eigen::Ref<Matrix> T) {
+  const Eigen::Index d = T.rows();
+  if (d <= 16) {
+    Matrix I = Matrix::Identity(d, d);
+    T.triangularView<Eigen::UnitLower>().solveInPlace(I);
+    T.triangularView<Eigen::StrictlyLower>() = I;
+    return;
   }
+  const Eigen::Index h = d / 2;
+  triangular_inverse_unit_lower(T.topLeftCorner(h, h));
+  triangular_inverse_unit_lower(T.bottomRightCorner(d - h, d - h));
+  const Matrix CA = T.bottomLeftCorner(d - h, h) * T.topLeftCorner(h, h).triangularView<Eigen::UnitLower>();
+  T.bottomLeftCorner(d - h, h).noalias() = -(T.bottomRightCorner(d - h, d - h).triangularView<Eigen::UnitLower>() * CA);
 }
+
+// The factor stores of a continuation (one BVP per step, ~L (2d-k+d) d doubles each) are larger
+// than malloc's mmap threshold: each new store was fresh pages that the kernel zeroed again, 11-18 %
+// of a rho-continuation's time (perf). Released stores are kept here (at most kKeep of them, at most
+// kMaxBytes in all) and handed to the next Bvp of the same size. Every entry of a store is written
+// by factorise() before it is read, so a reused store gives the same bits as a fresh one.
+class StorePool {
+ public:
+  static StorePool& instance() {
+    static StorePool* pool = new StorePool;  // never destroyed: stores may be released at exit
+    return *pool;
+  }
+  std::shared_ptr<double> take(std::size_t need) {
+    constexpr std::size_t kHuge = std::size_t(1) << 21;
+    const std::size_t align = need >= kHuge ? kHuge : 64;  // small problems: no 2 MiB rounding
+    const std::size_t bytes = (need + align - 1) / align * align;
+    void* mem = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (std::size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].bytes == bytes) {
+          mem = free_[i].p;
+          kept_ -= bytes;
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+    }
+    if (!mem) {
+      mem = std::aligned_alloc(align, bytes);
+      if (!mem) throw std::bad_alloc();
+      if (align == kHuge) madvise(mem, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are ordinary
+    }
+    return std::shared_ptr<double>(static_cast<double*>(mem), [this, bytes](double* q) { give_back(q, bytes); });
+  }
+
+ private:
+  static constexpr std::size_t kKeep = 2, kMaxBytes = std::size_t(512) << 20;
+  struct Entry {
+    std::size_t bytes;
+    void* p;
+  };
+  void give_back(void* p, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes < (std::size_t(1) << 20) || bytes > kMaxBytes) {  // small: malloc reuses it anyway; huge: not held
+      std::free(p);
+      return;
+    }
+    while (!free_.empty() && (free_.size() >= kKeep || kept_ + bytes > kMaxBytes)) {  // the oldest goes first
+      kept_ -= free_.front().bytes;
+      std::free(free_.front().p);
+      free_.erase(free_.begin());
+    }
+    free_.push_back({bytes, p});
+    kept_ += bytes;
+  }
+  std::mutex mu_;
+  std::vector<Entry> free_;
+  std::size_t kept_ = 0;
+};
 
 void check_seq(const Seq& s, long d, long n, const char* who, const char* what) {
   if (s.rows() != d || s.cols() != n)
@@ -189,32 +256,37 @@ std::string Bvp::factorise() {
   ipiv_.resize(static_cast<std::size_t>(L_));
   const long n = m_ + d_;
   stride_ = n * d_ + d_ * d_;
-  {
-    constexpr std::size_t kHuge = std::size_t(1) << 21;
-    const std::size_t need = static_cast<std::size_t>(L_ * stride_) * sizeof(double);
-    const std::size_t align = need >= kHuge ? kHuge : 64;  // small problems: no 2 MiB rounding
-    const std::size_t bytes = (need + align - 1) / align * align;
-    void* mem = std::aligned_alloc(align, bytes);
-    if (!mem) throw std::bad_alloc();
-    if (align == kHuge) madvise(mem, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are ordinary
-    store_ = std::shared_ptr<double>(static_cast<double*>(mem), [](double* q) { std::free(q); });
-  }
+  store_ = StorePool::instance().take(static_cast<std::size_t>(L_ * stride_) * sizeof(double));
   Matrix X = ends_.left_rows;  // m x d carried rows on u(l)
-  Matrix R(n, d_);
+  Matrix Linv(d_, d_);
+  std::vector<long> at(static_cast<std::size_t>(n));  // at[i]: the original row now at row i
   for (long l = 0; l < L_; ++l) {
     Eigen::Map<Matrix> P = panel_(l);
     P.topRows(m_) = X;
     P.bottomRows(d_) = -B_[static_cast<std::size_t>(l)];
     std::vector<int>& piv = ipiv_[static_cast<std::size_t>(l)];
     if (std::string why = panel_lu(P, piv, l); !why.empty()) return why;
-    R.setZero();
-    R.bottomRows(d_).setIdentity();
-    for (long i = 0; i < d_; ++i)
-      if (piv[static_cast<std::size_t>(i)] != i) R.row(i).swap(R.row(piv[static_cast<std::size_t>(i)]));
+    // Row i of the pivoted [0; I] (n x d) is e_c where original row m + c ended at i, else zero.
+    for (long i = 0; i < n; ++i) at[static_cast<std::size_t>(i)] = i;
+    for (long i = 0; i < d_; ++i) std::swap(at[static_cast<std::size_t>(i)], at[static_cast<std::size_t>(piv[static_cast<std::size_t>(i)])]);
+    // U12 = L11^{-1} (rows 0..d-1 of it): column c is column i of L11^{-1} when row m + c ended at
+    // i < d, else zero. One triangular inverse (d^3/3 flops) instead of a triangular solve with d
+    // right-hand sides (d^3 flops).
+    Linv = P.topRows(d_);
+    triangular_inverse_unit_lower(Linv);
     Eigen::Map<Matrix> U12 = U12_(l);
-    U12 = R.topRows(d_);
-    trsm_unit_lower(P, U12);
-    X = R.bottomRows(m_);
+    U12.setZero();
+    X.setZero();
+    for (long i = 0; i < n; ++i) {
+      const long c = at[static_cast<std::size_t>(i)] - m_;
+      if (c < 0) continue;
+      if (i < d_) {
+        U12(i, c) = 1.0;
+        U12.col(c).tail(d_ - i - 1) = Linv.col(i).tail(d_ - i - 1);
+      } else {
+        X(i - d_, c) = 1.0;
+      }
+    }
     if (m_ > 0) gemm_sub(P.bottomRows(m_), U12, X);
   }
   Matrix S(d_, d_);
@@ -231,8 +303,8 @@ std::string Bvp::factorise() {
 
 double Bvp::factor_flops() const {
   const double d = static_cast<double>(d_), m = static_cast<double>(m_), n = m + d;
-  // dgetrf of n x d: n d^2 - d^3/3; unit-lower solve d x d by d: d^3; Schur update: 2 m d^2.
-  const double per = n * d * d - d * d * d / 3.0 + d * d * d + 2.0 * m * d * d;
+  // dgetrf of n x d: n d^2 - d^3/3; unit-lower inverse: d^3/3; Schur update: 2 m d^2.
+  const double per = n * d * d - d * d * d / 3.0 + d * d * d / 3.0 + 2.0 * m * d * d;
   return static_cast<double>(L_) * per + 2.0 / 3.0 * d * d * d;
 }
 

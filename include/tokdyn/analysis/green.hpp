@@ -103,7 +103,7 @@ class Bvp {
     std::string method;  ///< "exact", "lower bound" or "none"
   };
   SigmaMinCertificate smallest_singular_value_certificate(long dense_max = 1600, double max_flops = 4e10) const;
-  /// The flops counted for the factorisation (panel LU, triangular solve, Schur update per layer).
+  /// The flops counted for the factorisation (panel LU, unit-lower triangular inverse, Schur update per layer).
   double factor_flops() const;
 
  private:
