@@ -30,34 +30,49 @@ void SsmParams::validate(bool need_gate) const {
 }
 
 void ssm_branches(const SsmParams& p, const SsmOptions& o, const Tokens& Z, SsmBranches& out) {
-  // The branch products in fixed tiles (linalg.hpp): the same bits on any thread count.
-  gemm_nt_blocked(Z, p.W_delta, out.Delta);
-  gemm_nt_blocked(Z, p.S_B, out.Bz);
-  gemm_nt_blocked(Z, p.S_C, out.Cz);
-  if (o.gate == GateKind::Silu) gemm_nt_blocked(Z, p.W_g, out.G);
-  out.A.resize(Z.rows(), Z.cols());
-  const Eigen::Index N = Z.rows();
+  const Eigen::Index n = p.n(), m = p.m(), N = Z.rows();
+  const bool gate = o.gate == GateKind::Silu;
+  // The branch products as one product with the stacked weights [W_delta; S_B; S_C (; W_g)], in
+  // fixed tiles (linalg.hpp): the same bits on any thread count. One N x (n + 2m) product instead of
+  // three is 13 % faster at the ssm-random-silu preset's size (2500 x 1024 x 768: 38 against 44 ms
+  // on 2 threads), since the m = 128 column products alone run at 70 % of the large one's rate.
+  Mat Ws(n + 2 * m + (gate ? n : 0), n);
+  Ws.topRows(n) = p.W_delta;
+  Ws.middleRows(n, m) = p.S_B;
+  Ws.middleRows(n + m, m) = p.S_C;
+  if (gate) Ws.bottomRows(n) = p.W_g;
+  Mat S;
+  gemm_nt_blocked(Z, Ws, S);
+  out.Delta.resize(N, n);
+  out.A.resize(N, n);
+  out.Bz.resize(N, m);
+  out.Cz.resize(N, m);
+  if (gate) out.G.resize(N, n);
   const auto alpha = p.alpha.transpose().array();
   // Elementwise transcendentals, row by row in parallel (each row independent: same bits on
-  // any thread count): Delta = softplus(Z W^T + b) = max(x, 0) + log1p(exp(-|x|)),
+  // any thread count), reading the stacked product's row and writing the branches:
+  // Delta = softplus(Z W^T + b) = max(x, 0) + log1p(exp(-|x|)),
   // A = exp(-alpha Delta) (the scalar of A_i^mu = a I_m), SiLU on the branches, the gate.
   // A thread team only pays off for real work: small problems (the theory's 4-dimensional flows
   // call this at every RK4 stage) stay on the calling thread.
 #pragma omp parallel for schedule(static) if (N * (Z.cols() + 2 * p.m()) >= 65536)
   for (Eigen::Index i = 0; i < N; ++i) {
+    const auto s = S.row(i);
     auto d = out.Delta.row(i).array();
-    d += p.b_delta.transpose().array();
+    d = s.head(n).array() + p.b_delta.transpose().array();
     d = nn::softplus(d);
     out.A.row(i).array() = (-(d * alpha)).exp();
+    auto b = out.Bz.row(i).array();
+    auto c = out.Cz.row(i).array();
+    b = s.segment(n, m).array();
+    c = s.segment(n + m, m).array();
     if (o.silu_bc) {
-      auto b = out.Bz.row(i).array();
-      auto c = out.Cz.row(i).array();
       b = nn::silu(b);
       c = nn::silu(c);
     }
-    if (o.gate == GateKind::Silu) {
+    if (gate) {
       auto g = out.G.row(i).array();
-      g += p.b_g.transpose().array();
+      g = s.tail(n).array() + p.b_g.transpose().array();
       g = nn::silu(g);
     }
   }
