@@ -3,6 +3,7 @@
 #   safetensors_header  the safetensors header parser (fuzz/fuzz_safetensors_header.cpp)
 #   npy_header          the .npy header parser and integer decoder (fuzz/fuzz_npy_header.cpp)
 #   mamba2_config       the Mamba-2 config.json reader (fuzz/fuzz_mamba2_config.cpp)
+#   decoder_config      the GPT-2 / GPT-NeoX / Llama config.json readers (fuzz/fuzz_decoder_config.cpp)
 #   params              the parameter layer: TOML text + `--set` strings against every preset's schema
 #                       (fuzz/fuzz_params.cpp; the schemas come from `tokdyn show P --json`, so this
 #                       target needs --tokdyn)
@@ -34,9 +35,9 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --seconds '$seconds' is not a whole number" >&2; exit 2; }
 case $target in
-  safetensors_header|npy_header|mamba2_config|params) targets=("$target") ;;
-  all) targets=(safetensors_header npy_header mamba2_config params) ;;
-  *) echo "fuzz.sh: --target '$target'; expected safetensors_header, npy_header, mamba2_config, params or all" >&2; exit 2 ;;
+  safetensors_header|npy_header|mamba2_config|decoder_config|params) targets=("$target") ;;
+  all) targets=(safetensors_header npy_header mamba2_config decoder_config params) ;;
+  *) echo "fuzz.sh: --target '$target'; expected safetensors_header, npy_header, mamba2_config, decoder_config, params or all" >&2; exit 2 ;;
 esac
 mkdir -p "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)   # relative to the caller's cwd, before we cd to the repo
@@ -51,6 +52,10 @@ sources_of() {  # the translation units of one target
     safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
     npy_header) echo src/io/npy.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
     mamba2_config) echo src/models/mamba2_config.cpp src/io/mamba2_config_json.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
+    decoder_config) echo src/models/decoder/decoder.cpp src/models/decoder/parts.cpp src/models/decoder/gpt2.cpp \
+      src/models/decoder/neox.cpp src/models/decoder/llama.cpp src/io/decoder_checkpoint.cpp src/io/safetensors.cpp \
+      src/io/safetensors_writer.cpp src/io/json_strict.cpp src/io/file.cpp src/linalg.cpp src/rng.cpp src/error.cpp src/dynamics.cpp \
+      fuzz/fuzz_decoder_config.cpp ;;
     params) echo src/params.cpp src/outputs.cpp src/registry.cpp src/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
   esac
 }
@@ -60,17 +65,20 @@ build() {  # build TARGET: rebuilds when a source, a header or this script is ne
   local -a sources
   read -r -a sources <<< "$(sources_of "$t")"
   [[ -x $bin ]] || rebuild=1
-  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/experiment.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp include/tokdyn/models/mamba2.hpp scripts/fuzz.sh; do
+  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/experiment.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp include/tokdyn/models/mamba2.hpp include/tokdyn/models/decoder/*.hpp src/models/decoder/*.hpp scripts/fuzz.sh; do
     if [[ $f -nt $bin ]]; then rebuild=1; fi
   done
   if [[ $rebuild == 1 ]]; then
     echo "fuzz.sh: building $bin with $cxx"
     # params: -DNDEBUG as in tokdyn's own builds (toml++ 3.3.0 asserts on some malformed keys, e.g.
     # "[ \v", where its release build reports a parse error; ASan/UBSan still watch that path).
-    local -a defs=(-DFMT_HEADER_ONLY)
+    local -a defs=(-DFMT_HEADER_ONLY) libs=()
     [[ $t == params ]] && defs+=(-DNDEBUG)
+    # decoder_config links the families' files whole (they register themselves), with their BLAS.
+    [[ $t == decoder_config ]] && { defs+=(-DEIGEN_DONT_PARALLELIZE -fopenmp -isystem /usr/include/x86_64-linux-gnu/openblas-openmp);
+      libs+=(-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas); }
     "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-      -fno-sanitize-recover=all "${defs[@]}" -I include -I /usr/include/eigen3 "${sources[@]}" -o "$bin.new.$$"
+      -fno-sanitize-recover=all "${defs[@]}" -I include -I /usr/include/eigen3 "${sources[@]}" "${libs[@]}" -o "$bin.new.$$"
     mv "$bin.new.$$" "$bin"
   fi
 }
@@ -211,6 +219,43 @@ corpus_mamba2_config() {
 "2147483648"
 "true"
 "false"
+"null"
+DICT
+}
+
+corpus_decoder_config() {  # byte 0 picks the family (families in name order: gpt2, llama, neox)
+  { printf '\000'; printf '%s' '{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "resid_pdrop": 0.1}'; } > "$corpus/gpt2-124m"
+  { printf '\001'; printf '%s' '{"model_type": "llama", "vocab_size": 128256, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 172, "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": true, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}'; } > "$corpus/llama3"
+  { printf '\002'; printf '%s' '{"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "vocab_size": 50304, "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8, "intermediate_size": 2048, "rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embeddings": 2048, "use_parallel_residual": true, "hidden_act": "gelu"}'; } > "$corpus/pythia-70m"
+  { printf '\001'; printf '%s' '{"model_type": "llama", "vocab_size": 10, "hidden_size": 6, "num_hidden_layers": 1, "num_attention_heads": 3, "intermediate_size": 4, "rope_scaling": {"type": "dynamic", "factor": 2.0}}'; } > "$corpus/llama-dynamic"
+  cat > "$dict" <<'DICT'
+"\"model_type\""
+"\"architectures\""
+"\"vocab_size\""
+"\"hidden_size\""
+"\"n_embd\""
+"\"n_head\""
+"\"n_layer\""
+"\"n_inner\""
+"\"num_hidden_layers\""
+"\"num_attention_heads\""
+"\"num_key_value_heads\""
+"\"head_dim\""
+"\"intermediate_size\""
+"\"rotary_pct\""
+"\"rope_theta\""
+"\"rope_scaling\""
+"\"rope_type\""
+"\"llama3\""
+"\"linear\""
+"\"factor\""
+"\"use_parallel_residual\""
+"\"tie_word_embeddings\""
+"\"max_position_embeddings\""
+"1e308"
+"-1"
+"0"
+"true"
 "null"
 DICT
 }

@@ -649,6 +649,20 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
     p.explicit_.insert(key);
   }
 
+  // Defaults that depend on another parameter's value (ParamSpec::def_when).
+  for (const ParamSpec& s : e.params) {
+    if (p.is_explicit(s.key)) continue;
+    for (const auto& [c, v] : s.def_when) {
+      const auto it = p.values_.find(c.key);
+      if (it == p.values_.end()) continue;
+      const std::string now = value_text(it->second);
+      if ((std::find(c.values.begin(), c.values.end(), now) != c.values.end()) != c.negate) {
+        p.values_[s.key] = v;
+        break;
+      }
+    }
+  }
+
   // Parameters that do not apply to the chosen options are refused, never ignored.
   for (const ParamSpec& s : e.params) {
     if (!p.is_explicit(s.key)) continue;

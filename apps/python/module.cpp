@@ -208,7 +208,12 @@ class Model {
     return d;
   }
 
-  py::array_t<double> x0() const { return to_numpy(S_.Z0.Z.data(), {static_cast<std::size_t>(S_.Z0.len), dim()}); }
+  /// [rows, d], or [runs, rows, d] for a model built from several runs of token ids.
+  py::array_t<double> x0() const {
+    if (S_.Z0.runs > 1)
+      return to_numpy(S_.Z0.Z.data(), {static_cast<std::size_t>(S_.Z0.runs), static_cast<std::size_t>(S_.Z0.len), dim()});
+    return to_numpy(S_.Z0.Z.data(), {static_cast<std::size_t>(S_.Z0.len), dim()});
+  }
 
   /// X [runs, rows, d] or [rows, d] -> the state after layer `layer` (same shape).
   py::array_t<double> step(const Array& X, long layer) const {
@@ -744,6 +749,7 @@ PYBIND11_MODULE(_core, mod) {
     nlohmann::json j = schema_json(model_schema(descriptor(name)));
     j["description"] = model_descriptor(name).description;
     j["taps"] = model_descriptor(name).taps;
+    j["schedule_knobs"] = model_descriptor(name).schedule_knobs;
     return j.dump();
   });
 

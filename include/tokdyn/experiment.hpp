@@ -56,6 +56,10 @@ struct ParamSpec {
   bool max_exclusive = false;           ///< true: value must be < max
   PathKind path = PathKind::None;       ///< String: names a file or directory
   std::vector<ParamCondition> only_when;  ///< the parameter applies only when all of these hold
+  /// Defaults that depend on another parameter: when the key is not set, the first entry whose
+  /// condition holds gives its value (else `def`). A knob several models share with their own
+  /// defaults (size: mamba2 130m, gpt2 tiny) is one spec with one entry per other default.
+  std::vector<std::pair<ParamCondition, ParamValue>> def_when;
 
   // Fluent refinements, e.g. p_double_list(...).distinct_entries().when("psi", {"affine"}).
   ParamSpec&& items(std::size_t lo, std::size_t hi = 100000) && { min_items = lo; max_items = hi; return std::move(*this); }

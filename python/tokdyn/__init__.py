@@ -373,12 +373,8 @@ def model_names() -> List[str]:
 #: The knobs of each registry model that decide which weights act at each depth step
 #: (``Model.trajectory(schedule=...)``); the RoPE step has one weight-tied layer.
 SCHEDULE_KNOBS: Dict[str, Tuple[str, ...]] = {
-    "ssm": ("redraw",),
-    "rope": (),
-    "mamba2": ("layers", "layer"),
-    "transformer": ("tying", "loop"),
-    "hierarchical": ("tying", "loop", "refresh_every"),
-}
+    n: tuple(json.loads(_core.model_schema_json(n)).get("schedule_knobs", ())) for n in _core.model_names()
+}  # from the registry (each model's descriptor declares its schedule knobs)
 
 
 class Model:
@@ -492,6 +488,34 @@ class Model:
         sel = taps if isinstance(taps, str) else ",".join(str(int(t)) for t in taps)
         t = dict(m._m.trajectory(X, int(depth), sel))  # {layer: [runs, rows, d]}
         return np.stack([t[k] for k in sorted(t)])
+
+    def attentions(self, token_ids: Optional[Sequence[int]] = None, depth: Optional[int] = None,
+                   X0: Optional[np.ndarray] = None, heads: Optional[Sequence[int]] = None) -> np.ndarray:
+        """The attention probabilities of every layer 1..``depth`` along the trajectory, like Hugging Face's
+        ``output_attentions``: [depth, runs, heads, tokens, tokens] (layer l's at the state entering it).
+        ``depth`` defaults to the model's number of layers (``notes["model_config"]``) or 1; ``token_ids``
+        [tokens] or [batch, tokens]; ``heads`` default all."""
+        if "attention" not in " ".join(self.tap_names):
+            raise ValueError(f"attentions: model {self.name} has no attention tap; expected one of "
+                             + ", ".join(n for n in _core.model_names() if "attention" in json.loads(_core.model_schema_json(n))["taps"]))
+        m = self
+        if token_ids is not None:
+            if X0 is not None:
+                raise ValueError("attentions: give token_ids or X0, not both")
+            knobs = {**self._given, "token_ids": np.asarray(token_ids, dtype=np.int64)}
+            knobs.pop("tokens", None)
+            m = Model(self.name, **knobs)
+        if depth is None:
+            cfg = m.notes.get("model_config", {})
+            depth = int(cfg.get("n_layer", cfg.get("num_hidden_layers", 1))) if isinstance(cfg, dict) else 1
+        X = m.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
+        batch = X if X.ndim == 3 else X[None]
+        if heads is None:
+            cfg = m.notes.get("model_config", {})
+            nh = int(cfg.get("n_head", cfg.get("num_attention_heads", 1))) if isinstance(cfg, dict) else 1
+            heads = range(nh)
+        traj = dict(m._m.trajectory(batch, int(depth) - 1, "all")) if depth > 1 else {0: batch}
+        return np.stack([m.tap("attention", traj[l - 1], l, heads=list(heads)) for l in range(1, int(depth) + 1)])
 
     def tap(self, name: str, X: np.ndarray, layer: int, heads: Sequence[int] = (0,)) -> np.ndarray:
         """The internal quantity ``name`` (``tap_names``) that layer ``layer`` computes at the state X

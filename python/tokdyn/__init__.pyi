@@ -84,6 +84,9 @@ class Model:
     def hidden_states(self, token_ids: Optional[Sequence[int]] = ..., depth: int = ..., taps: Union[str, Sequence[int]] = ...,
                       X0: Optional[npt.ArrayLike] = ..., **switches: Any) -> ArrayF:
         """[taps, runs, tokens, d], like Hugging Face's output_hidden_states."""
+    def attentions(self, token_ids: Optional[npt.ArrayLike] = ..., depth: Optional[int] = ..., X0: Optional[npt.ArrayLike] = ...,
+                   heads: Optional[Sequence[int]] = ...) -> ArrayF:
+        """[depth, runs, heads, tokens, tokens], like Hugging Face's output_attentions."""
     def tap(self, name: str, X: npt.ArrayLike, layer: int, heads: Sequence[int] = ...) -> ArrayF:
         """An internal quantity of layer `layer` at the state X entering it (tap_names)."""
 
@@ -95,6 +98,9 @@ class _Models:
     def mamba2(self, **knobs: Any) -> Model: ...
     def transformer(self, **knobs: Any) -> Model: ...
     def hierarchical(self, **knobs: Any) -> Model: ...
+    def gpt2(self, **knobs: Any) -> Model: ...
+    def llama(self, **knobs: Any) -> Model: ...
+    def neox(self, **knobs: Any) -> Model: ...
 
 models: _Models
 

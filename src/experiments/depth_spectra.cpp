@@ -49,6 +49,9 @@ void run_depth_spectra(const Params& P, RunContext& ctx) {
       throw InputError(fmt::format("parameter 'H': Steklov window {} is longer than the measured window depth - burn_in = {}", H,
                                    o.depth - o.burn_in));
   ModelInstance S = build_model(model, P, ctx);
+  if (S.Z0.runs != 1)
+    throw InputError(fmt::format("parameter 'token_ids': {} runs of token ids; depth-spectra follows one trajectory, expected [1, tokens]",
+                                 S.Z0.runs));
   // A start state from the user (x0 = FILE.npy) replaces the drawn or embedded tokens; either way the
   // start actually used is written to x0.npy, so that anyone can recompute the trajectory.
   if (const std::string& x0 = P.get_string("x0"); !x0.empty()) {
@@ -192,7 +195,7 @@ OutputDecl depth_spectra_outputs() {
   // rows: the state's rows per run: the tokens (hierarchical: the tokens, then the held block summaries).
   o.arrays = {{"x0.npy", "float64 [rows, d]: the start state used (rows: the tokens; model = hierarchical: then the held block summaries)", ""},
               {"v0.npy", "float64 [k, rows, d]: the initial tangent frame before projection and orthonormalisation", ""},
-              {"token_ids.npy", "int64 [1, tokens]: the token ids embedded as the start state", "model = mamba2"},
+              {"token_ids.npy", "int64 [1, tokens]: the token ids embedded as the start state", "model = mamba2, gpt2, neox or llama"},
               {"trajectory.npy", "float64 [depth + 1, rows, d]: the states x(0..depth)", "trajectory = true"},
               {"attention/layer_<K>.npy", "float64 [runs, heads, tokens, tokens]: attention weights of layer K at x(K-1) (runs = 1)", "attention lists K"},
               {"taps/<model>/layer_<K>.npy", "float64 [1, rows, d]: the state after layer K", "taps lists K"}};

@@ -15,6 +15,7 @@
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/mamba2_checkpoint.hpp"
 #include "tokdyn/io/npy.hpp"
+#include "tokdyn/models/decoder/decoder.hpp"
 #include "tokdyn/models/hierarchical.hpp"
 #include "tokdyn/models/mamba2.hpp"
 #include "tokdyn/models/rope_attention.hpp"
@@ -80,7 +81,8 @@ ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
   const Update update = P.get_string("update") == "sphere" ? Update::Sphere : Update::Residual;
   // Token ids as run 0 of the Mamba-2 presets' (given, or iid uniform in [0, vocab), stream (seed, 0)).
   std::string drawn_from;
-  const std::vector<std::int64_t> ids = mamba2_token_ids(P, model, 1, len, ctx, drawn_from);
+  int runs = 1;  // the rows of a given token_ids file (Python's hidden_states of a batch)
+  const std::vector<std::int64_t> ids = model_token_ids(P, model.embedding.rows(), cfg.vocab_size, runs, len, ctx, drawn_from);
   const MatF X0 = embed(model, ids, update);
   ModelSetup S;
   S.notes["model"] = model.source;
@@ -101,7 +103,7 @@ ModelSetup build_mamba2(const Params& P, RunContext& ctx) {
   auto map = std::make_unique<BlockMap>(cfg, sw, sched, update, tau);
   const BlockMap* bm = map.get();
   S.map = std::move(map);
-  S.Z0 = Batch{X0.cast<double>(), 1, len};
+  S.Z0 = Batch{X0.cast<double>(), runs, len};
   // The block's own state is fp32; its linearisation is exact forward mode in double. The
   // trajectory is advanced by the same double step (step_double_tangents: the value of the one run
   // computed once, the k tangents sharing it), so the cocycle is the Jacobian of exactly the map
@@ -239,7 +241,8 @@ std::vector<ModelDescriptor> make_registry() {
                          8.0 * 2.0 * (3.0 * d * d + 2.0 * m * d + 2.0 * d)};  // a layer's weights (and the next one drawn)
       },
       {},
-      {}});
+      {},
+      {"redraw"}});
   r.push_back(ModelDescriptor{
       "rope",
       "Self-Attention Dynamics with RoPE, step (3): x_i <- pi(x_i + h y_i), softmax attention with rotary queries and keys",
@@ -258,6 +261,7 @@ std::vector<ModelDescriptor> make_registry() {
         const double d = static_cast<double>(P.get_int("d")), T = static_cast<double>(P.get_int("tokens"));
         return ModelCost{d, 16.0 * T * d, 0.0};
       },
+      {},
       {},
       {}});
   r.push_back(ModelDescriptor{
@@ -297,7 +301,8 @@ std::vector<ModelDescriptor> make_registry() {
       mamba2::Config::sizes(),
       [](const std::string& size, std::uint64_t seed, const std::filesystem::path& dir) {
         mamba2::save(mamba2::init_model(mamba2::Config::named(size), seed), dir);
-      }});
+      },
+      {"layers", "layer"}});
   std::vector<ParamSpec> tk{p_int("d", 4, "token dimension (= d_k = d_v)", 1, 1 << 14),
                             p_int("heads", 1, "attention heads (must divide d)", 1, 4096)};
   for (ParamSpec& q : transformer_knobs()) tk.push_back(std::move(q));
@@ -312,7 +317,8 @@ std::vector<ModelDescriptor> make_registry() {
         return ModelCost{d, 6.0 * d * (2.0 * d + static_cast<double>(P.get_int("d_ff"))) + 12.0 * T * d, 0.0};
       },
       {},
-      {}});
+      {},
+      {"tying", "loop"}});
   // The hierarchical model: the Transformer's knobs but its mask (always block-local, of length
   // `block`), and the slow path's.
   std::vector<ParamSpec> hk{p_int("d", 4, "token dimension (= d_k = d_v)", 1, 1 << 14),
@@ -346,7 +352,8 @@ std::vector<ModelDescriptor> make_registry() {
         return ModelCost{d, 6.0 * d * (2.0 * d + static_cast<double>(P.get_int("d_ff"))) + 12.0 * T * d, 0.0};
       },
       {},
-      {}});
+      {},
+      {"tying", "loop", "refresh_every"}});
   return r;
 }
 
@@ -411,6 +418,33 @@ std::optional<mamba2::Config> mamba2_config(const Params& P) {
   return mamba2::parse_config(dir / "config.json");
 }
 
+std::vector<std::int64_t> model_token_ids(const Params& P, long rows, long vocab_real, int& runs, int len, RunContext& ctx,
+                                          std::string& drawn_from) {
+  std::vector<std::int64_t> ids;
+  const std::string idfile = P.get_string("token_ids");
+  if (!idfile.empty()) {
+    std::vector<std::size_t> shape;
+    // At most 65536 runs of len ids: a larger file is refused from its header, before it is read.
+    ids = read_npy_int(idfile, shape, 65536ull * static_cast<std::uint64_t>(len));
+    if (shape.size() != 2 || shape[1] != static_cast<std::size_t>(len) || shape[0] == 0)
+      throw InputError(fmt::format("{}: token ids have shape [{}]; expected [runs, tokens] with tokens = {}", idfile,
+                                   fmt::join(shape, ", "), len));
+    runs = static_cast<int>(shape[0]);
+    for (std::int64_t id : ids)
+      if (id < 0 || id >= rows)
+        throw InputError(fmt::format("{}: token id {} out of range; expected ids in [0, {})", idfile, id, rows));
+    drawn_from = "given (token_ids)";
+  } else {
+    long vocab = P.get_int("vocab");
+    if (vocab == 0) vocab = vocab_real;
+    if (vocab > rows) throw InputError(fmt::format("parameter 'vocab': the embedding has {} rows, got {}", rows, vocab));
+    ids = decoder::draw_token_ids(static_cast<std::uint64_t>(vocab), runs, len, static_cast<std::uint64_t>(P.get_int("seed")));
+    drawn_from = fmt::format("[0, {})", vocab);
+  }
+  write_npy(ctx.dir / "token_ids.npy", ids.data(), {static_cast<std::size_t>(runs), static_cast<std::size_t>(len)});
+  return ids;
+}
+
 std::vector<std::int64_t> mamba2_token_ids(const Params& P, const mamba2::Model& m, int runs, int len, RunContext& ctx,
                                            std::string& drawn_from) {
   std::vector<std::int64_t> ids;
@@ -457,8 +491,25 @@ ParamSpec model_knob(const std::string& model, const std::string& key, ParamValu
 
 bool ModelDescriptor::has_tap(const std::string& t) const { return std::find(taps.begin(), taps.end(), t) != taps.end(); }
 
+namespace {
+std::vector<std::function<std::vector<ModelDescriptor>()>>& registered_models() {
+  static std::vector<std::function<std::vector<ModelDescriptor>()>> v;
+  return v;
+}
+}  // namespace
+
+ModelRegistration::ModelRegistration(std::function<std::vector<ModelDescriptor>()> make) { registered_models().push_back(std::move(make)); }
+
 const std::vector<ModelDescriptor>& model_registry() {
-  static const std::vector<ModelDescriptor> r = make_registry();
+  static const std::vector<ModelDescriptor> r = [] {
+    std::vector<ModelDescriptor> v = make_registry();
+    std::vector<ModelDescriptor> more;
+    for (const auto& make : registered_models())
+      for (ModelDescriptor& m : make()) more.push_back(std::move(m));
+    std::sort(more.begin(), more.end(), [](const ModelDescriptor& a, const ModelDescriptor& b) { return a.name < b.name; });
+    for (ModelDescriptor& m : more) v.push_back(std::move(m));
+    return v;
+  }();
   return r;
 }
 
@@ -485,6 +536,23 @@ ModelInstance build_model(const std::string& name, const Params& P, RunContext& 
   const ModelDescriptor& m = model_descriptor(name);
   for (const ParamSpec& q : m.knobs) {
     if (!P.is_explicit(q.key)) continue;
+    // The union of the models' knobs may take more choices or a wider range than this model's own.
+    const auto vit = P.values_.find(q.key);
+    if (vit != P.values_.end()) {
+      const ParamValue& v = vit->second;
+      if (!q.choices.empty() && std::holds_alternative<std::string>(v) &&
+          std::find(q.choices.begin(), q.choices.end(), std::get<std::string>(v)) == q.choices.end())
+        throw InputError(fmt::format("parameter '{}' = {}: model={} takes one of {}", q.key, std::get<std::string>(v), name,
+                                     fmt::join(q.choices, ", ")));
+      double x = 0;
+      bool num = false;
+      if (std::holds_alternative<long>(v)) x = static_cast<double>(std::get<long>(v)), num = true;
+      if (std::holds_alternative<double>(v)) x = std::get<double>(v), num = true;
+      if (num && ((q.min && (x < *q.min || (q.min_exclusive && x == *q.min))) || (q.max && (x > *q.max || (q.max_exclusive && x == *q.max)))))
+        throw InputError(fmt::format("parameter '{}' = {}: model={} takes {}{} .. {}{}", q.key, value_text(v), name,
+                                     q.min_exclusive ? "(" : "[", q.min ? value_text(ParamValue(*q.min)) : std::string("-inf"),
+                                     q.max ? value_text(ParamValue(*q.max)) : std::string("inf"), q.max_exclusive ? ")" : "]"));
+    }
     for (const ParamCondition& c : q.only_when) {
       const auto it = P.values_.find(c.key);
       if (it == P.values_.end()) continue;
@@ -508,23 +576,54 @@ std::vector<std::string> models_with_tap(const std::string& t) {
   return n;
 }
 
-std::vector<ParamSpec> model_knobs(const std::string& model_key) {
+std::vector<std::string> model_knob_conflicts() {
+  std::vector<std::string> out;
+  std::map<std::string, std::pair<std::string, ParamType>> first;
+  for (const ModelDescriptor& m : model_registry())
+    for (const ParamSpec& q : m.knobs) {
+      const auto [it, fresh] = first.emplace(q.key, std::make_pair(m.name, q.type));
+      if (!fresh && it->second.second != q.type)
+        out.push_back(fmt::format("knob '{}' of {} has another type than {}'s", q.key, m.name, it->second.first));
+    }
+  return out;
+}
+
+std::vector<ParamSpec> model_knobs(const std::string& model_key, const std::vector<std::string>& only) {
   std::vector<ParamSpec> out;
   std::map<std::string, std::vector<std::string>> owners;
-  for (const ModelDescriptor& m : model_registry())
+  for (const ModelDescriptor& m : model_registry()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), m.name) == only.end()) continue;
     for (const ParamSpec& q : m.knobs) {
       auto it = std::find_if(out.begin(), out.end(), [&](const ParamSpec& p) { return p.key == q.key; });
       if (it == out.end()) {
         out.push_back(q);
         out.back().help = m.name + ": " + q.help;
       } else {
-        if (it->type != q.type || !(it->def == q.def))
-          throw std::logic_error(fmt::format("model registry: knob '{}' of {} differs in type or default from {}'s", q.key,
-                                             m.name, owners[q.key].front()));
+        // A type conflict is a registry error (model_knob_conflicts; a test keeps it empty): the
+        // first model's spec is kept. Other differences are the union: the other model's default
+        // as a default under model=..., its choices added, the widest range (build_model checks
+        // each model's own).
+        if (it->type != q.type) {
+          owners[q.key].push_back(m.name);
+          continue;
+        }
+        if (!(it->def == q.def)) {
+          it->def_when.push_back({ParamCondition{model_key, {m.name}, false}, q.def});
+          it->help += fmt::format(" [default {} for model={}]", value_text(q.def), m.name);
+        }
+        if (!it->choices.empty() || !q.choices.empty()) {
+          if (it->choices.empty() || q.choices.empty()) it->choices.clear();
+          else
+            for (const std::string& c : q.choices)
+              if (std::find(it->choices.begin(), it->choices.end(), c) == it->choices.end()) it->choices.push_back(c);
+        }
+        if (it->min && (!q.min || *q.min < *it->min)) it->min = q.min;
+        if (it->max && (!q.max || *q.max > *it->max)) it->max = q.max;
         it->help += "; " + m.name + ": " + q.help;
       }
       owners[q.key].push_back(m.name);
     }
+  }
   // A key several models share whose own conditions differ between them (Mamba-2's tau applies with
   // update=sphere, the SSM's always) cannot state them in one spec: the union applies per model,
   // and build_model refuses what a model's own condition excludes.
@@ -533,6 +632,7 @@ std::vector<ParamSpec> model_knobs(const std::string& model_key) {
     bool same = true;
     for (const std::string& o : who) {
       const ParamSpec own = model_knob(o, q.key);
+      if (own.type != q.type) continue;  // a conflict (model_knob_conflicts), not merged
       if (own.only_when.size() != q.only_when.size()) same = false;
       for (std::size_t i = 0; same && i < own.only_when.size(); ++i)
         same = own.only_when[i].key == q.only_when[i].key && own.only_when[i].values == q.only_when[i].values &&

@@ -292,7 +292,11 @@ const LayerWeights& Transformer::weights(long k) const {
     case Tying::Tied: return w_[0];
     case Tying::Looped: return w_[static_cast<std::size_t>((k - 1) % n)];
     case Tying::Untied:
-      if (k > n) throw std::out_of_range(fmt::format("transformer: layer {} but only {} untied weight sets", k, n));
+      // Stepping past the depth the model was built for is a bad argument (the caller's 'depth'), not a bug.
+      if (k > n)
+        throw std::invalid_argument(fmt::format("layer {}: the model was built with untied weights for depth = {} layers; expected "
+                                                "a layer in 1..{} (build it with a larger 'depth', or tying=tied / looped)",
+                                                k, n, n));
       return w_[static_cast<std::size_t>(k - 1)];
   }
   return w_[0];

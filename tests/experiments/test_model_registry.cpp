@@ -20,10 +20,10 @@ namespace {
 
 using testing::TempDir;
 
-TEST(ModelRegistry, NamesAreTheFiveDepthModels) {
-  EXPECT_EQ(model_names(), (std::vector<std::string>{"ssm", "rope", "mamba2", "transformer", "hierarchical"}));
-  EXPECT_EQ(models_with_tap("attention"), (std::vector<std::string>{"rope", "transformer"}));
-  EXPECT_THROW(model_descriptor("gpt2"), std::invalid_argument);
+TEST(ModelRegistry, NamesAreTheBuiltInModelsThenTheRegisteredFamilies) {
+  EXPECT_EQ(model_names(), (std::vector<std::string>{"ssm", "rope", "mamba2", "transformer", "hierarchical", "gpt2", "llama", "neox"}));
+  EXPECT_EQ(models_with_tap("attention"), (std::vector<std::string>{"rope", "transformer", "gpt2", "llama", "neox"}));
+  EXPECT_THROW(model_descriptor("gpt3"), std::invalid_argument);
   for (const ModelDescriptor& m : model_registry()) {
     EXPECT_FALSE(m.description.empty()) << m.name;
     EXPECT_FALSE(m.knobs.empty()) << m.name;
@@ -102,10 +102,10 @@ TEST(ModelRegistry, CliListsModelsAndTheirKnobs) {
   EXPECT_EQ(one.code, 0) << one.err;
   EXPECT_NE(one.out.find("redraw"), std::string::npos);
   EXPECT_EQ(one.out.find("checkpoint"), std::string::npos);  // mamba2's, not the SSM's
-  const testing::CliResult bad = testing::run_cli(tmp.path(), {"models", "gpt2"});
+  const testing::CliResult bad = testing::run_cli(tmp.path(), {"models", "gpt3"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
-  EXPECT_NE(bad.err.find("gpt2"), std::string::npos);
+  EXPECT_NE(bad.err.find("gpt3"), std::string::npos);
 }
 
 }  // namespace

@@ -282,7 +282,7 @@ TEST(CouplingTransformer, TyingModes) {
   EXPECT_EQ(&tied.weights(5), &tied.weights(1));
   EXPECT_EQ(looped.weights(3).W_V, looped.weights(1).W_V);
   EXPECT_EQ(looped.weights(4).W_V, untied.weights(2).W_V);
-  EXPECT_THROW((void)untied.weights(3), std::out_of_range);
+  EXPECT_THROW((void)untied.weights(3), std::invalid_argument);
 }
 
 // Bad model values are refused with std::invalid_argument.

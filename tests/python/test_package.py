@@ -170,7 +170,7 @@ def test_attention_and_residual_taps():
 
 
 def test_models_list_and_describe():
-    assert tokdyn.model_names() == ["ssm", "rope", "mamba2", "transformer", "hierarchical"]
+    assert tokdyn.model_names() == ["ssm", "rope", "mamba2", "transformer", "hierarchical", "gpt2", "llama", "neox"]
     d = tokdyn.models.describe("ssm")
     assert "q" in d["taps"] and any(p["key"] == "redraw" for p in d["params"])
     with pytest.raises(ValueError, match="knob|parameter"):
@@ -424,3 +424,35 @@ def test_cocycle_spectra_rank_cross_check_is_off_by_default_above_d64(tmp_path):
         tokdyn.run("cocycle-spectra", tmp_path / "k", family="G5", d=8, depth=60, bundles="none", rank=True, k=3)
     small = tokdyn.run("cocycle-spectra", tmp_path / "small", family="G5", d=8, depth=60, bundles="none")
     assert (tmp_path / "small" / "rank.csv").exists() and "warnings" not in small.manifest
+
+
+def test_stubs_name_every_registry_model():
+    """python/tokdyn/__init__.pyi lists one `def NAME(self, **knobs)` in _Models per registry model:
+    a model added to the registry without its stub fails here."""
+    import re
+    stub = (Path(tokdyn.__file__).parent / "__init__.pyi").read_text()
+    block = stub[stub.index("class _Models:"):]
+    block = block[:block.index("\nmodels:")]
+    stubbed = set(re.findall(r"def (\w+)\(self, \*\*knobs", block))
+    assert stubbed == set(tokdyn.model_names()), (stubbed, tokdyn.model_names())
+    for name in tokdyn.model_names():
+        assert set(tokdyn.SCHEDULE_KNOBS[name]) <= {k["key"] for k in tokdyn.models.describe(name)["params"]}, name
+
+
+def test_hidden_states_of_a_batch_like_hugging_face():
+    """hidden_states(ids [batch, tokens]) for every registry model with token ids: [taps, batch, tokens, d],
+    each row of the batch the model run on that row alone."""
+    ids = np.array([[1, 5, 9, 2], [7, 3, 3, 0], [4, 4, 8, 6]])
+    for name, knobs in (("mamba2", {"size": "tiny"}), ("gpt2", {}), ("neox", {}), ("llama", {})):
+        m = getattr(tokdyn.models, name)(**knobs)
+        hs = m.hidden_states(token_ids=ids, depth=3)
+        assert hs.shape[:3] == (4, 3, 4), (name, hs.shape)
+        one = m.hidden_states(token_ids=ids[1], depth=3)
+        # (to fp32 round-off: the products' tiles depend on the number of rows)
+        assert np.allclose(hs[:, 1], one[:, 0], rtol=1e-5, atol=1e-6), name
+
+
+def test_stepping_past_the_built_depth_is_a_value_error():
+    m = tokdyn.models.transformer(d=4, heads=1, tokens=3, depth=5, tying="untied")
+    with pytest.raises(ValueError, match="depth"):
+        m.step(m.x0, 6)

@@ -58,6 +58,9 @@ struct ModelDescriptor {
   /// (`tokdyn make-checkpoint --model NAME`). Empty for models without files.
   std::vector<std::string> checkpoint_sizes;
   std::function<void(const std::string& size, std::uint64_t seed, const std::filesystem::path& dir)> make_checkpoint;
+  /// The knobs that decide which weights act at each depth step (Python's
+  /// Model.trajectory(schedule=...) and SCHEDULE_KNOBS).
+  std::vector<std::string> schedule_knobs;
   bool has_tap(const std::string& t) const;
 };
 
@@ -65,6 +68,16 @@ struct ModelDescriptor {
 const std::vector<ModelDescriptor>& model_registry();
 /// The descriptor of `name`; std::invalid_argument naming the registered models otherwise.
 const ModelDescriptor& model_descriptor(const std::string& name);
+/// Registers model descriptors at static-initialisation time (listed after the built-in models,
+/// in name order): `__attribute__((init_priority(1000))) const ModelRegistration reg{[] { ... }};`
+/// (before the default-priority presets, which read the registry while they are initialised).
+/// The function is called once, when the registry is first used.
+struct ModelRegistration {
+  explicit ModelRegistration(std::function<std::vector<ModelDescriptor>()> make);
+};
+/// Knobs two models declare with different types: each is a registry error (a test keeps the
+/// list empty; model_knobs keeps the first model's spec). One line per conflict.
+std::vector<std::string> model_knob_conflicts();
 /// The names, in registry order.
 std::vector<std::string> model_names();
 /// The names of the models that expose tap `t`.
@@ -79,8 +92,8 @@ ModelInstance build_model(const std::string& name, const Params& P, RunContext& 
 
 /// The union of the models' knobs, for a preset with a `model` parameter: each key once (the first
 /// model's spec; its help joined as "ssm: ...; mamba2: ..."), applying only when `model` is one of
-/// the models that declare it.
-std::vector<ParamSpec> model_knobs(const std::string& model_key = "model");
+/// the models that declare it. `only`: the union over these models alone (empty: every model).
+std::vector<ParamSpec> model_knobs(const std::string& model_key = "model", const std::vector<std::string>& only = {});
 
 // ---- The parts the descriptors build from, shared with presets that set up several runs or
 // variants themselves (ssm-random-silu, rope-flow, the mamba2 presets): the same knobs, the same
@@ -116,5 +129,10 @@ std::optional<mamba2::Config> mamba2_config(const Params& P);
 /// to ctx.dir/token_ids.npy. `drawn_from` says where they came from, for the manifest.
 std::vector<std::int64_t> mamba2_token_ids(const Params& P, const mamba2::Model& m, int runs, int len, RunContext& ctx,
                                            std::string& drawn_from);
+/// The same for any model with an embedding of `rows` rows and a real vocabulary `vocab`: runs
+/// is the number of rows of the token_ids file when one is given (runs_in: otherwise), and is
+/// returned through `runs`. The ids are checked against [0, rows).
+std::vector<std::int64_t> model_token_ids(const Params& P, long rows, long vocab, int& runs, int len, RunContext& ctx,
+                                          std::string& drawn_from);
 
 }  // namespace tokdyn
