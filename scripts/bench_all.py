@@ -20,7 +20,7 @@ Run by scripts/bench_all.sh (which builds Release with the benchmarks first) wit
 
 Usage: bench_all.py [--quick] [--only NAME[,NAME...]] [--build DIR] [--out FILE] [--no-readme]
                     [--readme] [--idle-wait SECONDS] [--keep] [--openblas-coretype NAME] [--before REF]
-Workload names (--only): mamba2-fig1, ssm-random-silu, cocycle-spectra, rope-table2, green,
+Workload names (--only): mamba2-fig1, ssm-random-silu, cocycle-spectra, rope-table2, green, gpt2-depth,
 continuation, depth-spectra, sweep.
 Exit status: 0; 1 when a workload failed or a peer's results disagree with tokdyn's (the results
 file is written all the same and says which); 2 for a bad option.
@@ -47,10 +47,10 @@ PY = "/usr/bin/python3"  # Debian's, with numpy / scipy / torch (not whatever py
 THREADS = 2              # tokdyn_bench's peaks exist for 1 and 2 threads; this machine has 2 cores
 
 WORKLOADS = ["mamba2-fig1", "ssm-random-silu", "cocycle-spectra", "rope-table2", "green", "continuation",
-             "depth-spectra", "sweep"]
+             "depth-spectra", "gpt2-depth", "sweep"]
 ALIASES = {"mamba2": "mamba2-fig1", "ssm": "ssm-random-silu", "cocycle": "cocycle-spectra", "rope": "rope-table2",
            "coupling-green": "green", "bvp": "green", "coupling-margin": "continuation",
-           "rho-continuation": "continuation", "depth": "depth-spectra"}
+           "rho-continuation": "continuation", "depth": "depth-spectra", "gpt2": "gpt2-depth"}
 
 # The issue's numbers (issue 21), quoted in the "issue 21 baseline" column; nothing else is hard-coded.
 BASELINE = {
@@ -64,6 +64,8 @@ BASELINE = {
     "green": "15 % of DGEMM peak, one core",
     "continuation": "10 % of DGEMM peak, one core",
     "depth-spectra": "55 % of DGEMM peak",
+    "gpt2-depth": "issue 35 target: >= 70 % of SGEMM peak, >= 1.5x PyTorch",
+    "gpt2-tangent": "issue 35 target: >= 50 % of DGEMM peak",
     "sweep": "(no number in the issue)",
 }
 
@@ -80,6 +82,7 @@ SIZES = {
         "green": dict(d=64, L=1000, scale=[32, 64, 128]),
         "continuation": dict(d=64, L=500, steps=200, ds=0.002, scale=[125, 250, 500]),
         "depth-spectra": dict(k=16, tokens=50, depth=200, burn_in=20, scale=[4, 8, 16]),
+        "gpt2-depth": dict(runs=50, tokens=64, depth=96, k=8, tangent_depth=36, scale=[24, 48, 96]),
         "sweep": dict(run=True),
     },
     "quick": {
@@ -92,6 +95,7 @@ SIZES = {
         "green": dict(d=64, L=1000, scale=[32, 64, 128]),
         "continuation": dict(d=64, L=100, steps=20, ds=0.002, scale=[50, 100, 200]),
         "depth-spectra": dict(k=16, tokens=50, depth=10, burn_in=2, scale=[4, 8, 16]),
+        "gpt2-depth": dict(runs=50, tokens=64, depth=12, k=8, tangent_depth=12, scale=[6, 12]),
         "sweep": dict(run=False),
     },
 }
@@ -889,6 +893,75 @@ def w_depth_spectra(B):
     return [row], [sc]
 
 
+def gpt2_flops(cfg, runs, tokens, depth):
+    """The forward's flops as tokdyn computes it: QKV, full T x T attention products per head, the
+    output projection, the MLP (2 flops per multiply-add)."""
+    d, H = cfg["n_embd"], cfg["n_head"]
+    RT = runs * tokens
+    return 2.0 * depth * (RT * d * 4 * d + 2 * runs * H * tokens * tokens * (d // H) + RT * d * 4 * d * 2)
+
+
+def gpt2_tangent_flops(cfg, k, tokens, depth):
+    d, H = cfg["n_embd"], cfg["n_head"]
+    return 2.0 * depth * (tokens * d * (4 * d + 2 * 4 * d) * (1 + k) + H * tokens * tokens * (d // H) * (2 + 4 * k))
+
+
+def w_gpt2(B):
+    """GPT-2-small (124M, make-checkpoint) cycled to depth 96 on 50 runs x 64 tokens (transformer-clustering,
+    positions on) against a batched PyTorch-CPU forward on the same ids (bench/torch_gpt2_depth.py); the
+    depth-spectra tangent step on the same model."""
+    P = B.S["gpt2-depth"]
+    R, T, depth = P["runs"], P["tokens"], P["depth"]
+    ck = B.work / "gpt2-ck"
+    if not ck.exists():
+        B.measured("make-checkpoint gpt2 124m", [B.tok, "make-checkpoint", "--model", "gpt2", "--size", "124m", "--seed", "0", "--out", ck])
+    cfg = json.load(open(ck / "config.json"))
+    ids = B.work / "gpt2-ids.npy"
+    np.save(ids, np.random.default_rng(0).integers(0, cfg["vocab_size"], size=(R, T)).astype(np.int64))
+
+    def run(dd, label, i):
+        return B.tokdyn_run(label, "transformer-clustering", [("model", "gpt2"), ("checkpoint", ck), ("token_ids", ids), ("tokens", T),
+                                                              ("depth", dd), ("variants", "on")], THREADS, B.work / f"gpt2-{dd}-{i}")
+    t_of = lambda r: float(r["manifest"]["notes"]["phase_seconds"]["positions_on"])  # noqa: E731
+    td = [run(depth, f"gpt2 tokdyn #{i}", i) for i in range(1, B.S["reps"] + 1)]
+    tb = best(td, key=t_of)
+    row = new_row("gpt2-depth", f"GPT-2 124M depth map (12 layers cycled to depth {depth}, {R} runs x {T} tokens, fp32)", "gpt2-depth")
+    row["command"] = (f"tokdyn run transformer-clustering --set model=gpt2 --set checkpoint=CK --set token_ids=IDS --set tokens={T} "
+                      f"--set depth={depth} --set variants=on --threads {THREADS} --no-figures")
+    row.update(time=t_of(tb), time_what=f"notes.phase_seconds.positions_on (the depth loop), best of {len(td)}",
+               gflop=gpt2_flops(cfg, R, T, depth) / 1e9, peak=("sgemm", THREADS), rss_tok=tb["rss_kb"], threads=THREADS)
+    row["phases"], row["phase_src"] = phase_seconds(tb["manifest"])
+    load(row, "tokdyn", tb)
+    peer = []
+    for i in range(1, B.S["peer_reps"] + 1):
+        m = B.measured(f"gpt2 PyTorch #{i}", [PY, HERE / "bench/torch_gpt2_depth.py", ck, ids, depth, THREADS], env=B.peer_env(THREADS))
+        peer.append((json.loads(m["stdout"].strip().splitlines()[-1]), m))
+    pj, pm = min(peer, key=lambda x: x[0]["seconds"])
+    add_peer(row, f"PyTorch {pj['torch']} batched forward ({THREADS} thr.)", pj["seconds"], pm["rss_kb"], note="the depth loop")
+    lam = tb["manifest"]["summaries"]["lambda1_final_positions_on"]
+    row["check"] = (f"final lambda_bar_1 {lam:.6f} vs PyTorch {pj['lambda1_final']:.6f}: "
+                    f"{'agree' if abs(lam - pj['lambda1_final']) < 1e-3 else 'DISAGREE'} within 1e-3")
+    if abs(lam - pj["lambda1_final"]) >= 1e-3:
+        row["error"] = "tokdyn and PyTorch disagree on the final lambda_bar_1"
+    times = [t_of(tb) if s == depth else t_of(run(s, f"gpt2 scaling depth {s}", 1)) for s in P["scale"]]
+    sc = dict(workload="gpt2-depth", parameter=f"depth (runs = {R}, tokens = {T})", sizes=P["scale"], times=times,
+              what="notes.phase_seconds.positions_on", expected="1 (each layer the same work)",
+              flop_model=[gpt2_flops(cfg, R, T, s) for s in P["scale"]])
+    # The tangent step of depth-spectra on the same model (double, k tangents sharing the value).
+    k, tdep = P["k"], P["tangent_depth"]
+    ds = B.tokdyn_run("gpt2 depth-spectra", "depth-spectra", [("model", "gpt2"), ("checkpoint", ck), ("tokens", T), ("depth", tdep), ("k", k),
+                                                               ("burn_in", 0)], THREADS, B.work / "gpt2-ds")
+    row2 = new_row("gpt2-tangent", f"depth-spectra on GPT-2 124M (k {k}, tokens {T}, depth {tdep}, double)", "gpt2-tangent")
+    row2["command"] = f"tokdyn run depth-spectra --set model=gpt2 --set checkpoint=CK --set tokens={T} --set depth={tdep} --set k={k} --set burn_in=0"
+    row2.update(time=float(ds["manifest"]["notes"]["phase_seconds"]["spectrum"]), time_what="notes.phase_seconds.spectrum",
+                gflop=gpt2_tangent_flops(cfg, k, T, tdep) / 1e9, peak=("dgemm", THREADS), rss_tok=ds["rss_kb"], threads=THREADS)
+    row2["phases"], row2["phase_src"] = phase_seconds(ds["manifest"])
+    row2["check"] = "n/a (no peer)"
+    row2["peer_none"] = "none: no Python library computes Lyapunov spectra of a GPT-2 depth map"
+    load(row2, "tokdyn", ds)
+    return [row, row2], [sc]
+
+
 def w_sweep(B):
     row = new_row("sweep", "sweep overhead per point (64 tiny rope-flow points)", "sweep")
     if not B.S["sweep"]["run"]:
@@ -915,7 +988,7 @@ def w_sweep(B):
 
 
 RUNNERS = {"mamba2-fig1": w_mamba2, "ssm-random-silu": w_ssm, "cocycle-spectra": w_cocycle, "rope-table2": w_rope,
-           "green": w_green, "continuation": w_continuation, "depth-spectra": w_depth_spectra, "sweep": w_sweep}
+           "green": w_green, "continuation": w_continuation, "depth-spectra": w_depth_spectra, "gpt2-depth": w_gpt2, "sweep": w_sweep}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,13 +10,13 @@
 # Usage: scripts/bench_decoder.sh [BUILD_DIR]   (default: build)
 # Environment: BENCH_THREADS [2], BENCH_REPS [2] (tokdyn and torch runs; best reported),
 #   BENCH_RUNS [50], BENCH_TOKENS [64], BENCH_DEPTH [96], BENCH_K [8] (tangents of (2)),
-#   BENCH_TANGENT_DEPTH [4], BENCH_OUT [bench/results-decoder.md], BENCH_KEEP (keep the work folder).
+#   BENCH_TANGENT_DEPTH [36], BENCH_OUT [bench/results-decoder.md], BENCH_KEEP (keep the work folder).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 threads=${BENCH_THREADS:-2}
 reps=${BENCH_REPS:-2}
-RUNS=${BENCH_RUNS:-50} LEN=${BENCH_TOKENS:-64} DEPTH=${BENCH_DEPTH:-96} K=${BENCH_K:-8} TDEPTH=${BENCH_TANGENT_DEPTH:-4}
+RUNS=${BENCH_RUNS:-50} LEN=${BENCH_TOKENS:-64} DEPTH=${BENCH_DEPTH:-96} K=${BENCH_K:-8} TDEPTH=${BENCH_TANGENT_DEPTH:-36}
 out_md=${BENCH_OUT:-$here/bench/results-decoder.md}
 py=/usr/bin/python3
 bench_name=bench_decoder
@@ -55,15 +55,16 @@ done
 log "(2) depth-spectra tangent step, k = $K, depth $TDEPTH"
 wait_idle tangent
 measured tangent "$work/time_t.txt" "$build/tokdyn" run depth-spectra --out "$work/ds" --no-figures --quiet --threads "$threads" \
-  --set model=gpt2 --set checkpoint="$work/ck" --set tokens="$LEN" --set depth="$TDEPTH" --set k="$K"
+  --set model=gpt2 --set checkpoint="$work/ck" --set tokens="$LEN" --set depth="$TDEPTH" --set k="$K" --set burn_in=0
 
 "$py" - "$work" "$reps" "$RUNS" "$LEN" "$DEPTH" "$K" "$TDEPTH" "$threads" "$out_md" <<'EOF'
 import json, re, sys, platform
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
 work, reps, R, T, depth, K, tdepth, threads, out_md = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
     int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), sys.argv[9]
 peaks = {b["run_name"]: b for b in json.load(open(f"{work}/peaks.json"))["benchmarks"] if b.get("run_type") == "iteration"}
-def best(prefix):
-    return max(b["GFLOP/s"] for n, b in peaks.items() if n.startswith(prefix))
+def best(prefix):  # GFLOP/s (BM_Sgemm reports "GFLOP/s", BM_Dgemm "FLOPS" in flop/s)
+    return max(b["GFLOP/s"] if "GFLOP/s" in b else b["FLOPS"] / 1e9 for n, b in peaks.items() if n.startswith(prefix))
 sg, dg = best(f"BM_Sgemm/n:4096/threads:{threads}"), best(f"BM_Dgemm/n:4096/threads:{threads}")
 cfg = json.load(open(f"{work}/ck/config.json"))
 d, H, F, L = cfg["n_embd"], cfg["n_head"], 4 * cfg["n_embd"], cfg["n_layer"]
@@ -91,7 +92,7 @@ t_spec = dsman["notes"]["phase_seconds"].get("spectrum", float("nan"))
 mac_t = T * d * (4 * d + 2 * F) * (1 + K) + H * T * T * (d // H) * (2 + 4 * K)
 gf_t = 2 * mac_t * tdepth / t_spec / 1e9
 rows = [
-    ("machine", f"{platform.processor() or platform.machine()}, {threads} threads"),
+    ("machine", f"{cpu}, {threads} threads"),
     ("OpenBLAS SGEMM / DGEMM peak (n = 4096)", f"{sg:.1f} / {dg:.1f} GFLOP/s"),
     ("workload (1)", f"GPT-2 124M (make-checkpoint, fp32), 12 layers cycled to depth {depth}, {R} runs x {T} tokens"),
     ("tokdyn depth loop (best of %d)" % reps, f"{t_tok:.2f} s, {gflop / t_tok:.1f} GFLOP/s = **{100 * gflop / t_tok / sg:.0f} % of the SGEMM peak**"),

@@ -12,6 +12,8 @@
 #include "tokdyn/error.hpp"
 #include "tokdyn/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
+#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/models/decoder/decoder.hpp"
 #include "tokdyn/experiments/transformer_setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/transformer.hpp"
@@ -25,11 +27,56 @@ namespace preset_coupling_transformer {
 using namespace tokdyn::tf;
 
 Mat kernel_of(const Config& c, int T);
+void rank_collapse_rate(const std::vector<double>& mean_log, int L, RunContext& ctx);
 ResourceEstimate estimate_of(const Params& p, double factor);
 
 // ---- coupling-rank-collapse (E2) ----------------------------------------------------------------
 
+/// E2 on a decoder family (GPT-2, GPT-NeoX, Llama; a checkpoint or a fresh model): the model's
+/// own layers cycled to depth L on `runs` sequences of T token ids; S(X) is the family's norm
+/// without its affine gains (LayerNorm: standardised rows; RMSNorm: rows over their RMS), the
+/// normalisation the attention of every layer sees. Returns the mean log ratio per depth.
+std::vector<double> rank_collapse_decoder(const Params& p, RunContext& ctx, CsvWriter& csv) {
+  const std::string model = p.get_string("model");
+  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
+  Params q = p;
+  q.values_["tokens"] = static_cast<long>(T);
+  q.values_["depth"] = static_cast<long>(L);
+  ModelInstance S = build_model(model, q, ctx);
+  for (const char* k : {"model", "synthetic_model", "synthetic_model_note", "model_config", "schedule", "update", "initial_tokens"})
+    if (S.notes.contains(k)) ctx.notes[k] = S.notes[k];
+  const bool rms = S.notes["model_config"].value("model_type", "") == "llama";
+  ctx.notes["S"] = rms ? "RMSNorm without gains: x / sqrt(mean x^2 + 1e-6)" : "LayerNorm without gains: (x - mean x) / sqrt(var x + 1e-5)";
+  BatchF Z{S.Z0.Z.cast<float>(), S.Z0.runs, S.Z0.len};
+  std::vector<double> mean_log(static_cast<std::size_t>(L + 1), 0.0);
+  for (int l = 0; l <= L; ++l) {
+    if (l > 0) S.map->apply_float(l, Z);
+    require_finite(Z, "layer", l);
+    for (int r = 0; r < Z.runs; ++r) {
+      Mat X = Z.run(r).cast<double>();
+      for (Eigen::Index i = 0; i < X.rows(); ++i) {
+        if (!rms) X.row(i).array() -= X.row(i).mean();
+        X.row(i) /= std::sqrt(X.row(i).squaredNorm() / static_cast<double>(X.cols()) + (rms ? 1e-6 : 1e-5));
+      }
+      Mat D = X;
+      D.rowwise() -= X.colwise().mean();
+      const double ratio = D.norm() / X.norm();
+      csv.cell(l).cell(r).cell(ratio).cell(static_cast<double>(Z.run(r).rowwise().norm().maxCoeff())).end_row();
+      mean_log[static_cast<std::size_t>(l)] += std::log(std::max(ratio, 1e-300)) / runs;
+    }
+    if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
+  }
+  return mean_log;
+}
+
 void run_rank_collapse(const Params& p, RunContext& ctx) {
+  if (p.get_string("model") != "transformer") {
+    const int L = static_cast<int>(p.get_int("L"));
+    CsvWriter csv = ctx.table("rank_collapse.csv");
+    const std::vector<double> mean_log = rank_collapse_decoder(p, ctx, csv);
+    rank_collapse_rate(mean_log, L, ctx);
+    return;
+  }
   const Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
   const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
@@ -61,7 +108,12 @@ void run_rank_collapse(const Params& p, RunContext& ctx) {
     }
     if (ctx.progress) ctx.progress(static_cast<double>(l) / L);
   }
-  // r_f estimate: exp of the least-squares slope of mean log ratio over the second half of depth.
+  rank_collapse_rate(mean_log, L, ctx);
+}
+
+/// r_f estimate: exp of the least-squares slope of the mean log ratio over the second half of
+/// depth; rate.csv, the E2 check and the summaries.
+void rank_collapse_rate(const std::vector<double>& mean_log, int L, RunContext& ctx) {
   const int l0 = L / 2;
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   int n = 0;
@@ -91,12 +143,14 @@ OutputDecl rank_collapse_outputs() {
       checks_table(),
       {"rank_collapse.csv", "one run at one depth: distance of the normalised tokens from rank one",
        {index("layer", "depth l: the state after l blocks (0: the input)", 0), index("run", "run (independent input sequence)", 0),
-        real("ratio", "|S(X) - 1 mean^T| / |S(X)| (Frobenius; S the attention norm of block max(1, l); block-local masks: per block)"),
+        real("ratio", "|S(X) - 1 mean^T| / |S(X)| (Frobenius; S the attention norm of block max(1, l); block-local masks: per block; "
+                      "decoder families: their norm without gains)"),
         real("stream_norm", "largest token norm max_t |x_t^(l)| of the residual stream")}},
       {"rate.csv", "the rank-collapse rate: least-squares fit of the mean log ratio against depth (one row)",
        {index("from_layer", "first depth of the fit (L/2)", 0), index("to_layer", "last depth of the fit (L)", 0),
         real("log_slope", "slope of the mean over runs of log ratio against l", "1/layer"),
         real("r_f_estimate", "exp(log_slope): the homogenisation rate r_f per block (A5: < 1)")}}};
+  o.arrays = {{"token_ids.npy", "int64 [runs, T]: the token ids whose embeddings are the initial tokens", "model = gpt2, llama or neox"}};
   o.summaries = {{"r_f_estimate", "exp of the log-slope of the ratio over the second half of depth: the rate r_f per block (A5: < 1)"},
                  {"log_slope", "the log-slope itself", "1/layer"},
                  {"final_ratio", "geometric mean over runs of the ratio at depth L"}};
@@ -211,10 +265,21 @@ OutputDecl qk_specificity_outputs() {
 
 const ExperimentRegistration reg_rc{with_outputs(with_smoke(Experiment{
     "coupling-rank-collapse",
-    "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks, log-slope estimate of r_f",
+    "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks or a GPT-2 / NeoX / Llama model, log-slope estimate of r_f",
     [] {
-      auto ps = transformer_params(16, 64, 16, 48, 0.0);
+      std::vector<std::string> models{"transformer"};
+      for (const decoder::Family* f : decoder::families()) models.push_back(f->name);
+      std::vector<ParamSpec> ps{p_string("model", "transformer",
+                                         "the coupling paper's random block (4) stack, or a decoder family's layers cycled (a checkpoint "
+                                         "or a fresh model; T token ids per run)", models)};
+      for (ParamSpec& q : transformer_params(16, 64, 16, 48, 0.0)) {
+        // The block's own knobs apply to model = transformer; T, L and seed to every model.
+        if (q.key != "T" && q.key != "L" && q.key != "seed") q.only_when.push_back({"model", {"transformer"}, false});
+        ps.push_back(std::move(q));
+      }
       ps.push_back(p_int("runs", 8, "random input sequences", 1, 10000));
+      std::vector<std::string> fams(models.begin() + 1, models.end());
+      for (ParamSpec& q : model_knobs("model", fams)) ps.push_back(std::move(q));
       return ps;
     }(),
     run_rank_collapse, "coupling-rank-collapse",

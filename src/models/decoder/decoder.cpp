@@ -198,6 +198,17 @@ void for_rows(long rows, long cols, F&& f) {
   for (long b = 0; b < nb; ++b) f(b * B, std::min(rows, (b + 1) * B));
 }
 
+/// [Top; Bottom] W^T as one product (the value rows and the tangent rows of a step share the
+/// weights: one larger GEMM runs closer to the peak than two), split back into its two parts.
+void stacked_product(const Mat& top, const Mat& bottom, const Mat& W, Mat& out_top, Mat& out_bottom) {
+  Mat in(top.rows() + bottom.rows(), top.cols()), out;
+  in.topRows(top.rows()) = top;
+  in.bottomRows(bottom.rows()) = bottom;
+  gemm_nt_blocked(in, W, out);
+  out_top = out.topRows(top.rows());
+  out_bottom = out.bottomRows(bottom.rows());
+}
+
 template <class S>
 void add_bias(MatT<S>& Y, const VecT<S>& b) {
   if (b.size() == 0) return;
@@ -303,9 +314,9 @@ void DecoderMap::increment(const LayerT<S>& L, const MatT<S>& X, int runs, MatT<
     const long F = a.d_ff;
     MatT<S> G(RT, F);
     for_rows(RT, F, [&](long r0, long r1) {
-      for (long i = r0; i < r1; ++i)
-        for (long j = 0; j < F; ++j)
-          G(i, j) = a.gated_mlp ? act_value<S>(a.act, U(i, j)) * U(i, F + j) : act_value<S>(a.act, U(i, j));
+      auto g = G.middleRows(r0, r1 - r0).array();
+      act_block<S>(a.act, U.middleRows(r0, r1 - r0).leftCols(F).array(), g);
+      if (a.gated_mlp) g *= U.middleRows(r0, r1 - r0).rightCols(F).array();
     });
     gemm_nt_blocked(G, L.down_w, M);
     add_bias(M, L.down_b);
@@ -343,6 +354,19 @@ void DecoderMap::apply(long k, Batch& Z) const {
   Z.Z = F.Z.cast<double>();
 }
 
+std::shared_ptr<const LayerT<double>> DecoderMap::widened(long k) const {
+  const std::shared_ptr<const Layer> L = layers_->at_layer(k);
+  std::lock_guard<std::mutex> lock(wide_mu_);
+  for (const auto& [src, w] : wide_)
+    if (src.get() == L.get()) return w;
+  auto w = std::make_shared<const LayerT<double>>(widen(*L));
+  // Keep the widened layers while they fit in 2 GiB (a model's layers cycled: each widened once).
+  const double bytes = 8.0 * (w->qkv_w.size() + w->o_w.size() + w->up_w.size() + w->down_w.size());
+  if (static_cast<double>(wide_.size() + 1) * bytes > 2.0 * 1024 * 1024 * 1024 && !wide_.empty()) wide_.erase(wide_.begin());
+  wide_.emplace_back(L, w);
+  return w;
+}
+
 void DecoderMap::jvp(long k, const Batch& Z, const Tokens& V, Tokens& out) const {
   Tokens Y;
   step_double_tangents(k, Z, V, Y, out);
@@ -356,7 +380,8 @@ void DecoderMap::step_double_tangents(long k, const Batch& Z, const Tokens& V, T
   if (V.cols() != d || V.rows() % RT != 0 || V.rows() == 0)
     throw std::invalid_argument("decoder jvp: expected tangents of m blocks of the state's shape");
   const long MR = V.rows(), m = MR / RT;
-  const LayerT<double> L = widen(*layers_->at_layer(k));
+  const std::shared_ptr<const LayerT<double>> Lp = widened(k);
+  const LayerT<double>& L = *Lp;
   const Mat& X = Z.Z;
   Mat D = Mat::Zero(RT, d), dD = Mat::Zero(MR, d);
   Mat H(RT, d), dH(MR, d);
@@ -365,9 +390,8 @@ void DecoderMap::step_double_tangents(long k, const Batch& Z, const Tokens& V, T
     for_rows(RT, d, [&](long r0, long r1) { norm_rows<double>(a.norm, X, L.ln1_w, L.ln1_b, a.norm_eps, H, r0, r1, inv.data()); });
     for_rows(MR, d, [&](long r0, long r1) { norm_tangent_rows(a.norm, X, inv.data(), L.ln1_w, V, dH, r0, r1); });
     Mat QKV, dQKV;
-    gemm_nt_blocked(H, L.qkv_w, QKV);
+    stacked_product(H, dH, L.qkv_w, QKV, dQKV);
     add_bias(QKV, L.qkv_b);
-    gemm_nt_blocked(dH, L.qkv_w, dQKV);
     if (a.positions == Positions::Rotary && sw_.positions) {
       for (Mat* M : {&QKV, &dQKV})
         for_rows(M->rows(), M->cols(), [&](long r0, long r1) {
@@ -397,9 +421,8 @@ void DecoderMap::step_double_tangents(long k, const Batch& Z, const Tokens& V, T
       }
     }
     Mat A, dA;
-    gemm_nt_blocked(O, L.o_w, A);
+    stacked_product(O, dO, L.o_w, A, dA);
     add_bias(A, L.o_b);
-    gemm_nt_blocked(dO, L.o_w, dA);
     D += A;
     dD += dA;
   }
@@ -416,30 +439,34 @@ void DecoderMap::step_double_tangents(long k, const Batch& Z, const Tokens& V, T
     for_rows(RT, d, [&](long r0, long r1) { norm_rows<double>(a.norm, *base, L.ln2_w, L.ln2_b, a.norm_eps, H, r0, r1, inv.data()); });
     for_rows(MR, d, [&](long r0, long r1) { norm_tangent_rows(a.norm, *base, inv.data(), L.ln2_w, *dbase, dH, r0, r1); });
     Mat U, dU;
-    gemm_nt_blocked(H, L.up_w, U);
+    stacked_product(H, dH, L.up_w, U, dU);
     add_bias(U, L.up_b);
-    gemm_nt_blocked(dH, L.up_w, dU);
     const long F = a.d_ff;
-    Mat G(RT, F), dG(MR, F);
+    // The activation and its derivative at U once per value row (act0 = act(gate rows); gated: G =
+    // act0 * up), then every tangent row from them: d act = act'(u) du (gated: + act0 d up).
+    Mat G(RT, F), act0(RT, F), der(RT, F), dG(MR, F);
     for_rows(RT, F, [&](long r0, long r1) {
       for (long i = r0; i < r1; ++i)
-        for (long j = 0; j < F; ++j)
-          G(i, j) = a.gated_mlp ? act_value<double>(a.act, U(i, j)) * U(i, F + j) : act_value<double>(a.act, U(i, j));
+        for (long j = 0; j < F; ++j) {
+          act0(i, j) = act_value<double>(a.act, U(i, j));
+          der(i, j) = act_derivative<double>(a.act, U(i, j));
+        }
+      auto g = G.middleRows(r0, r1 - r0).array();
+      g = act0.middleRows(r0, r1 - r0).array();
+      if (a.gated_mlp) g *= U.middleRows(r0, r1 - r0).rightCols(F).array();
     });
+    if (a.gated_mlp)  // d(act0 * up) = act'(gate) d gate * up + act0 d up
+      der.array() *= U.rightCols(F).array();
     for_rows(MR, F, [&](long r0, long r1) {
       for (long i = r0; i < r1; ++i) {
         const long iv = i % RT;
-        for (long j = 0; j < F; ++j) {
-          const double u = U(iv, j);
-          dG(i, j) = a.gated_mlp ? act_derivative<double>(a.act, u) * dU(i, j) * U(iv, F + j) + act_value<double>(a.act, u) * dU(i, F + j)
-                                 : act_derivative<double>(a.act, u) * dU(i, j);
-        }
+        dG.row(i).array() = der.row(iv).array() * dU.row(i).head(F).array();
+        if (a.gated_mlp) dG.row(i).array() += act0.row(iv).array() * dU.row(i).tail(F).array();
       }
     });
     Mat M, dM;
-    gemm_nt_blocked(G, L.down_w, M);
+    stacked_product(G, dG, L.down_w, M, dM);
     add_bias(M, L.down_b);
-    gemm_nt_blocked(dG, L.down_w, dM);
     D += M;
     dD += dM;
   }

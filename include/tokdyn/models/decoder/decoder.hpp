@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -186,7 +187,11 @@ class DecoderMap final : public LayerMap {
   double tau_;
   int len_;
   RotaryTable rot_;
-  const Layer& layer(long k) const;
+  /// The schedule's layer k widened to double (for the tangent step), cached per layer while the
+  /// cache stays under 2 GiB.
+  std::shared_ptr<const LayerT<double>> widened(long k) const;
+  mutable std::mutex wide_mu_;
+  mutable std::vector<std::pair<std::shared_ptr<const Layer>, std::shared_ptr<const LayerT<double>>>> wide_;
 };
 
 /// Token ids iid uniform in [0, vocab): run r from stream (seed, r); [runs * len] run-major.

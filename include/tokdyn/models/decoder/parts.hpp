@@ -32,6 +32,11 @@ S act_value(Act a, S u);
 template <class S>
 S act_derivative(Act a, S u);
 
+/// G = act(U) elementwise on a block (any shapes alike), vectorised (Eigen's packet tanh, erf,
+/// exp: within a few ulp of the scalar functions); gated: G = act(U) * Up.
+template <class S, class DU, class DG>
+void act_block(Act a, const Eigen::ArrayBase<DU>& U, Eigen::ArrayBase<DG> const& G);
+
 /// Normalises rows [r0, r1) of X into Y (Y has X's shape). `inv` (size X.rows(), may be null)
 /// receives 1/sqrt(var + eps) (LayerNorm) or 1/sqrt(mean x^2 + eps) (RMSNorm) of each row, for
 /// the tangent. b may be empty (no bias).

@@ -4,7 +4,28 @@
 #include <cmath>
 #include <limits>
 
+#include <unsupported/Eigen/SpecialFunctions>
+
 namespace tokdyn::decoder {
+
+template <class S, class DU, class DG>
+void act_block(Act a, const Eigen::ArrayBase<DU>& U, Eigen::ArrayBase<DG> const& G_) {
+  auto& G = const_cast<Eigen::ArrayBase<DG>&>(G_);
+  switch (a) {
+    case Act::Gelu:
+      G = S(0.5) * U * (S(1) + (U * S(0.70710678118654752440)).erf());
+      return;
+    case Act::GeluTanh:
+      G = S(0.5) * U * (S(1) + (S(0.79788456080286535588) * (U + S(0.044715) * U.cube())).tanh());
+      return;
+    case Act::Silu:
+      G = U / (S(1) + (-U).exp());
+      return;
+    case Act::Relu:
+      G = U.max(S(0));
+      return;
+  }
+}
 
 template <class S, class DQ, class DK, class DV, class DO>
 void attention_head(const Eigen::MatrixBase<DQ>& Q, const Eigen::MatrixBase<DK>& K, const Eigen::MatrixBase<DV>& V, double scale,
@@ -15,16 +36,10 @@ void attention_head(const Eigen::MatrixBase<DQ>& Q, const Eigen::MatrixBase<DK>&
   const S sc = static_cast<S>(scale);
   for (Eigen::Index i = 0; i < T; ++i) {
     const Eigen::Index n = causal ? i + 1 : T;
-    S mx = -std::numeric_limits<S>::infinity();
-    for (Eigen::Index j = 0; j < n; ++j) mx = std::max(mx, P(i, j) * sc);
-    S sum = 0;
-    for (Eigen::Index j = 0; j < n; ++j) {
-      const S e = std::exp(P(i, j) * sc - mx);
-      P(i, j) = e;
-      sum += e;
-    }
-    const S inv = S(1) / sum;
-    for (Eigen::Index j = 0; j < n; ++j) P(i, j) *= inv;
+    auto row = P.row(i).head(n).array();
+    const S mx = row.maxCoeff() * sc;  // sc >= 0 (beta >= 0)
+    row = (row * sc - mx).exp();       // vectorised exp
+    row *= S(1) / row.sum();
     for (Eigen::Index j = n; j < T; ++j) P(i, j) = 0;
   }
   O.noalias() = P * V;
