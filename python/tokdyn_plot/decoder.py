@@ -38,7 +38,11 @@ def plot_transformer_clustering(d):
         "freshly initialised, untrained (size %s, seed %s)" % (p.get("size", "?"), p.get("model_seed", "?"))
     ax[0].set_title("transformer-clustering: %s, %s\n%s tokens, mean ± std over %s runs, update %s" % (
         model, src, p.get("tokens", "?"), p.get("runs", "?"), p.get("update", "?")), fontsize=9)
+    if notes.get("synthetic_model"):
+        fig.text(0.5, 0.003, "untrained: a freshly initialised %s (tokdyn make-checkpoint), not trained weights" % model,
+                 ha="center", va="bottom", fontsize=7, color="#D55E00")
     save(fig, ax, d, "clustering.png")
+
 
 
 KINDS = {"transformer-clustering": plot_transformer_clustering}

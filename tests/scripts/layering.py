@@ -10,6 +10,7 @@ points to its own layer or a lower one. The layers, lowest first:
   io          io/* (readers build models' inputs and weights, writers take tables and arrays)
   experiments experiment.hpp, experiments/*, params, registry, run, figures, resources,
               output_folder, step_notes
+  apps        apps/* (the CLI and the Python module: they may include anything; nothing includes them)
 
 So models and observers never include io (they hand arrays to an ArraySink), io may include
 models (a loader fills a model's weights), no analysis knows a preset.
@@ -19,7 +20,7 @@ import os
 import re
 import sys
 
-ORDER = ["core", "models", "observers", "drivers", "analysis", "io", "experiments"]
+ORDER = ["core", "models", "observers", "drivers", "analysis", "io", "experiments", "apps"]
 TOP = {"outputs": "core", "dynamics": "models", "schedule": "models", "observers": "observers", "drivers": "drivers",
        "experiment": "experiments", "params": "experiments", "registry": "experiments", "run": "experiments",
        "figures": "experiments", "resources": "experiments", "output_folder": "experiments",
@@ -32,6 +33,8 @@ ALLOWED = {
 
 
 def layer(rel):
+    if rel.startswith("apps/"):
+        return "apps"
     m = re.match(r"(?:include/tokdyn|src)/(.*)", rel)
     if not m:
         return None
@@ -45,7 +48,7 @@ def layer(rel):
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
     bad, seen = [], 0
-    for top in ("include/tokdyn", "src"):
+    for top in ("include/tokdyn", "src", "apps"):
         for dp, _, fs in os.walk(os.path.join(root, top)):
             for f in sorted(fs):
                 if not f.endswith((".hpp", ".cpp", ".h")):
