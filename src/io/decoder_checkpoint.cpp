@@ -133,9 +133,6 @@ Model load(const Family& f, const fs::path& path) {
 }
 
 void save(const Family& f, const Model& m, const fs::path& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
-    throw InputError(fmt::format("{}: already exists and is not empty; expected a new directory for the checkpoint", dir.string()));
   const std::vector<TensorSlot> slots = f.tensors(m.arch);
   std::vector<std::vector<float>> data;
   data.reserve(slots.size());
@@ -144,23 +141,9 @@ void save(const Family& f, const Model& m, const fs::path& dir) {
     data.push_back(s.save(m));
     w.push_back({s.name, st::DType::F32, s.shape, data.back().data()});
   }
-  const fs::path tmp = dir.string() + fmt::format(".tmp-{}", static_cast<long>(::getpid()));
-  fs::remove_all(tmp, ec);
-  try {
-    fs::create_directories(tmp);
-    write_text_file(tmp / "config.json", m.arch.config.dump(2) + "\n");
-    std::map<std::string, std::string> meta{{"format", "pt"}};
-    if (!m.generated_by.empty()) meta["tokdyn"] = m.generated_by;
-    st::write_file(tmp / "model.safetensors", w, meta);
-    fs::remove(dir, ec);
-    fs::rename(tmp, dir);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw ResourceError(fmt::format("{}: cannot write the checkpoint: {}", dir.string(), e.code().message()));
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  std::map<std::string, std::string> meta{{"format", "pt"}};
+  if (!m.generated_by.empty()) meta["tokdyn"] = m.generated_by;
+  st::write_checkpoint_dir(dir, m.arch.config.dump(2) + "\n", w, meta);
 }
 
 }  // namespace tokdyn::decoder

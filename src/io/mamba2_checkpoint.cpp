@@ -154,9 +154,6 @@ Model load(const fs::path& path) {
 }
 
 void save(const Model& m, const fs::path& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
-    throw InputError(fmt::format("{}: already exists and is not empty; expected a new directory for the checkpoint", dir.string()));
   const Config& c = m.cfg;
   const auto d = static_cast<std::uint64_t>(c.d_model), di = static_cast<std::uint64_t>(c.d_inner()),
              H = static_cast<std::uint64_t>(c.nheads()), cd = static_cast<std::uint64_t>(c.conv_dim()),
@@ -179,23 +176,9 @@ void save(const Model& m, const fs::path& dir) {
     w.push_back({p + "mixer.norm.weight", DType::F16, {di}, L.mix_norm_w.data()});
     w.push_back({p + "mixer.out_proj.weight", DType::F16, {d, di}, L.out_proj.data()});
   }
-  const fs::path tmp = dir.string() + fmt::format(".tmp-{}", static_cast<long>(::getpid()));
-  fs::remove_all(tmp, ec);
-  try {
-    fs::create_directories(tmp);
-    write_text_file(tmp / "config.json", c.to_json().dump(1) + "\n");
-    std::map<std::string, std::string> meta{{"format", "pt"}};
-    if (!m.generated_by.empty()) meta["tokdyn"] = m.generated_by;
-    st::write_file(tmp / "model.safetensors", w, meta);
-    fs::remove(dir, ec);  // an empty directory may stand in the way
-    fs::rename(tmp, dir);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw ResourceError(fmt::format("{}: cannot write the checkpoint: {}", dir.string(), e.code().message()));
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  std::map<std::string, std::string> meta{{"format", "pt"}};
+  if (!m.generated_by.empty()) meta["tokdyn"] = m.generated_by;
+  st::write_checkpoint_dir(dir, c.to_json().dump(1) + "\n", w, meta);
 }
 
 }  // namespace tokdyn::mamba2

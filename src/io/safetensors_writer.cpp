@@ -180,4 +180,27 @@ void write_file(const std::filesystem::path& path, const std::vector<TensorToWri
   }
 }
 
+void write_checkpoint_dir(const std::filesystem::path& dir, const std::string& config_text,
+                          const std::vector<TensorToWrite>& tensors, const std::map<std::string, std::string>& metadata) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
+    throw InputError(dir.string() + ": already exists and is not empty; expected a new directory for the checkpoint");
+  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    write_text_file(tmp / "config.json", config_text);
+    write_file(tmp / "model.safetensors", tensors, metadata);
+    fs::remove(dir, ec);  // an empty directory may stand in the way
+    fs::rename(tmp, dir);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw ResourceError(dir.string() + ": cannot write the checkpoint: " + e.code().message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
 }  // namespace tokdyn::st

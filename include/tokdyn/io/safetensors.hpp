@@ -121,6 +121,12 @@ struct TensorToWrite {
 void write_file(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
                 const std::map<std::string, std::string>& metadata = {});
 
+/// Writes a checkpoint folder: config.json (`config_text`) and model.safetensors (write_file), into
+/// "<dir>.tmp-<pid>", renamed to `dir` when both are complete; nothing is left behind on error.
+/// `dir` must not exist or be empty (InputError otherwise); I/O failures are ResourceError.
+void write_checkpoint_dir(const std::filesystem::path& dir, const std::string& config_text,
+                          const std::vector<TensorToWrite>& tensors, const std::map<std::string, std::string>& metadata);
+
 /// IEEE binary16 <-> float (round to nearest even, subnormals, inf, nan), bf16 <-> float: core's
 /// (half.hpp), named here too for the readers of this format.
 using tokdyn::bf16_to_float;
