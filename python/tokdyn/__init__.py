@@ -472,9 +472,12 @@ class Model:
         """The states of the selected layers stacked like Hugging Face's ``output_hidden_states``:
         [taps, runs, tokens, d] (layer 0: the embedding / start state).
 
-        ``token_ids`` (Mamba-2: ids to embed instead of the model's own) and ``switches`` (Mamba-2's
-        ``gate``, ``silu_bc``, ``silu_x``, ``conv``, ``d_skip``, ``mixer_norm``) build the same model
-        with those knobs changed; ``X0`` [rows, d] or [runs, rows, d] starts from a given state."""
+        ``token_ids`` ([tokens] or [batch, tokens], as Hugging Face takes a batch: one run per row;
+        Mamba-2, GPT-2, NeoX, Llama) and ``switches`` (Mamba-2's ``gate``, ``silu_bc``, ``silu_x``,
+        ``conv``, ``d_skip``, ``mixer_norm``; the decoder families' ``use_positions``, ``sublayers``,
+        ``beta``, ``qk``) build the same model with those knobs changed; ``X0`` [rows, d] or
+        [runs, rows, d] starts from a given state. The last entry is the residual stream after the
+        last layer, without the final norm (Hugging Face's last hidden state has it applied)."""
         if token_ids is not None and X0 is not None:
             raise ValueError("hidden_states: give token_ids (embedded as the start) or X0 (a start state), not both")
         m = self

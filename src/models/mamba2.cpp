@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "tokdyn/models/decoder/decoder.hpp"
 #include "tokdyn/nn.hpp"
 #include "tokdyn/error.hpp"
 #include "tokdyn/half.hpp"
@@ -302,15 +303,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
 // ---------------------------------------------------------------- depth
 
 std::vector<std::int64_t> draw_token_ids(std::uint64_t vocab, int runs, int len, std::uint64_t seed) {
-  if (vocab == 0 || runs < 0 || len < 0) throw std::invalid_argument("draw_token_ids: vocab must be positive");
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(runs) * static_cast<std::size_t>(len));
-  for (int r = 0; r < runs; ++r) {
-    Rng rng(seed, {static_cast<std::uint64_t>(r)});
-    for (int i = 0; i < len; ++i)
-      ids[static_cast<std::size_t>(r) * static_cast<std::size_t>(len) + static_cast<std::size_t>(i)] =
-          static_cast<std::int64_t>(rng.below(vocab));
-  }
-  return ids;
+  return decoder::draw_token_ids(vocab, runs, len, seed);  // one definition of the id streams for every model
 }
 
 MatF embed(const Model& m, const std::vector<std::int64_t>& ids, Update update) {

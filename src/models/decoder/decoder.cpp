@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "tokdyn/linalg.hpp"
-#include "tokdyn/models/mamba2.hpp"
 #include "tokdyn/rng.hpp"
 
 namespace tokdyn::decoder {
@@ -496,7 +495,15 @@ void DecoderMap::step_double_tangents(long k, const Batch& Z, const Tokens& V, T
 // ---------------------------------------------------------------- tokens
 
 std::vector<std::int64_t> draw_token_ids(std::uint64_t vocab, int runs, int len, std::uint64_t seed) {
-  return mamba2::draw_token_ids(vocab, runs, len, seed);  // the same streams for every family
+  if (vocab == 0 || runs < 0 || len < 0) throw std::invalid_argument("draw_token_ids: vocab must be positive");
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(runs) * static_cast<std::size_t>(len));
+  for (int r = 0; r < runs; ++r) {
+    Rng rng(seed, {static_cast<std::uint64_t>(r)});
+    for (int i = 0; i < len; ++i)
+      ids[static_cast<std::size_t>(r) * static_cast<std::size_t>(len) + static_cast<std::size_t>(i)] =
+          static_cast<std::int64_t>(rng.below(vocab));
+  }
+  return ids;
 }
 
 MatF embed(const Model& m, const std::vector<std::int64_t>& ids, int len, const Switches& sw, Update update) {
