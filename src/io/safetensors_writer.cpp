@@ -186,8 +186,11 @@ void write_checkpoint_dir(const std::filesystem::path& dir, const std::string& c
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
     throw InputError(dir.string() + ": already exists and is not empty; expected a new directory for the checkpoint");
+  // The one folder this function ever deletes is the temporary it created itself: a path of that
+  // name that already exists (not ours) is refused, never removed.
   const fs::path tmp = dir.string() + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-  fs::remove_all(tmp, ec);
+  if (fs::exists(fs::symlink_status(tmp, ec)))
+    throw InputError(tmp.string() + ": already exists; expected no such path (tokdyn writes the checkpoint there first)");
   try {
     fs::create_directories(tmp);
     write_text_file(tmp / "config.json", config_text);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "test_util.hpp"
 #include "thread_util.hpp"
@@ -169,6 +170,29 @@ TEST(DecoderCheckpoint, SaveThenLoadGivesTheSameWeightsInEveryLayout) {
     }
     EXPECT_EQ(r.lm_head, m.lm_head) << c.family;
   }
+}
+
+TEST(DecoderCheckpoint, WritingNeverDeletesAPathItDidNotCreate) {
+  testing::TempDir tmp;
+  const Family* f = find_family("gpt2");
+  const Model m = random_model({"gpt2", "tiny"}, 2);
+  // A non-empty target is refused and left as it was.
+  fs::create_directories(tmp.path() / "taken");
+  std::ofstream(tmp.path() / "taken" / "mine.txt") << "user data";
+  EXPECT_THROW(save(*f, m, tmp.path() / "taken"), InputError);
+  EXPECT_EQ(testing::slurp(tmp.path() / "taken" / "mine.txt"), "user data");
+  // A folder named like the writer's temporary is someone else's: refused, not removed.
+  const fs::path clash = tmp.path().string() + "/ck.tmp-" + std::to_string(static_cast<long>(::getpid()));
+  fs::create_directories(clash);
+  std::ofstream(fs::path(clash) / "keep.txt") << "keep";
+  EXPECT_THROW(save(*f, m, tmp.path() / "ck"), InputError);
+  EXPECT_EQ(testing::slurp(fs::path(clash) / "keep.txt"), "keep");
+  EXPECT_FALSE(fs::exists(tmp.path() / "ck"));
+  fs::remove_all(clash);
+  // Otherwise it writes, and leaves no temporary behind.
+  save(*f, m, tmp.path() / "ck");
+  EXPECT_TRUE(fs::exists(tmp.path() / "ck" / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(clash));
 }
 
 TEST(DecoderCheckpoint, RefusesMissingUnexpectedAndMisshapenTensorsNamingThem) {
