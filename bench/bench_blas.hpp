@@ -3,7 +3,7 @@
 // tokdyn_bench's include path), and C = A B^T as one threaded OpenBLAS call: the unblocked
 // reference against which tokdyn's fixed-tile GEMM (tokdyn::gemm_nt_blocked) is measured. Its
 // bits depend on the thread count; tokdyn itself no longer calls BLAS this way.
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 extern "C" {
 void openblas_set_num_threads(int);

@@ -18,14 +18,14 @@
 #include <vector>
 
 #include "tokdyn/analysis/ssm_theory.hpp"
-#include "tokdyn/blas_core.hpp"
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/models/ssm_random.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/schedule.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/core/blas_core.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/models/ssm/random.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/engine/schedule.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 #include "bench_blas.hpp"
 

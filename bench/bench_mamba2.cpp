@@ -10,8 +10,8 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
 
 #include "bench_blas.hpp"
 

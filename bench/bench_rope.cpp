@@ -1,4 +1,4 @@
-// Micro-benchmarks of RoPE self-attention (models/rope_attention.hpp): one evaluation of the
+// Micro-benchmarks of RoPE self-attention (models/rope/attention.hpp): one evaluation of the
 // flow (5) on one run of n tokens in d dimensions, 2 threads, for n in {64, 256, 1024} and
 // d in {2, 64, 512}; plus the DGEMM these evaluations are built on, for the fraction of peak.
 //
@@ -9,7 +9,7 @@
 //   softmax (subtract max, scale, exp, sum, divide; exp counted as one operation)  5 n^2
 //   rotation (4 mul + 2 add per plane, 3 per coordinate) and P_perp (dot + axpy)  3 n d + 4 n d
 //   total   4 n^2 d + 5 n^2 + 7 n d  =  O(n^2 d)
-// Symmetric scores (Q = K = I) are formed on the block upper triangle only (rope_attention.cpp),
+// Symmetric scores (Q = K = I) are formed on the block upper triangle only (models/rope/attention.cpp),
 // so the executed work at large n is about 3 n^2 d: the rates below are nominal (by the formula).
 // Counters: GFLOP/s by that formula; ns_per_n2d = wall time / (n^2 d) in ns (printed with an "s"
 // unit by the library; flat in n and d once the products dominate: the O(n^2 d) cost);
@@ -21,9 +21,9 @@
 
 #include <chrono>
 
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/core/rng.hpp"
 
 #include "bench_blas.hpp"
 

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/io/decoder_checkpoint.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/models/decoder/checkpoint.hpp"
 #include "tokdyn/models/decoder/decoder.hpp"
 
 namespace {

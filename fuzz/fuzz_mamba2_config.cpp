@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/models/mamba2_config.hpp"
-#include "tokdyn/io/mamba2_config_json.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/models/mamba2/config.hpp"
+#include "tokdyn/models/mamba2/config_json.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/npy.hpp"
 
 namespace {

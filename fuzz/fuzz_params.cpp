@@ -25,8 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/safetensors.hpp"
 
 namespace {

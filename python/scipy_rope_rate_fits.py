@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A straightforward NumPy/SciPy implementation of the 12 resonant rate fits of Table 2 (RoPE paper),
 for timing against tokdyn's `rope-table2` part "resonant rate fits (12)" (src/analysis/rope_circle.cpp:
-phase_consensus_gap, circle_rate_fit; src/models/rope_phase.cpp).
+phase_consensus_gap, circle_rate_fit; src/models/rope/phase.cpp).
 
 For each (n, m, beta): the circle phase model (9)
     dtheta_i = sum_j A_ij sin(theta_j - theta_i),

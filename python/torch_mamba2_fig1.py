@@ -6,7 +6,7 @@ ref_mamba2's loader), residual mode x <- x + Mixer(RMSNorm(x)), layers cycled (l
 depth k), SiLU on, two variants: gate on and gate off (v = y, the gated RMSNorm stays). Token ids iid uniform
 in [0, vocab_size) from numpy default_rng(seed), shared by both variants (the NumPy peer's draw).
 
-Written as a new user of PyTorch would write it, from the block's equations (include/tokdyn/models/mamba2.hpp):
+Written as a new user of PyTorch would write it, from the block's equations (include/tokdyn/models/mamba2/mamba2.hpp):
 batched over runs; projections are F.linear over [runs, tokens, d]; the causal depthwise conv is F.conv1d with
 groups = conv_dim on the left-padded sequence; the SSD is its one-chunk quadratic form
     y_t[h] = sum_{s<=t} (C_t . B_s) exp(A_h (cum_t[h] - cum_s[h])) dt_s[h] x_s[h] + D_h x_t[h],

@@ -51,12 +51,12 @@ sources_of() {  # the translation units of one target
   case $1 in
     safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
     npy_header) echo src/io/npy.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
-    mamba2_config) echo src/models/mamba2_config.cpp src/io/mamba2_config_json.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
+    mamba2_config) echo src/models/mamba2/config.cpp src/models/mamba2/config_json.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
     decoder_config) echo src/models/decoder/decoder.cpp src/models/decoder/parts.cpp src/models/decoder/gpt2.cpp \
-      src/models/decoder/neox.cpp src/models/decoder/llama.cpp src/io/decoder_checkpoint.cpp src/io/safetensors.cpp \
-      src/io/safetensors_writer.cpp src/io/json_strict.cpp src/io/file.cpp src/linalg.cpp src/rng.cpp src/error.cpp src/dynamics.cpp \
+      src/models/decoder/neox.cpp src/models/decoder/llama.cpp src/models/decoder/checkpoint.cpp src/io/safetensors.cpp \
+      src/io/safetensors_writer.cpp src/io/json_strict.cpp src/io/file.cpp src/core/linalg.cpp src/core/rng.cpp src/core/error.cpp src/engine/dynamics.cpp \
       fuzz/fuzz_decoder_config.cpp ;;
-    params) echo src/params.cpp src/outputs.cpp src/registry.cpp src/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
+    params) echo src/runtime/params.cpp src/io/outputs.cpp src/runtime/registry.cpp src/core/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
   esac
 }
 
@@ -65,7 +65,7 @@ build() {  # build TARGET: rebuilds when a source, a header or this script is ne
   local -a sources
   read -r -a sources <<< "$(sources_of "$t")"
   [[ -x $bin ]] || rebuild=1
-  for f in "${sources[@]}" include/tokdyn/error.hpp include/tokdyn/experiment.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2_config.hpp include/tokdyn/models/mamba2.hpp include/tokdyn/models/decoder/*.hpp src/models/decoder/*.hpp scripts/fuzz.sh; do
+  for f in "${sources[@]}" include/tokdyn/core/error.hpp include/tokdyn/runtime/experiment.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2/config.hpp include/tokdyn/models/mamba2/mamba2.hpp include/tokdyn/models/decoder/*.hpp src/models/decoder/*.hpp scripts/fuzz.sh; do
     if [[ $f -nt $bin ]]; then rebuild=1; fi
   done
   if [[ $rebuild == 1 ]]; then

@@ -2,7 +2,7 @@
 // so that in-process results and the CLI's have the same bits), then GoogleTest.
 #include <gtest/gtest.h>
 
-#include "tokdyn/blas_core.hpp"
+#include "tokdyn/core/blas_core.hpp"
 
 int main(int argc, char** argv) {
   tokdyn::ensure_blas_core(argv);

@@ -2,8 +2,8 @@
 // Shared by the Mamba-2 tests: a float state of iid N(0, 1) entries from stream (seed).
 #include <cstdint>
 
-#include "tokdyn/rng.hpp"
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn::testing {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Shared test instances (spec §6 "random instance").
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::testing {
 

@@ -32,15 +32,15 @@
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/analysis/rope_spectra.hpp"
-#include "tokdyn/array_sink.hpp"
+#include "tokdyn/core/array_sink.hpp"
 #include "tokdyn/build_info.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/experiments/taps.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/outputs.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/io/outputs.hpp"
 
 namespace py = pybind11;
 

@@ -34,12 +34,12 @@
 #include <toml++/toml.h>
 
 #include "tokdyn/build_info.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/host.hpp"
-#include "tokdyn/interrupt.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/core/host.hpp"
+#include "tokdyn/core/interrupt.hpp"
 #include "tokdyn/io/file.hpp"
-#include "tokdyn/output_folder.hpp"
+#include "tokdyn/runtime/output_folder.hpp"
 
 #if TOKDYN_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C interface only

@@ -37,7 +37,7 @@ import numpy as np
 def _use_the_clis_blas_kernels() -> None:
     """OpenBLAS picks its kernels when it is loaded; on a CPU it does not know it falls back to
     generic ones, and the tokdyn binary then sets OPENBLAS_CORETYPE and starts again
-    (include/tokdyn/blas_core.hpp). A module cannot start again: ask the binary which kernels it
+    (include/tokdyn/core/blas_core.hpp). A module cannot start again: ask the binary which kernels it
     runs, and set the variable before ``_core`` loads OpenBLAS, so that in-process results have the
     CLI's speed and bits. A user's OPENBLAS_CORETYPE, or TOKDYN_BLAS_CORE=keep, is left alone."""
     keep = os.environ.get("TOKDYN_BLAS_CORE")

@@ -8,7 +8,7 @@ KINDS = {"kind": function(dir)}. This file collects them into the registry KINDS
 twice is an error). The kinds are the figure kinds the C++ presets name (Experiment::figure_kind);
 tests/scripts/plot_kinds.py holds both sides to the same set.
 
-Entry points: python/plot.py KIND DIR (run by tokdyn, src/figures.cpp) and python3 -m tokdyn_plot
+Entry points: python/plot.py KIND DIR (run by tokdyn, src/runtime/figures.cpp) and python3 -m tokdyn_plot
 KIND DIR. Uses Debian's /usr/bin/python3 with python3-numpy and python3-matplotlib."""
 import importlib
 import pkgutil

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "tokdyn/parallel.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/parallel.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace tokdyn::hmm {
 namespace {

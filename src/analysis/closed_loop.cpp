@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/norms.hpp"
 
 namespace tokdyn::closed_loop {
 namespace {

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/green.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/norms.hpp"
 
 namespace tokdyn::closed_loop {
 

@@ -2,7 +2,7 @@
 // of the QR diagonal (the dichotomy spectrum of Thm 5 on a window), integral separation and the
 // finite-time singular-value rank function. See analysis/cocycle.hpp.
 #include "tokdyn/analysis/cocycle.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +14,8 @@
 #include <omp.h>
 #include <fmt/format.h>
 
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/parallel.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/core/parallel.hpp"
 
 // LAPACK from the linked OpenBLAS (the blocked Householder QR of large frames; singular values).
 extern "C" {

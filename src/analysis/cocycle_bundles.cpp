@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/cocycle.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/norms.hpp"
 
 namespace tokdyn::cocycle {
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "tokdyn/parallel.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/parallel.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::cocycle {
 

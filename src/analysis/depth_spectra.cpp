@@ -5,14 +5,14 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include <limits>
 #include <stdexcept>
 
 
 #include "tokdyn/analysis/cocycle.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 namespace tokdyn {
 

@@ -9,8 +9,8 @@
 
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/norms.hpp"
 
 namespace tokdyn::duality {
 namespace {

@@ -1,6 +1,6 @@
 // Frozen kernel utilities (coupling paper Thm 3(1), Remark 2; the Pascal eigenbasis in integers).
 #include "tokdyn/analysis/frozen_kernel.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/norms.hpp"
 
 #include <algorithm>
 #include <cmath>

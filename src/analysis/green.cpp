@@ -17,11 +17,11 @@
 #include <cblas.h>
 #include <fmt/format.h>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/linalg.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/linalg.hpp"
 
 #include "tokdyn/analysis/cocycle_families.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 // LAPACK from the linked OpenBLAS: partial-pivoting LU of the tall (2d-k) x d panel of each layer.
 extern "C" {

@@ -9,11 +9,11 @@
 #include <string>
 
 #include "tokdyn/analysis/dini.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/symmetric_eigen.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/core/symmetric_eigen.hpp"
 
 namespace tokdyn::rope {
 

@@ -13,12 +13,12 @@
 #include <sstream>
 #include <string>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/parallel.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/symmetric_eigen.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/core/parallel.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/core/symmetric_eigen.hpp"
 
 namespace tokdyn::rope {
 namespace {

@@ -8,12 +8,12 @@
 #include <limits>
 
 #include "tokdyn/analysis/dini.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/sphere.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/symmetric_eigen.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/sphere.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/core/symmetric_eigen.hpp"
 
 namespace tokdyn::rope {
 

@@ -5,10 +5,10 @@
 #include <limits>
 #include <stdexcept>
 
-#include "tokdyn/nn.hpp"
+#include "tokdyn/core/nn.hpp"
 #include "tokdyn/analysis/ssm_section5.hpp"
-#include "tokdyn/parallel.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/parallel.hpp"
+#include "tokdyn/core/rng.hpp"
 #include "ssm_internal.hpp"
 
 namespace tokdyn {

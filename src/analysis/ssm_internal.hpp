@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/tokens.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/symmetric_eigen.hpp"
+#include "tokdyn/core/tokens.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/core/symmetric_eigen.hpp"
 
 namespace tokdyn {
 

@@ -7,10 +7,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tokdyn/nn.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/parallel.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/nn.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/core/parallel.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn {
 

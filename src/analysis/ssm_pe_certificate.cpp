@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "tokdyn/analysis/pe_window.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/rng.hpp"
 #include "ssm_internal.hpp"
 
 namespace tokdyn {

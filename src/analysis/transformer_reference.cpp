@@ -2,8 +2,8 @@
 // eqs. (7)-(9), Thm 3; flag F1 for the exact Jacobian).
 #include "tokdyn/analysis/transformer_reference.hpp"
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/norms.hpp"
 
 #include <algorithm>
 #include <cmath>

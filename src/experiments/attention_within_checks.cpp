@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace tokdyn::attention_within {
 

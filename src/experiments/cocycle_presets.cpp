@@ -15,16 +15,16 @@
 
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/experiments/inputs.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/runtime/inputs.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/norms.hpp"
 
 namespace tokdyn {
 namespace {

@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/io/csv.hpp"

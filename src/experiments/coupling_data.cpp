@@ -19,13 +19,13 @@
 
 #include "tokdyn/analysis/block_hmm.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace tokdyn {
 namespace {

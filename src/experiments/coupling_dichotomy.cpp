@@ -20,15 +20,15 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/experiments/inputs.hpp"
-#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/runtime/inputs.hpp"
+#include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/core/norms.hpp"
 
 namespace tokdyn {
 namespace {

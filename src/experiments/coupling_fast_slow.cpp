@@ -27,14 +27,14 @@
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/models/transformer.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/norms.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/norms.hpp"
 
 namespace tokdyn {
 namespace {

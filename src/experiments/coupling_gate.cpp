@@ -31,14 +31,14 @@
 #include "tokdyn/analysis/duality.hpp"
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/models/hierarchical.hpp"
+#include "tokdyn/models/hierarchical/hierarchical.hpp"
 
 namespace tokdyn {
 namespace {

@@ -19,15 +19,15 @@
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace tokdyn {
 namespace {

@@ -10,17 +10,17 @@
 
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/models/transformer.hpp"
-#include "tokdyn/nn.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/norms.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
+#include "tokdyn/core/nn.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/norms.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace tokdyn {
 // A named namespace (not an anonymous one): its using-directive must not reach the other files of

@@ -8,16 +8,16 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/frozen_kernel.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/models/decoder/decoder.hpp"
-#include "tokdyn/experiments/transformer_setup.hpp"
+#include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/models/transformer.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn {
 // The namespace of coupling_transformer.cpp (named, not anonymous: its using-directive must not

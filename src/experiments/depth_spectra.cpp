@@ -2,7 +2,7 @@
 // one trajectory (coupling paper eq. (10): the linearised depth dynamics; growth scales gamma = e^mu
 // of §2.9), by discrete QR through the model's own JVP (analysis/depth_spectra.hpp).
 //
-// The models come from the model registry (experiments/model_registry.hpp): this preset has no
+// The models come from the model registry (runtime/model_registry.hpp): this preset has no
 // per-model code. Adding a model there adds it here, with its knobs (each refused for another model).
 #include <algorithm>
 #include <filesystem>
@@ -17,12 +17,12 @@
 #include <sstream>
 
 #include "tokdyn/analysis/depth_spectra.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/analysis/cocycle.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
 

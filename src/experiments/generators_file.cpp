@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/cocycle_families.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/npy.hpp"
 
 namespace tokdyn {

@@ -10,20 +10,20 @@
 #include <set>
 
 #include "tokdyn/analysis/pe_window.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/core/constants.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/pe_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/models/mamba2/checkpoint.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 // A named namespace (not an anonymous one): its using-directive must not reach the other files of

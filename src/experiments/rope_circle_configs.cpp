@@ -5,10 +5,10 @@
 #include <numbers>
 #include <string>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/parallel.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/core/parallel.hpp"
 
 namespace tokdyn::rope {
 

@@ -7,16 +7,16 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/rope_sphere.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 // A named namespace (not an anonymous one): its using-directive must not reach the other files of

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::rope {
 

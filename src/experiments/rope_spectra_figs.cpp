@@ -9,11 +9,11 @@
 #include <numbers>
 
 #include "tokdyn/analysis/rope_spectra.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace tokdyn {
 // A named namespace (not an anonymous one): its using-directive must not reach the other files of

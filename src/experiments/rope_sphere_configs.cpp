@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/parallel.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/parallel.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::rope {
 

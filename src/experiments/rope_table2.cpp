@@ -11,17 +11,17 @@
 #include "tokdyn/analysis/rope_circle.hpp"
 #include "tokdyn/analysis/rope_spectra.hpp"
 #include "tokdyn/analysis/rope_sphere.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/rope_circle_configs.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
 #include "tokdyn/experiments/rope_sphere_configs.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/parallel.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/parallel.hpp"
 
 namespace tokdyn {
 // A named namespace (not an anonymous one): its using-directive must not reach the other files of

@@ -6,9 +6,9 @@
 #include <limits>
 
 #include "tokdyn/analysis/ssm_lemma_iv1.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn {
 namespace {

@@ -9,19 +9,19 @@
 
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/analysis/ssm_bounds.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/pe_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/models/ssm_random.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/models/ssm/random.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 namespace {

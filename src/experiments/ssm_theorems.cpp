@@ -28,17 +28,17 @@
 #include "tokdyn/analysis/ssm_pe_certificate.hpp"
 #include "tokdyn/analysis/ssm_section5.hpp"
 #include "tokdyn/analysis/ssm_trajectory.hpp"
-#include "tokdyn/constants.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/constants.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/ssm_theorems.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/reports.hpp"
-#include "tokdyn/models/ssm_designs.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/models/ssm/designs.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 // A named namespace shared with ssm_theorem_pd.cpp (experiments/ssm_theorems.hpp).

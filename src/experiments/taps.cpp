@@ -5,7 +5,7 @@
 #include <charconv>
 #include <fmt/format.h>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 
 namespace tokdyn {
 

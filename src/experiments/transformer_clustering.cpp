@@ -7,15 +7,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/io/reports.hpp"
 #include "tokdyn/models/decoder/decoder.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 namespace preset_transformer_clustering {

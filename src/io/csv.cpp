@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/file.hpp"
 
 namespace tokdyn {

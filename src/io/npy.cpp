@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/io/printable.hpp"
 

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/io/json_strict.hpp"
 #include "safetensors_internal.hpp"

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "safetensors_internal.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/file.hpp"
 
 namespace tokdyn::st {

@@ -8,7 +8,7 @@
 
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 
 namespace {
 

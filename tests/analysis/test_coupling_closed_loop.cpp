@@ -13,7 +13,7 @@
 #include "tokdyn/analysis/closed_loop.hpp"
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 #include "cli_checks.hpp"
 #include "test_util.hpp"

@@ -6,7 +6,7 @@
 
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::fk {
 namespace {

@@ -12,7 +12,7 @@
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/green.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 using namespace tokdyn;
 using green::Matrix;

@@ -14,9 +14,9 @@
 #include <stdexcept>
 
 #include "test_util.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/models/hierarchical.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/models/hierarchical/hierarchical.hpp"
+#include "tokdyn/core/rng.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::hier;

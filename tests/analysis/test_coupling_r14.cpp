@@ -9,8 +9,8 @@
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/models/transformer.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
+#include "tokdyn/core/rng.hpp"
 
 using namespace tokdyn;
 using cocycle::Matrix;

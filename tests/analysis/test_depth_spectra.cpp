@@ -14,11 +14,11 @@
 #include "ssm_fixtures.hpp"
 #include "thread_util.hpp"
 #include "tokdyn/analysis/depth_spectra.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/schedule.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/engine/schedule.hpp"
 
 using namespace tokdyn;
 using Eigen::MatrixXd;

@@ -12,8 +12,8 @@
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/depth_spectra.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/models/transformer.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

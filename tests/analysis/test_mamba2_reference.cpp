@@ -14,10 +14,10 @@
 #include "test_util.hpp"
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/models/mamba2/checkpoint.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;

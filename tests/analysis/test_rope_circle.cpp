@@ -10,10 +10,10 @@
 #include <string>
 
 #include "tokdyn/analysis/rope_circle.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/experiments/rope_circle_configs.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace {
 

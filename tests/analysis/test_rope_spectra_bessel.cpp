@@ -13,7 +13,7 @@
 
 #include "rope_spectra_fixtures.hpp"
 #include "tokdyn/analysis/rope_spectra.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/constants.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
 
 namespace tr = tokdyn::rope;

@@ -13,9 +13,9 @@
 
 #include "rope_spectra_fixtures.hpp"
 #include "tokdyn/analysis/rope_spectra.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/constants.hpp"
 #include "tokdyn/experiments/rope_spectra_configs.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tr = tokdyn::rope;
 using tokdyn::Mat;

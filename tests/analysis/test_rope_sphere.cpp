@@ -9,10 +9,10 @@
 #include <numbers>
 
 #include "tokdyn/analysis/rope_sphere.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/experiments/rope_sphere_configs.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::rope;

@@ -14,8 +14,8 @@
 #include "tokdyn/analysis/ssm_bounds.hpp"
 #include "tokdyn/analysis/ssm_lemma_iv1.hpp"
 #include "tokdyn/analysis/ssm_pe_certificate.hpp"
-#include "tokdyn/models/ssm_designs.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/ssm/designs.hpp"
+#include "tokdyn/core/rng.hpp"
 
 using namespace tokdyn;
 

@@ -17,11 +17,11 @@
 #include "tokdyn/analysis/ssm_pe_certificate.hpp"
 #include "tokdyn/analysis/ssm_section5.hpp"
 #include "tokdyn/analysis/ssm_trajectory.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/models/ssm_designs.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/schedule.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/models/ssm/designs.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/engine/schedule.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 using namespace tokdyn;
 

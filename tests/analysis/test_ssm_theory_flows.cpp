@@ -13,9 +13,9 @@
 #include "tokdyn/analysis/ssm_pe_certificate.hpp"
 #include "tokdyn/analysis/ssm_section5.hpp"
 #include "tokdyn/analysis/ssm_trajectory.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/models/ssm_designs.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/models/ssm/designs.hpp"
+#include "tokdyn/core/constants.hpp"
 
 using namespace tokdyn;
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
-#include "tokdyn/blas_core.hpp"
+#include "tokdyn/core/blas_core.hpp"
 
 using namespace tokdyn;
 using tokdyn::testing::CliResult;

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "test_util.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 using tokdyn::testing::CliResult;
 using tokdyn::testing::run_cli;

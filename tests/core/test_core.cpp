@@ -4,10 +4,10 @@
 #include <cmath>
 #include <thread>
 
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/schedule.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/engine/schedule.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 using namespace tokdyn;
 

@@ -6,8 +6,8 @@
 #include <stdexcept>
 
 #include "thread_util.hpp"
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/core/rng.hpp"
 
 using namespace tokdyn;
 using tokdyn::testing::kThreadCounts;

@@ -10,8 +10,8 @@
 #include <limits>
 
 #include "tokdyn/analysis/pe_window.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/rng.hpp"
 
 using namespace tokdyn;
 

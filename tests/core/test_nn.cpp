@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "tokdyn/nn.hpp"
+#include "tokdyn/core/nn.hpp"
 
 namespace {
 double ulps(double a, double b) {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/outputs.hpp"
+#include "tokdyn/io/outputs.hpp"
 
 namespace tokdyn {
 namespace {

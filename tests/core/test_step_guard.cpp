@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/models/ssm_designs.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/models/ssm/designs.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 using namespace tokdyn;
 

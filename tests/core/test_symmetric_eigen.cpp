@@ -12,7 +12,7 @@
 #include <numbers>
 #include <vector>
 
-#include "tokdyn/symmetric_eigen.hpp"
+#include "tokdyn/core/symmetric_eigen.hpp"
 
 namespace {
 

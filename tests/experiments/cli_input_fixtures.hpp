@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
 
 namespace tokdyn::testing {

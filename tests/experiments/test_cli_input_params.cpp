@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 
 #include "cli_input_fixtures.hpp"
 #include "test_util.hpp"

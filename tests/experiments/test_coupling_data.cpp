@@ -26,8 +26,8 @@
 
 #include "test_util.hpp"
 #include "tokdyn/analysis/block_hmm.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

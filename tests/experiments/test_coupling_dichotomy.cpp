@@ -11,8 +11,8 @@
 
 #include "cli_checks.hpp"
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

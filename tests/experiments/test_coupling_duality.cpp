@@ -16,8 +16,8 @@
 #include "tokdyn/analysis/duality.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

@@ -17,7 +17,7 @@
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 #include "cli_checks.hpp"
 #include "test_util.hpp"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tokdyn/io/safetensors.hpp"
-#include "tokdyn/io/transformer_weights.hpp"
-#include "tokdyn/models/transformer.hpp"
+#include "tokdyn/models/transformer/weights_file.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
 
 #include "cli_checks.hpp"
 #include "test_util.hpp"

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "test_util.hpp"
-#include "tokdyn/io/decoder_checkpoint.hpp"
+#include "tokdyn/models/decoder/checkpoint.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/models/decoder/decoder.hpp"
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

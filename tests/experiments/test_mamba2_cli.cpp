@@ -13,8 +13,8 @@
 #include "test_util.hpp"
 #include "thread_util.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

@@ -1,4 +1,4 @@
-// The model registry (experiments/model_registry.hpp): every model builds from its knobs alone,
+// The model registry (runtime/model_registry.hpp): every model builds from its knobs alone,
 // its knobs reach depth-spectra once each and only for the models that declare them, and
 // `tokdyn models` lists them.
 #include <gtest/gtest.h>
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
-#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
+#include "tokdyn/models/mamba2/checkpoint.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
 
 namespace tokdyn {
 namespace {

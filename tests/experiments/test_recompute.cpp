@@ -8,7 +8,7 @@
 #include "test_util.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/npy.hpp"
-#include "tokdyn/experiments/inputs.hpp"
+#include "tokdyn/runtime/inputs.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::CliResult;

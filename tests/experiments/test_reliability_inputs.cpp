@@ -18,10 +18,10 @@
 
 #include "reliability_fixtures.hpp"
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/io/file.hpp"
-#include "tokdyn/parallel.hpp"
+#include "tokdyn/core/parallel.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::entries;

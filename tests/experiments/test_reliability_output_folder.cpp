@@ -14,7 +14,7 @@
 
 #include "reliability_fixtures.hpp"
 #include "test_util.hpp"
-#include "tokdyn/output_folder.hpp"
+#include "tokdyn/runtime/output_folder.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::testing::entries;

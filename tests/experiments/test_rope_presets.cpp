@@ -12,7 +12,7 @@
 #include "test_util.hpp"
 #include "thread_util.hpp"
 #include "tokdyn/io/npy.hpp"
-#include "tokdyn/linalg.hpp"
+#include "tokdyn/core/linalg.hpp"
 
 namespace fs = std::filesystem;
 using tokdyn::gemm_tiling;

@@ -13,8 +13,8 @@
 #include <map>
 #include <sstream>
 
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/linalg.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/core/linalg.hpp"
 
 #include "test_util.hpp"
 #include "thread_util.hpp"

@@ -14,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiment.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/models/ssm_designs.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/models/ssm/designs.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/constants.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 
 #include "cli_checks.hpp"
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/experiments/taps.hpp"
 #include "tokdyn/io/npy.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 
 namespace tokdyn::testing::input_readers {
 

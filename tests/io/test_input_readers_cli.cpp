@@ -16,14 +16,14 @@
 
 #include "input_bytes.hpp"
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/io/json_strict.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/io/safetensors.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/models/mamba2/checkpoint.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

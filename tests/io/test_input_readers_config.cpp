@@ -11,8 +11,8 @@
 
 #include "input_readers_fixtures.hpp"
 #include "tokdyn/io/json_strict.hpp"
-#include "tokdyn/io/mamba2_config_json.hpp"
-#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/models/mamba2/config_json.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
 
 using namespace tokdyn;
 using tokdyn::testing::input_readers::error_of;

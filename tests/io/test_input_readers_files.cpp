@@ -22,13 +22,13 @@
 #include "input_bytes.hpp"
 #include "input_readers_fixtures.hpp"
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/file.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/models/mamba2/checkpoint.hpp"
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/io/safetensors.hpp"
-#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

@@ -10,7 +10,7 @@
 
 #include "safetensors_fixtures.hpp"
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
+#include "tokdyn/core/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;

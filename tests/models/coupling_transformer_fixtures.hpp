@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "tokdyn/models/transformer.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::tf::coupling_fixtures {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Shared by test_mamba2_checkpoint.cpp and test_mamba2_block.cpp: a small Mamba-2 config
 // (d_model 24, 3 layers, d_state 8, headdim 8).
-#include "tokdyn/models/mamba2_config.hpp"
+#include "tokdyn/models/mamba2/config.hpp"
 
 namespace tokdyn::testing {
 

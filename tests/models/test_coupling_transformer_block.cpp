@@ -15,9 +15,9 @@
 #include "coupling_transformer_fixtures.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/models/transformer.hpp"
-#include "tokdyn/nn.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
+#include "tokdyn/core/nn.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::tf {
 namespace {

@@ -10,11 +10,11 @@
 
 #include "test_util.hpp"
 #include "thread_util.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/experiments/model_registry.hpp"
-#include "tokdyn/io/decoder_checkpoint.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
+#include "tokdyn/models/decoder/checkpoint.hpp"
 #include "tokdyn/models/decoder/decoder.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn {
 namespace {

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "ssm_fixtures.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/models/rope_phase.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/schedule.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/models/rope/phase.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/engine/schedule.hpp"
 
 namespace tokdyn {
 namespace {

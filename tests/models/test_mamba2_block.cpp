@@ -10,13 +10,13 @@
 #include "mamba2_config_fixtures.hpp"
 #include "mamba2_fixtures.hpp"
 #include "thread_util.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/schedule.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/engine/schedule.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;

@@ -15,10 +15,10 @@
 
 #include "mamba2_config_fixtures.hpp"
 #include "test_util.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/io/mamba2_checkpoint.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/models/mamba2/checkpoint.hpp"
 #include "tokdyn/io/safetensors.hpp"
-#include "tokdyn/models/mamba2.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;

@@ -7,8 +7,8 @@
 #include <omp.h>
 
 #include "thread_util.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/core/rng.hpp"
 #include "mamba2_fixtures.hpp"
 
 using namespace tokdyn;

@@ -12,9 +12,9 @@
 
 #include "mamba2_fixtures.hpp"
 #include "thread_util.hpp"
-#include "tokdyn/models/mamba2.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/schedule.hpp"
+#include "tokdyn/models/mamba2/mamba2.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/engine/schedule.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::mamba2;

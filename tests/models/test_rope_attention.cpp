@@ -12,14 +12,14 @@
 
 #include "thread_util.hpp"
 #include "tokdyn/analysis/rope_sphere.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/sphere.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/sphere.hpp"
+#include "tokdyn/core/constants.hpp"
 
 using namespace tokdyn;
 using namespace tokdyn::rope;

@@ -8,11 +8,11 @@
 #include <string>
 
 #include "tokdyn/analysis/rope_circle.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/error.hpp"
-#include "tokdyn/models/rope_phase.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/constants.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/error.hpp"
+#include "tokdyn/models/rope/phase.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/constants.hpp"
 
 namespace {
 

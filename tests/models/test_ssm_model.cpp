@@ -7,10 +7,10 @@
 
 #include "ssm_fixtures.hpp"
 #include "thread_util.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 using namespace tokdyn;
 using tokdyn::testing::kThreadCounts;

@@ -25,7 +25,7 @@
 
 #include <Eigen/Dense>
 
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::hmm {
 

@@ -27,9 +27,9 @@
 #include <functional>
 #include <vector>
 
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/dynamics.hpp"
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/engine/dynamics.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn {
 

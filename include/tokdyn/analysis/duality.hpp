@@ -20,8 +20,8 @@
 
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
-#include "tokdyn/models/hierarchical.hpp"
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/models/hierarchical/hierarchical.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn::duality {
 

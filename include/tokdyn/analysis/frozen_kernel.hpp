@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn::fk {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/observers.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 

@@ -24,10 +24,10 @@
 #include <utility>
 #include <vector>
 
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/models/rope_phase.hpp"
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/models/rope/phase.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn::rope {
 
@@ -153,7 +153,7 @@ TwistedSummary summarize_twisted(std::vector<TwistedRow> rows);
 // =============================================================================================
 // Strict semicircle contraction (Thm 6.3), bipodal boundary (Prop. 6.4), Lemma C.1 active sets.
 
-/// The softmax floor a_{beta,n} (7) is rope::softmax_floor (models/rope_attention.hpp).
+/// The softmax floor a_{beta,n} (7) is rope::softmax_floor (models/rope/attention.hpp).
 /// Lifted diameter D = max_i theta_i - min_i theta_i (no wrapping) and q = tan(D/2).
 double lifted_diameter(const Vec& theta);
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn::rope {
 

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/models/rope_attention.hpp"
-#include "tokdyn/rng.hpp"
-#include "tokdyn/sphere.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/models/rope/attention.hpp"
+#include "tokdyn/core/rng.hpp"
+#include "tokdyn/core/sphere.hpp"
 
 namespace tokdyn::rope {
 

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/schedule.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/engine/schedule.hpp"
 
 namespace tokdyn {
 

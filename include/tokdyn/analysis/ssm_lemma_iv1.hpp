@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn {
 

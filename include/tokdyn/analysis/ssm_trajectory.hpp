@@ -9,8 +9,8 @@
 // row 0). Formulas that involve the token number (beta_i, kappa_i, rho_i) take the 1-based i.
 #include <vector>
 
-#include "tokdyn/models/ssm.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/models/ssm/ssm.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 

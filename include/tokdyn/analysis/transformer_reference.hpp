@@ -17,7 +17,7 @@
 // (index t d + i), where vec(A X B^T) = (A ⊗ B) vec(X).
 #include <vector>
 
-#include "tokdyn/models/transformer.hpp"
+#include "tokdyn/models/transformer/transformer.hpp"
 
 namespace tokdyn::tf {
 

@@ -13,7 +13,7 @@
 
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/experiments/checks.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn::attention_within {
 

@@ -26,7 +26,7 @@
 
 #include <fmt/format.h>
 
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/io/csv.hpp"
 
 namespace tokdyn {

@@ -8,7 +8,7 @@
 
 #include <Eigen/Dense>
 
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 
 namespace tokdyn {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokdyn/outputs.hpp"
+#include "tokdyn/io/outputs.hpp"
 
 namespace tokdyn {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tokdyn/experiments/output_tables.hpp"
-#include "tokdyn/outputs.hpp"
+#include "tokdyn/io/outputs.hpp"
 
 namespace tokdyn {
 

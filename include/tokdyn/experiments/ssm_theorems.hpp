@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "tokdyn/analysis/ssm_trajectory.hpp"
-#include "tokdyn/drivers.hpp"
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/engine/drivers.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/models/ssm_designs.hpp"
-#include "tokdyn/observers.hpp"
-#include "tokdyn/outputs.hpp"
+#include "tokdyn/models/ssm/designs.hpp"
+#include "tokdyn/engine/observers.hpp"
+#include "tokdyn/io/outputs.hpp"
 
 namespace tokdyn::ssm_theorems {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/experiment.hpp"
+#include "tokdyn/runtime/experiment.hpp"
 
 namespace tokdyn {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "tokdyn/array_sink.hpp"
+#include "tokdyn/core/array_sink.hpp"
 #include "tokdyn/io/npy.hpp"
-#include "tokdyn/outputs.hpp"
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/io/outputs.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tokdyn/io/csv.hpp"
-#include "tokdyn/observers.hpp"
+#include "tokdyn/engine/observers.hpp"
 
 namespace tokdyn {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokdyn/half.hpp"
+#include "tokdyn/core/half.hpp"
 
 namespace tokdyn::st {
 

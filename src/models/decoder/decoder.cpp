@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "tokdyn/linalg.hpp"
-#include "tokdyn/rng.hpp"
+#include "tokdyn/core/linalg.hpp"
+#include "tokdyn/core/rng.hpp"
 
 namespace tokdyn::decoder {
 

@@ -20,9 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokdyn/dynamics.hpp"
+#include "tokdyn/engine/dynamics.hpp"
 #include "tokdyn/models/decoder/parts.hpp"
-#include "tokdyn/schedule.hpp"
+#include "tokdyn/engine/schedule.hpp"
 
 namespace tokdyn::decoder {
 

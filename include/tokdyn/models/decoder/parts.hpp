@@ -13,7 +13,7 @@
 //   attention  P = softmax(beta s Q K^T + mask) (row-wise), O = P V; s = 1/sqrt(head_dim)
 #include <vector>
 
-#include "tokdyn/tokens.hpp"
+#include "tokdyn/core/tokens.hpp"
 
 namespace tokdyn::decoder {
 
