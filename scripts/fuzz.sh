@@ -52,7 +52,7 @@ sources_of() {  # the translation units of one target
     safetensors_header) echo src/io/safetensors.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_safetensors_header.cpp ;;
     npy_header) echo src/io/npy.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_npy_header.cpp ;;
     mamba2_config) echo src/models/mamba2/config.cpp src/models/mamba2/config_json.cpp src/io/json_strict.cpp src/io/file.cpp fuzz/fuzz_mamba2_config.cpp ;;
-    decoder_config) echo src/models/decoder/decoder.cpp src/models/decoder/parts.cpp src/models/decoder/gpt2.cpp \
+    decoder_config) echo src/models/decoder/decoder.cpp src/models/parts/parts.cpp src/models/decoder/gpt2.cpp \
       src/models/decoder/neox.cpp src/models/decoder/llama.cpp src/models/decoder/checkpoint.cpp src/io/safetensors.cpp \
       src/io/safetensors_writer.cpp src/io/json_strict.cpp src/io/file.cpp src/core/linalg.cpp src/core/rng.cpp src/core/error.cpp src/engine/dynamics.cpp \
       fuzz/fuzz_decoder_config.cpp ;;

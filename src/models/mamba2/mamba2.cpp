@@ -19,6 +19,7 @@
 #include "tokdyn/core/linalg.hpp"
 
 #include "ssd.hpp"
+#include "tokdyn/models/parts/parts.hpp"
 
 
 namespace tokdyn::mamba2 {
@@ -142,12 +143,7 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
   for (long b = 0; b < row_blocks; ++b) {
     const long i0 = b * kRowBlock;
     const int nr = static_cast<int>(std::min(kRowBlock, RT - i0));
-    double ss[kRowBlock];
-    detail::row_sums_of_squares(&X(i0, 0), X.outerStride(), d, nr, ss);
-    for (int k = 0; k < nr; ++k) {
-      const float r = static_cast<float>(1.0 / std::sqrt(ss[k] / d + eps));
-      U_.row(i0 + k).array() = X.row(i0 + k).array() * r * L.norm_w.transpose().array();
-    }
+    parts::rms_norm_rows_f32(&X(i0, 0), X.outerStride(), static_cast<int>(d), nr, L.norm_w.data(), eps, &U_(i0, 0), U_.outerStride());
   }
 
   // 2. in_proj (the z rows are skipped when the gate is off: they would go unused). Fixed tiles,
@@ -254,15 +250,9 @@ void Engine::mixer(const Layer& L, const MatF& X, int runs, int len, MatF& out, 
         Y_.row(i).array() *= nn::silu(z);
       }
     if (sw_.mixer_norm)
-      for (int g = 0; g < G; ++g) {
-        double ss[kRowBlock];
-        detail::row_sums_of_squares(&Y_(i0, g * gs), Y_.outerStride(), gs, nr, ss);
-        for (int k = 0; k < nr; ++k) {
-          auto seg = Y_.row(i0 + k).segment(g * gs, gs);
-          const float rs = static_cast<float>(1.0 / std::sqrt(ss[k] / gs + eps));
-          seg.array() = seg.array() * rs * L.mix_norm_w.segment(g * gs, gs).transpose().array();
-        }
-      }
+      for (int g = 0; g < G; ++g)
+        parts::rms_norm_rows_f32(&Y_(i0, g * gs), Y_.outerStride(), gs, nr, L.mix_norm_w.data() + g * gs, eps, &Y_(i0, g * gs),
+                                 Y_.outerStride());
   };
 
   // Steps 3-6 run by run (a run's rows stay in cache from the conv to the gated norm, one thread

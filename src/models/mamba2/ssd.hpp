@@ -20,10 +20,5 @@ void causal_head_product(const float* M, int T, const float* X, long ldx, int P,
 /// kernel only where this holds, so its output bits are those of the Eigen product everywhere.
 bool causal_head_product_matches_eigen(int P, int T);
 
-/// ss[k] = sum_j double(X[k, j])^2 over j = 0 .. n-1 in increasing order, for rows k < rows (row
-/// stride ld): bit for bit Eigen's X.row(k).cast<double>().squaredNorm() (a sequential sum; each
-/// square is exact in double, so fused and separate multiply-adds agree). Several rows advance
-/// together, one per SIMD lane, so the sequential sums do not wait on each other.
-void row_sums_of_squares(const float* X, long ld, int n, int rows, double* ss);
 
 }  // namespace tokdyn::mamba2::detail

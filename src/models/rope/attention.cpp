@@ -1,5 +1,7 @@
 #include "tokdyn/models/rope/attention.hpp"
 
+#include "tokdyn/models/parts/parts.hpp"
+
 #include <stdexcept>
 #include <fmt/format.h>
 
@@ -104,7 +106,7 @@ struct Resolved {
   double beta = 0.0;
   bool rope = true, causal = false, symmetric = true;
   Mat Q, K, V;  // empty = identity
-  Mat cs, sn;   // n x d/2 rotation tables (empty without RoPE)
+  parts::RotaryTable rot;  // the rotation of token i by its position p_i, planes (2g, 2g+1) (empty without RoPE)
 };
 
 }  // namespace detail
@@ -129,30 +131,17 @@ Resolved resolve(const AttentionParams& P, int n, const std::string& what) {
   // Scores are symmetric by construction when queries and keys use the same map.
   R.symmetric = (P.Q.size() == 0 && P.K.size() == 0) || (P.Q.size() != 0 && P.K.size() != 0 && P.Q == P.K);
   if (P.rope) {
-    const std::vector<double> w = P.plane_frequencies();
-    R.cs.resize(n, P.d / 2);
-    R.sn.resize(n, P.d / 2);
-    for (int i = 0; i < n; ++i)
-      for (int g = 0; g < P.d / 2; ++g) {
-        const double ang = w[static_cast<std::size_t>(g)] * P.position(i);
-        R.cs(i, g) = std::cos(ang);
-        R.sn(i, g) = std::sin(ang);
-      }
+    std::vector<double> pos(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) pos[static_cast<std::size_t>(i)] = P.position(i);
+    R.rot = parts::RotaryTable(P.plane_frequencies(), pos, true);
   }
   return R;
 }
 
-/// M_i <- R_{p_i} M_i in place (planes (2g, 2g+1), counter-clockwise).
+/// M_i <- R_{p_i} M_i in place (planes (2g, 2g+1), counter-clockwise; parts::rotary_rows with one
+/// "head" of all d dimensions: the planes' frequencies span d/2 planes).
 void rotate_rows(const Resolved& R, Tokens& M) {
-  if (!R.rope) return;
-  const int planes = R.d / 2;
-  for (int i = 0; i < R.n; ++i)
-    for (int g = 0; g < planes; ++g) {
-      const double c = R.cs(i, g), s = R.sn(i, g);
-      const double a = M(i, 2 * g), b = M(i, 2 * g + 1);
-      M(i, 2 * g) = c * a - s * b;
-      M(i, 2 * g + 1) = s * a + c * b;
-    }
+  if (R.rope) parts::rotary_rows<double>(R.rot, M, 0, 1, R.d, R.n, 0, M.rows());
 }
 
 /// S <- its upper triangle mirrored (exact symmetry), in cache-friendly tiles.
@@ -283,14 +272,13 @@ void attend_tangent(const Resolved& R, const Eigen::Ref<const Tokens>& X, const 
     dS.noalias() = dq.middleCols(c0, dh) * k.middleCols(c0, dh).transpose();
     dS.noalias() += q.middleCols(c0, dh) * dk.middleCols(c0, dh).transpose();
     A.setZero();
-    dA.setZero();
     for (int i = 0; i < n; ++i) {
       const Eigen::Index len = R.causal ? i + 1 : n;
       auto a = A.row(i).head(len);
       softmax_row(R.beta, S.row(i).head(len), a);
-      const double mean_ds = a.dot(dS.row(i).head(len));
-      dA.row(i).head(len) = R.beta * a.cwiseProduct((dS.row(i).head(len).array() - mean_ds).matrix());
     }
+    dA = dS;
+    parts::softmax_tangent_rows(A, dA, R.beta, R.causal);
     Y.middleCols(c0, dh).noalias() = A * u.middleCols(c0, dh);
     dY.middleCols(c0, dh).noalias() = dA * u.middleCols(c0, dh);
     dY.middleCols(c0, dh).noalias() += A * du.middleCols(c0, dh);
@@ -299,15 +287,7 @@ void attend_tangent(const Resolved& R, const Eigen::Ref<const Tokens>& X, const 
 
 /// M_i <- R_{p_i}^T M_i in place (the transpose of rotate_rows).
 void rotate_rows_transpose(const Resolved& R, Tokens& M) {
-  if (!R.rope) return;
-  const int planes = R.d / 2;
-  for (int i = 0; i < R.n; ++i)
-    for (int g = 0; g < planes; ++g) {
-      const double c = R.cs(i, g), s = R.sn(i, g);
-      const double a = M(i, 2 * g), b = M(i, 2 * g + 1);
-      M(i, 2 * g) = c * a + s * b;
-      M(i, 2 * g + 1) = -s * a + c * b;
-    }
+  if (R.rope) parts::rotary_rows<double>(R.rot, M, 0, 1, R.d, R.n, 0, M.rows(), true);
 }
 
 /// Y = attention output of one run X, and Gx = (D Y(X))^T G (reverse mode of attend_tangent).
@@ -334,10 +314,8 @@ void attend_transpose(const Resolved& R, const Eigen::Ref<const Tokens>& X, cons
     // y = A u: gA = G u^T, gu = A^T G; softmax rows: gS_ij = beta a_ij (gA_ij - sum_k a_ik gA_ik).
     gA.noalias() = G.middleCols(c0, dh) * u.middleCols(c0, dh).transpose();
     gu.middleCols(c0, dh).noalias() = A.transpose() * G.middleCols(c0, dh);
-    for (int i = 0; i < n; ++i) {
-      const double mean = A.row(i).dot(gA.row(i));
-      gS.row(i) = R.beta * A.row(i).cwiseProduct((gA.row(i).array() - mean).matrix());
-    }
+    gS = gA;  // the softmax row's Jacobian is symmetric: its reverse mode is its tangent
+    parts::softmax_tangent_rows(A, gS, R.beta, R.causal);
     // S = q k^T: gq = gS k, gk = gS^T q.
     gq.middleCols(c0, dh).noalias() = gS * k.middleCols(c0, dh);
     gk.middleCols(c0, dh).noalias() = gS.transpose() * q.middleCols(c0, dh);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "tokdyn/models/parts/parts.hpp"
 #include "tokdyn/models/rope/attention.hpp"
 #include "tokdyn/core/nn.hpp"
 #include "tokdyn/core/parallel.hpp"
@@ -19,9 +20,6 @@ namespace tokdyn::tf {
 
 namespace {
 
-constexpr double kInvSqrt2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
 
 template <class E>
 E pick(const std::string& what, const std::string& s, std::initializer_list<std::pair<const char*, E>> opts) {
@@ -33,22 +31,21 @@ E pick(const std::string& what, const std::string& s, std::initializer_list<std:
   throw std::invalid_argument(fmt::format("{}: expected {}, got '{}'", what, all, s));
 }
 
-// Rotates the rows of Y (T x d) in place: row t by R_t (RoPE planes (2l, 2l+1) inside each head of
-// size dh = 2 omega.size(), angle omega_l t; the same frequencies in every head).
-void rope_rotate(const std::vector<double>& omega, Eigen::Ref<Mat> Y) {
-  const auto dh = static_cast<Eigen::Index>(2 * omega.size());
-  for (Eigen::Index t = 0; t < Y.rows(); ++t)
-    for (Eigen::Index pl = 0; pl < Y.cols() / 2; ++pl) {
-      const std::size_t l = static_cast<std::size_t>(pl % (dh / 2));
-      const double a = omega[l] * static_cast<double>(t), c = std::cos(a), s = std::sin(a);
-      const auto i = 2 * pl;
-      const double y0 = Y(t, i), y1 = Y(t, i + 1);
-      Y(t, i) = c * y0 - s * y1;
-      Y(t, i + 1) = s * y0 + c * y1;
-    }
+parts::NormKind norm_kind(Norm n) { return n == Norm::Layer ? parts::NormKind::LayerNorm : parts::NormKind::RMSNorm; }
+
+// The shared parts' activation of each of the block's activations.
+parts::Act act_of(Activation a) {
+  switch (a) {
+    case Activation::GeluExact: return parts::Act::Gelu;
+    case Activation::GeluTanh: return parts::Act::GeluTanh;
+    case Activation::Silu: return parts::Act::Silu;
+    case Activation::Tanh: return parts::Act::Tanh;
+    case Activation::Relu: return parts::Act::Relu;
+  }
+  return parts::Act::Gelu;
 }
 
-// Row-wise tangent of the norm: dZ = DS(X)[dX] (§2.2 formulas applied to one direction). dX may
+// Row-wise tangent of the norm: dZ = DS(X)[dX] (parts::norm_tangent_rows, §2.2 formulas). dX may
 // stack several tangents of the same state: its row i is taken at the state row i mod X.rows().
 void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X, const Eigen::Ref<const Mat>& dX,
                   Eigen::Ref<Mat> dZ) {
@@ -56,16 +53,12 @@ void norm_tangent(const Config& c, const Vec& g, const Eigen::Ref<const Mat>& X,
     dZ = dX;
     return;
   }
-  for (Eigen::Index t = 0; t < dX.rows(); ++t) {
-    RowVec x = X.row(t % X.rows()), dx = dX.row(t);
-    if (c.norm == Norm::Layer) {
-      x.array() -= x.mean();
-      dx.array() -= dx.mean();
-    }
-    const double r = nn::rms_inverse(x, c.eps);
-    const double dr = nn::rms_inverse_derivative(r, x, dx);
-    dZ.row(t) = (dx * r + x * dr).cwiseProduct(g.transpose());
-  }
+  const Mat Xm = X, dXm = dX;
+  Mat N(Xm.rows(), Xm.cols()), dY(dXm.rows(), dXm.cols());
+  std::vector<double> inv(static_cast<std::size_t>(Xm.rows()));
+  parts::norm_rows<double>(norm_kind(c.norm), Xm, g, Vec(), c.eps, N, 0, Xm.rows(), inv.data());
+  parts::norm_tangent_rows(norm_kind(c.norm), Xm, inv.data(), g, dXm, dY, 0, dXm.rows());
+  dZ = dY;
 }
 
 }  // namespace
@@ -170,33 +163,9 @@ LayerWeights random_weights(const Config& c, int r, double sigma_w, double sigma
   return W;
 }
 
-double activation(Activation a, double z) {
-  switch (a) {
-    case Activation::GeluExact: return 0.5 * z * std::erfc(-z * kInvSqrt2);
-    case Activation::GeluTanh: return 0.5 * z * (1.0 + std::tanh(kSqrt2OverPi * (z + 0.044715 * z * z * z)));
-    case Activation::Silu: return nn::silu(z);
-    case Activation::Tanh: return std::tanh(z);
-    case Activation::Relu: return z > 0.0 ? z : 0.0;
-  }
-  return 0.0;
-}
+double activation(Activation a, double z) { return parts::act_value<double>(act_of(a), z); }
 
-double activation_derivative(Activation a, double z) {
-  switch (a) {
-    case Activation::GeluExact: return 0.5 * std::erfc(-z * kInvSqrt2) + z * kInvSqrt2Pi * std::exp(-0.5 * z * z);
-    case Activation::GeluTanh: {
-      const double u = kSqrt2OverPi * (z + 0.044715 * z * z * z), th = std::tanh(u);
-      return 0.5 * (1.0 + th) + 0.5 * z * (1.0 - th * th) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * z * z);
-    }
-    case Activation::Silu: return nn::silu_derivative(z);
-    case Activation::Tanh: {
-      const double th = std::tanh(z);
-      return 1.0 - th * th;
-    }
-    case Activation::Relu: return z > 0.0 ? 1.0 : 0.0;
-  }
-  return 0.0;
-}
+double activation_derivative(Activation a, double z) { return parts::act_derivative<double>(act_of(a), z); }
 
 double activation_lipschitz(Activation a) {
   // sup |phi'| (§2.2): GELU exact phi'(sqrt 2) = Phi(sqrt 2) + sqrt 2 phi_N(sqrt 2) = 1.12837...;
@@ -220,25 +189,19 @@ double activation_lipschitz(Activation a) {
 }
 
 Mat score_bias(const Config& c, int T) {
-  const double ninf = -std::numeric_limits<double>::infinity();
-  Mat B = Mat::Zero(T, T);
-  for (int t = 0; t < T; ++t)
-    for (int s = 0; s < T; ++s) {
-      bool allowed = true;
-      double b = 0.0;
-      switch (c.mask) {
-        case Mask::Causal: allowed = s <= t; break;
-        case Mask::Bidirectional: break;
-        case Mask::BlockLocal: allowed = s <= t && s / c.block == t / c.block; break;
-        case Mask::Sliding: allowed = s <= t && t - s < c.window; break;
-        case Mask::Leaky:
-          if (s > t) b = std::log(c.eps_leak);
-          break;
-      }
-      if (c.pos == Positional::Alibi) b -= c.alibi_slope * std::abs(t - s);
-      B(t, s) = allowed ? b : ninf;
-    }
-  return B;
+  parts::MaskSpec m;
+  switch (c.mask) {
+    case Mask::Causal: m.kind = parts::MaskKind::Causal; break;
+    case Mask::Bidirectional: m.kind = parts::MaskKind::Bidirectional; break;
+    case Mask::BlockLocal: m.kind = parts::MaskKind::Block; break;
+    case Mask::Sliding: m.kind = parts::MaskKind::Sliding; break;
+    case Mask::Leaky: m.kind = parts::MaskKind::Leaky; break;
+  }
+  m.block = c.block;
+  m.window = c.window;
+  m.eps_leak = c.eps_leak;
+  if (c.pos == Positional::Alibi) m.alibi_slope = c.alibi_slope;
+  return parts::score_bias(m, T);
 }
 
 void apply_norm(const Config& c, const Vec& g, const Vec& beta, const Eigen::Ref<const Mat>& X, Mat& Z) {
@@ -247,13 +210,8 @@ void apply_norm(const Config& c, const Vec& g, const Vec& beta, const Eigen::Ref
     Z = X;
     return;
   }
-  for (Eigen::Index t = 0; t < X.rows(); ++t) {
-    RowVec x = X.row(t);
-    if (c.norm == Norm::Layer) x.array() -= x.mean();
-    const double r = nn::rms_inverse(x, c.eps);
-    Z.row(t) = (x * r).cwiseProduct(g.transpose());
-    if (c.norm == Norm::Layer) Z.row(t) += beta.transpose();
-  }
+  const Mat Xm = X;
+  parts::norm_rows<double>(norm_kind(c.norm), Xm, g, c.norm == Norm::Layer ? beta : Vec(), c.eps, Z, 0, Xm.rows());
 }
 
 Mat norm_jacobian(const Config& c, const Vec& g, const Vec& x) {
@@ -314,12 +272,12 @@ void Transformer::forward_run(const LayerWeights& W, const Mat& B, const Eigen::
   c.Q.noalias() = c.A_in * W.W_Q.transpose();
   c.K.noalias() = c.A_in * W.W_K.transpose();
   c.Vv.noalias() = c.A_in * W.W_V.transpose();
-  if (cfg_.pos == Positional::Rope) {
-    const auto omega = rope::standard_frequencies(cfg_.d / cfg_.heads, cfg_.rope_base);
-    rope_rotate(omega, c.Q);
-    rope_rotate(omega, c.K);
-  }
   const int H = cfg_.heads, dh = cfg_.d / H;
+  if (cfg_.pos == Positional::Rope) {  // interleaved planes (2l, 2l+1) of each head, angle omega_l t
+    const parts::RotaryTable R(rope::standard_frequencies(dh, cfg_.rope_base), static_cast<int>(T), true);
+    parts::rotary_rows<double>(R, c.Q, 0, H, dh, static_cast<int>(T), 0, T);
+    parts::rotary_rows<double>(R, c.K, 0, H, dh, static_cast<int>(T), 0, T);
+  }
   c.alpha.resize(T, static_cast<Eigen::Index>(H) * T);
   c.R1 = X;
   for (int h = 0; h < H; ++h) {
@@ -354,16 +312,14 @@ void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen
   if (pre) norm_tangent(cfg_, W.g_attn, c.X, dX, dA);
   else dA = dX;
   Mat dQ = dA * W.W_Q.transpose(), dK = dA * W.W_K.transpose(), dV = dA * W.W_V.transpose();
-  if (cfg_.pos == Positional::Rope) {
-    const auto omega = rope::standard_frequencies(cfg_.d / cfg_.heads, cfg_.rope_base);
-    for (Eigen::Index r = 0; r < g; ++r) {
-      rope_rotate(omega, dQ.middleRows(r * T, T));
-      rope_rotate(omega, dK.middleRows(r * T, T));
-    }
-  }
-  // Softmax tangent per head: d alpha_t = alpha_t ⊙ (du_t - <alpha_t, du_t>) (rows sum to 0), with
-  // du = (dQ K^T + Q dK^T) / tau; (Q dK_r^T) is the transpose of the block r of dK Q^T.
   const int H = cfg_.heads, dh = cfg_.d / H;
+  if (cfg_.pos == Positional::Rope) {  // the rotation is linear: the tangent is rotated alike (row i at position i mod T)
+    const parts::RotaryTable R(rope::standard_frequencies(dh, cfg_.rope_base), static_cast<int>(T), true);
+    parts::rotary_rows<double>(R, dQ, 0, H, dh, static_cast<int>(T), 0, dQ.rows());
+    parts::rotary_rows<double>(R, dK, 0, H, dh, static_cast<int>(T), 0, dK.rows());
+  }
+  // Softmax tangent per head (parts::softmax_tangent_rows): d alpha_t = alpha_t ⊙ (du_t - <alpha_t, du_t>)
+  // with du = (dQ K^T + Q dK^T) / tau; (Q dK_r^T) is the transpose of the block r of dK Q^T.
   Mat dR1 = dX;
   Mat dAl(dX.rows(), T);
   for (int h = 0; h < H; ++h) {
@@ -372,9 +328,8 @@ void Transformer::tangent_run(const LayerWeights& W, const Cache& c, const Eigen
     const Mat dU2 = dK.middleCols(h * dh, dh) * c.Q.middleCols(h * dh, dh).transpose();
     for (Eigen::Index r = 0; r < g; ++r) {
       auto blk = dAl.middleRows(r * T, T);
-      blk = a.cwiseProduct(dU1.middleRows(r * T, T) + dU2.middleRows(r * T, T).transpose()) / cfg_.tau();
-      const Vec rs = blk.rowwise().sum();
-      blk -= a.cwiseProduct(rs.replicate(1, T));
+      blk = dU1.middleRows(r * T, T) + dU2.middleRows(r * T, T).transpose();
+      parts::softmax_tangent_rows(a, blk, 1.0 / cfg_.tau(), false);
       dR1.block(r * T, h * dh, T, dh).noalias() += a * dV.block(r * T, h * dh, T, dh);
     }
     dR1.middleCols(h * dh, dh).noalias() += dAl * c.Vv.middleCols(h * dh, dh);

@@ -21,10 +21,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tokdyn/engine/dynamics.hpp"
-#include "tokdyn/models/decoder/parts.hpp"
+#include "tokdyn/models/parts/parts.hpp"
 #include "tokdyn/engine/schedule.hpp"
 
 namespace tokdyn::decoder {
+
+// The shared transformer parts (models/parts/parts.hpp), named here as the families use them.
+using namespace parts;
 
 enum class Positions { None, Learned, Rotary };
 enum class Layout { Sequential, Parallel };

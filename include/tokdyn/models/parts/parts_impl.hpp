@@ -6,7 +6,7 @@
 
 #include <unsupported/Eigen/SpecialFunctions>
 
-namespace tokdyn::decoder {
+namespace tokdyn::parts {
 
 template <class S, class DU, class DG>
 void act_block(Act a, const Eigen::ArrayBase<DU>& U, Eigen::ArrayBase<DG> const& G_) {
@@ -24,6 +24,23 @@ void act_block(Act a, const Eigen::ArrayBase<DU>& U, Eigen::ArrayBase<DG> const&
     case Act::Relu:
       G = U.max(S(0));
       return;
+    case Act::Tanh:
+      G = U.tanh();
+      return;
+  }
+}
+
+template <class DP, class DS>
+void softmax_tangent_rows(const Eigen::MatrixBase<DP>& P, Eigen::MatrixBase<DS> const& dS_, double scale, bool causal) {
+  auto& dS = const_cast<Eigen::MatrixBase<DS>&>(dS_);
+  const Eigen::Index T = P.rows(), C = P.cols();
+  for (Eigen::Index i = 0; i < T; ++i) {
+    const Eigen::Index n = causal ? std::min(i + 1, C) : C;
+    const auto p = P.row(i).head(n).array();
+    auto ds = dS.row(i).head(n).array();
+    const double m = (p * ds).sum();
+    ds = scale * p * (ds - m);
+    dS.row(i).tail(C - n).setZero();
   }
 }
 
@@ -54,15 +71,9 @@ void attention_head_tangent(const Eigen::MatrixBase<DQ>& Q, const Eigen::MatrixB
   Mat dS(T, T);
   dS.noalias() = dQ * K.transpose();
   dS.noalias() += Q * dK.transpose();
-  for (Eigen::Index i = 0; i < T; ++i) {
-    const Eigen::Index n = causal ? i + 1 : T;
-    double m = 0;
-    for (Eigen::Index j = 0; j < n; ++j) m += P(i, j) * dS(i, j);
-    for (Eigen::Index j = 0; j < n; ++j) dS(i, j) = scale * P(i, j) * (dS(i, j) - m);
-    for (Eigen::Index j = n; j < T; ++j) dS(i, j) = 0;
-  }
+  softmax_tangent_rows(P, dS, scale, causal);
   dO.noalias() = dS * V;
   dO.noalias() += P * dV;
 }
 
-}  // namespace tokdyn::decoder
+}  // namespace tokdyn::parts

@@ -1,16 +1,17 @@
-// Transformer parts with their exact tangents (models/decoder/parts.hpp).
-#include "tokdyn/models/decoder/parts.hpp"
+// Transformer parts with their exact tangents (models/parts/parts.hpp).
+#include "tokdyn/models/parts/parts.hpp"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
-namespace tokdyn::decoder {
+namespace tokdyn::parts {
 
 template <class S>
 S act_value(Act a, S u) {
   switch (a) {
-    case Act::Gelu:
-      return S(0.5) * u * (S(1) + std::erf(u * S(0.70710678118654752440)));
+    case Act::Gelu:  // u Phi(u) with Phi through erfc: no cancellation for negative u
+      return S(0.5) * u * std::erfc(-u * S(0.70710678118654752440));
     case Act::GeluTanh: {
       const S c = S(0.79788456080286535588);  // sqrt(2/pi)
       return S(0.5) * u * (S(1) + std::tanh(c * (u + S(0.044715) * u * u * u)));
@@ -19,6 +20,8 @@ S act_value(Act a, S u) {
       return u / (S(1) + std::exp(-u));
     case Act::Relu:
       return u > S(0) ? u : S(0);
+    case Act::Tanh:
+      return std::tanh(u);
   }
   return u;
 }
@@ -27,7 +30,7 @@ template <class S>
 S act_derivative(Act a, S u) {
   switch (a) {
     case Act::Gelu: {
-      const S Phi = S(0.5) * (S(1) + std::erf(u * S(0.70710678118654752440)));
+      const S Phi = S(0.5) * std::erfc(-u * S(0.70710678118654752440));
       const S phi = S(0.39894228040143267794) * std::exp(S(-0.5) * u * u);
       return Phi + u * phi;
     }
@@ -42,6 +45,10 @@ S act_derivative(Act a, S u) {
     }
     case Act::Relu:
       return u > S(0) ? S(1) : S(0);
+    case Act::Tanh: {
+      const S t = std::tanh(u);
+      return S(1) - t * t;
+    }
   }
   return S(1);
 }
@@ -141,8 +148,44 @@ RotaryTable::RotaryTable(const std::vector<double>& freqs, int T, bool inter)
     }
 }
 
+RotaryTable::RotaryTable(const std::vector<double>& freqs, const std::vector<double>& positions, bool inter)
+    : rot_dims(static_cast<int>(2 * freqs.size())), interleaved(inter) {
+  const Eigen::Index P = static_cast<Eigen::Index>(freqs.size()), T = static_cast<Eigen::Index>(positions.size());
+  cos.resize(T, P);
+  sin.resize(T, P);
+  for (Eigen::Index p = 0; p < T; ++p)
+    for (Eigen::Index i = 0; i < P; ++i) {
+      const double a = freqs[static_cast<std::size_t>(i)] * positions[static_cast<std::size_t>(p)];
+      cos(p, i) = std::cos(a);
+      sin(p, i) = std::sin(a);
+    }
+}
+
+Mat score_bias(const MaskSpec& m, int T) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  const double leak = m.kind == MaskKind::Leaky ? std::log(m.eps_leak) : 0.0;
+  Mat B = Mat::Zero(T, T);
+  for (int t = 0; t < T; ++t)
+    for (int s = 0; s < T; ++s) {
+      bool allowed = true;
+      double b = 0.0;
+      switch (m.kind) {
+        case MaskKind::Causal: allowed = s <= t; break;
+        case MaskKind::Bidirectional: break;
+        case MaskKind::Block: allowed = s <= t && s / m.block == t / m.block; break;
+        case MaskKind::Sliding: allowed = s <= t && t - s < m.window; break;
+        case MaskKind::Leaky:
+          if (s > t) b = leak;
+          break;
+      }
+      if (m.alibi_slope != 0.0) b -= m.alibi_slope * std::abs(t - s);
+      B(t, s) = allowed ? b : ninf;
+    }
+  return B;
+}
+
 template <class S>
-void rotary_rows(const RotaryTable& R, MatT<S>& M, long c0, int heads, int hd, int T, long r0, long r1) {
+void rotary_rows(const RotaryTable& R, MatT<S>& M, long c0, int heads, int hd, int T, long r0, long r1, bool inverse) {
   const int half = R.rot_dims / 2;
   for (long row = r0; row < r1; ++row) {
     const long p = row % T;
@@ -150,7 +193,7 @@ void rotary_rows(const RotaryTable& R, MatT<S>& M, long c0, int heads, int hd, i
     for (int h = 0; h < heads; ++h) {
       S* x = m + c0 + static_cast<long>(h) * hd;
       for (int i = 0; i < half; ++i) {
-        const S c = static_cast<S>(R.cos(p, i)), s = static_cast<S>(R.sin(p, i));
+        const S c = static_cast<S>(R.cos(p, i)), s = inverse ? -static_cast<S>(R.sin(p, i)) : static_cast<S>(R.sin(p, i));
         const int a = R.interleaved ? 2 * i : i, b = R.interleaved ? 2 * i + 1 : i + half;
         const S xa = x[a], xb = x[b];
         x[a] = xa * c - xb * s;
@@ -160,7 +203,7 @@ void rotary_rows(const RotaryTable& R, MatT<S>& M, long c0, int heads, int hd, i
   }
 }
 
-template void rotary_rows<float>(const RotaryTable&, MatF&, long, int, int, int, long, long);
-template void rotary_rows<double>(const RotaryTable&, Mat&, long, int, int, int, long, long);
+template void rotary_rows<float>(const RotaryTable&, MatF&, long, int, int, int, long, long, bool);
+template void rotary_rows<double>(const RotaryTable&, Mat&, long, int, int, int, long, long, bool);
 
-}  // namespace tokdyn::decoder
+}  // namespace tokdyn::parts
