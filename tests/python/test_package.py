@@ -426,17 +426,23 @@ def test_cocycle_spectra_rank_cross_check_is_off_by_default_above_d64(tmp_path):
     assert (tmp_path / "small" / "rank.csv").exists() and "warnings" not in small.manifest
 
 
-def test_stubs_name_every_registry_model():
-    """python/tokdyn/__init__.pyi lists one `def NAME(self, **knobs)` in _Models per registry model:
-    a model added to the registry without its stub fails here."""
-    import re
+def test_stubs_are_generated_from_the_registry():
+    """python/tokdyn/__init__.pyi's model constructors are scripts/gen_pyi.py's rendering of the live
+    registry (one typed def per model, every knob with its type and help): a model or knob added
+    without regenerating the stubs fails here."""
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(["/usr/bin/python3", str(root / "scripts" / "gen_pyi.py"), "--check"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(tokdyn.__file__).parent.parent)})
+    assert r.returncode == 0, r.stdout + r.stderr
     stub = (Path(tokdyn.__file__).parent / "__init__.pyi").read_text()
-    block = stub[stub.index("class _Models:"):]
-    block = block[:block.index("\nmodels:")]
-    stubbed = set(re.findall(r"def (\w+)\(self, \*\*knobs", block))
-    assert stubbed == set(tokdyn.model_names()), (stubbed, tokdyn.model_names())
+    import ast
+    tree = ast.parse(stub)
+    models = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_Models")
+    defs = {f.name: [a.arg for a in f.args.kwonlyargs] for f in models.body if isinstance(f, ast.FunctionDef)}
     for name in tokdyn.model_names():
-        assert set(tokdyn.SCHEDULE_KNOBS[name]) <= {k["key"] for k in tokdyn.models.describe(name)["params"]}, name
+        assert defs[name] == [k["key"] for k in tokdyn.models.describe(name)["params"]], name
+        assert set(tokdyn.SCHEDULE_KNOBS[name]) <= set(defs[name]), name
 
 
 def test_hidden_states_of_a_batch_like_hugging_face():
