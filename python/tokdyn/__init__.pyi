@@ -237,8 +237,8 @@ class _Models:
              layers: Literal['cycle', 'single'] = ..., layer: int = ..., update: Literal['residual', 'sphere'] = ...,
              tau: float = ..., vocab: int = ..., token_ids: PathLike = ..., use_positions: bool = ...,
              sublayers: Literal['both', 'attention', 'mlp'] = ..., beta: float = ...,
-             qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., tokens: int = ...,
-             seed: int = ..., depth: int = ...) -> Model:
+             qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., qk_from: int = ...,
+             tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
         """GPT-2: learned positions, Pre-LN LayerNorm with bias, GELU-tanh MLP, fused Conv1D attention (Hugging Face layout) (GPT2LMHeadModel checkpoints; fp32 state, exact double tangents)
 
         checkpoint: checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model
@@ -255,6 +255,7 @@ class _Models:
         beta: inverse temperature
         qk: W_Q and W_K as loaded, perturbed (+ qk_sigma rms(W) N(0,1)) or random (N(0, init_std^2))
         qk_sigma: relative size of the W_Q / W_K perturbation
+        qk_from: first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)
         tokens: tokens per sequence
         seed: seed of the start tokens and random weights
         depth: layers the model is built for (untied random Transformer weights)
@@ -264,8 +265,8 @@ class _Models:
               update: Literal['residual', 'sphere'] = ..., tau: float = ..., vocab: int = ...,
               token_ids: PathLike = ..., use_positions: bool = ...,
               sublayers: Literal['both', 'attention', 'mlp'] = ..., beta: float = ...,
-              qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., tokens: int = ...,
-              seed: int = ..., depth: int = ...) -> Model:
+              qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., qk_from: int = ...,
+              tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
         """Llama: RMSNorm, rotary (rope_theta, rope_scaling linear / llama3), grouped-query attention, SwiGLU MLP, no biases (LlamaForCausalLM checkpoints; fp32 state, exact double tangents)
 
         checkpoint: checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model
@@ -282,6 +283,7 @@ class _Models:
         beta: inverse temperature
         qk: W_Q and W_K as loaded, perturbed (+ qk_sigma rms(W) N(0,1)) or random (N(0, init_std^2))
         qk_sigma: relative size of the W_Q / W_K perturbation
+        qk_from: first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)
         tokens: tokens per sequence
         seed: seed of the start tokens and random weights
         depth: layers the model is built for (untied random Transformer weights)
@@ -292,8 +294,8 @@ class _Models:
              update: Literal['residual', 'sphere'] = ..., tau: float = ..., vocab: int = ...,
              token_ids: PathLike = ..., use_positions: bool = ...,
              sublayers: Literal['both', 'attention', 'mlp'] = ..., beta: float = ...,
-             qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., tokens: int = ...,
-             seed: int = ..., depth: int = ...) -> Model:
+             qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., qk_from: int = ...,
+             tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
         """GPT-NeoX / Pythia: rotary on rotary_pct of each head, LayerNorm with bias, GELU MLP, parallel (or sequential) residual (GPTNeoXForCausalLM checkpoints; fp32 state, exact double tangents)
 
         checkpoint: checkpoint directory (config.json + model.safetensors); empty: a freshly initialised model
@@ -310,6 +312,7 @@ class _Models:
         beta: inverse temperature
         qk: W_Q and W_K as loaded, perturbed (+ qk_sigma rms(W) N(0,1)) or random (N(0, init_std^2))
         qk_sigma: relative size of the W_Q / W_K perturbation
+        qk_from: first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)
         tokens: tokens per sequence
         seed: seed of the start tokens and random weights
         depth: layers the model is built for (untied random Transformer weights)

@@ -195,10 +195,10 @@ OutputDecl depth_spectra_outputs() {
   // rows: the state's rows per run: the tokens (hierarchical: the tokens, then the held block summaries).
   o.arrays = {{"x0.npy", "float64 [rows, d]: the start state used (rows: the tokens; model = hierarchical: then the held block summaries)", ""},
               {"v0.npy", "float64 [k, rows, d]: the initial tangent frame before projection and orthonormalisation", ""},
-              {"token_ids.npy", "int64 [1, tokens]: the token ids embedded as the start state", "model = mamba2, gpt2, neox or llama"},
               {"trajectory.npy", "float64 [depth + 1, rows, d]: the states x(0..depth)", "trajectory = true"},
               {"attention/layer_<K>.npy", "float64 [runs, heads, tokens, tokens]: attention weights of layer K at x(K-1) (runs = 1)", "attention lists K"},
               {"taps/<model>/layer_<K>.npy", "float64 [1, rows, d]: the state after layer K", "taps lists K"}};
+  for (ArrayDecl& a : model_arrays()) o.arrays.push_back(std::move(a));  // the models' own files (token_ids.npy)
   o.summaries = {{"mu_max", "the largest of the k exponents computed", "1/layer", ""},
                  {"mu_min", "the smallest of the k exponents computed", "1/layer", ""},
                  {"sum_mu", "sum of the k exponents (volume growth of a k-frame)", "1/layer", ""},

@@ -183,6 +183,28 @@ const std::vector<ModelDescriptor>& model_registry() {
   return r;
 }
 
+std::vector<ArrayDecl> model_arrays(const std::string& model_key, const std::vector<std::string>& only) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::string, std::vector<std::string>>> by_file;  // file -> (description, models)
+  for (const ModelDescriptor& m : model_registry()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), m.name) == only.end()) continue;
+    for (const ArrayDecl& a : m.writes) {
+      auto [it, fresh] = by_file.try_emplace(a.pattern, a.description, std::vector<std::string>{});
+      if (fresh) order.push_back(a.pattern);
+      it->second.second.push_back(m.name);
+    }
+  }
+  std::vector<ArrayDecl> out;
+  for (const std::string& f : order) {
+    const auto& [description, models] = by_file.at(f);
+    std::string who;
+    for (std::size_t i = 0; i < models.size(); ++i)
+      who += (i == 0 ? "" : i + 1 == models.size() ? " or " : ", ") + models[i];
+    out.emplace_back(f, description, fmt::format("{} = {}", model_key, who));
+  }
+  return out;
+}
+
 std::vector<std::string> model_names() {
   std::vector<std::string> n;
   for (const ModelDescriptor& m : model_registry()) n.push_back(m.name);

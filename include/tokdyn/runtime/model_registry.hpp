@@ -61,6 +61,9 @@ struct ModelDescriptor {
   /// The knobs that decide which weights act at each depth step (Python's
   /// Model.trajectory(schedule=...) and SCHEDULE_KNOBS).
   std::vector<std::string> schedule_knobs;
+  /// The files its build writes into the run's folder, declared (token_ids.npy for the models
+  /// that embed token ids). A preset with a `model` knob declares them through model_arrays.
+  std::vector<ArrayDecl> writes;
   bool has_tap(const std::string& t) const;
 };
 
@@ -83,6 +86,9 @@ struct ModelRegistration {
 std::vector<std::string> model_knob_conflicts();
 /// The names, in registry order.
 std::vector<std::string> model_names();
+/// Every file the models' builds write (ModelDescriptor::writes), each once, written "when
+/// <model_key> = <the models that write it>" (among `only`; empty: every model).
+std::vector<ArrayDecl> model_arrays(const std::string& model_key = "model", const std::vector<std::string>& only = {});
 /// The names of the models that expose tap `t`.
 std::vector<std::string> models_with_tap(const std::string& t);
 /// The names of the models that can write a fresh checkpoint.

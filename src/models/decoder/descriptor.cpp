@@ -28,11 +28,11 @@ decoder::Arch arch_of(const Family& f, const Params& P) {
 }
 
 /// W_Q and W_K replaced (fresh N(0, init_std^2)) or perturbed (+ sigma rms(W) N(0, 1)), from
-/// streams (seed, 0x9c, layer, block): the rows of the query and key heads of every layer.
-void replace_qk(decoder::Model& m, const std::string& how, double sigma, std::uint64_t seed) {
+/// streams (seed, 0x9c, layer, row): the rows of the query and key heads of layers from .. last.
+void replace_qk(decoder::Model& m, const std::string& how, double sigma, std::uint64_t seed, std::size_t from) {
   const decoder::Arch& a = m.arch;
   const long rows = a.q_rows() + a.kv_rows();
-  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+  for (std::size_t l = from; l < m.layers.size(); ++l) {
     auto W = m.layers[l].qkv_w.topRows(rows);
     const double rms = std::sqrt(W.template cast<double>().squaredNorm() / static_cast<double>(W.size()));
     for (long r = 0; r < rows; ++r) {
@@ -61,7 +61,11 @@ ModelInstance build_decoder(const Family& f, const Params& P, RunContext& ctx) {
   if (layers == "single" && layer >= a.n_layer)
     throw InputError(fmt::format("parameter 'layer': the model has {} layers (0..{}), got {}", a.n_layer, a.n_layer - 1, layer));
   const std::string qk = P.get_string("qk");
-  if (qk != "checkpoint") replace_qk(m, qk, P.get_double("qk_sigma"), static_cast<std::uint64_t>(P.get_int("seed")));
+  const long qk_from = qk != "checkpoint" ? P.get_int("qk_from") : 0;
+  if (qk_from >= a.n_layer)
+    throw InputError(fmt::format("parameter 'qk_from' = {}: the model has {} layers (0..{})", qk_from, a.n_layer, a.n_layer - 1));
+  if (qk != "checkpoint")
+    replace_qk(m, qk, P.get_double("qk_sigma"), static_cast<std::uint64_t>(P.get_int("seed")), static_cast<std::size_t>(qk_from));
   Switches sw;
   sw.positions = P.get_bool("use_positions");
   const std::string sub = P.get_string("sublayers");
@@ -100,7 +104,8 @@ ModelInstance build_decoder(const Family& f, const Params& P, RunContext& ctx) {
                                            : fmt::format("cycle: depth step l uses layer (l-1) mod {}", a.n_layer);
   S.notes["update"] = update == Update::Sphere ? fmt::format("sphere: z <- pi(z + {} (F(z) - z))", P.get_double("tau"))
                                                : "residual: x <- F(x), the model's own residual stream";
-  S.notes["ablations"] = fmt::format("positions {}, sublayers {}, beta {}, qk {}", sw.positions ? "on" : "off", sub, sw.beta, qk);
+  S.notes["ablations"] = fmt::format("positions {}, sublayers {}, beta {}, qk {}{}", sw.positions ? "on" : "off", sub, sw.beta, qk,
+                                     qk != "checkpoint" ? fmt::format(" from layer {}", qk_from) : std::string());
   S.notes["initial_tokens"] = fmt::format("embedding rows of token ids {}{}; token_ids.npy", drawn_from,
                                           a.positions == Positions::Learned && sw.positions ? " plus position rows 0..tokens-1" : "");
   S.notes["tangent_step"] = "value and tangents by DecoderMap::step_double_tangents (double forward mode, weights widened)";
@@ -133,7 +138,9 @@ ModelDescriptor descriptor_of(const Family& f) {
       p_double("beta", 1.0, "inverse temperature", 0.0),
       p_string("qk", "checkpoint", "W_Q and W_K as loaded, perturbed (+ qk_sigma rms(W) N(0,1)) or random (N(0, init_std^2))",
                {"checkpoint", "perturbed", "random"}),
-      p_double("qk_sigma", 0.1, "relative size of the W_Q / W_K perturbation", 0.0, 1e3, true).when("qk", {"perturbed"})};
+      p_double("qk_sigma", 0.1, "relative size of the W_Q / W_K perturbation", 0.0, 1e3, true).when("qk", {"perturbed"}),
+      p_int("qk_from", 0, "first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)", 0, 1000000)
+          .when_not("qk", {"checkpoint"})};
   d.taps = {"attention", "residual_mid"};
   d.build = [&f](const Params& P, RunContext& ctx) { return build_decoder(f, P, ctx); };
   d.cost = [&f](const Params& P) {
@@ -154,6 +161,7 @@ ModelDescriptor descriptor_of(const Family& f) {
     decoder::save(f, decoder::init_model(f, named_arch(f, size), seed), dir);
   };
   d.schedule_knobs = {"layers", "layer"};
+  d.writes = {{"token_ids.npy", "int64 [runs, tokens]: the token ids embedded as the start state"}};
   return d;
 }
 

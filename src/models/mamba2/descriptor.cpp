@@ -106,7 +106,8 @@ std::vector<ModelDescriptor> mamba2_descriptors() {
       [](const std::string& size, std::uint64_t seed, const std::filesystem::path& dir) {
         mamba2::save(mamba2::init_model(mamba2::Config::named(size), seed), dir);
       },
-      {"layers", "layer"}}};
+      {"layers", "layer"},
+      {{"token_ids.npy", "int64 [runs, tokens]: the token ids embedded as the start state"}}}};
 }
 
 __attribute__((init_priority(1000))) const ModelRegistration reg_mamba2{30, mamba2_descriptors};
