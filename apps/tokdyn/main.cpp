@@ -83,6 +83,11 @@ void show_preset(const std::string& name, bool json) {
   }
   fmt::print("{}: {}\n\n", e.name, e.description);
   print_params(e.params);
+  if (!e.renamed.empty()) {
+    std::vector<std::string> rs;
+    for (const auto& [from, to] : e.renamed) rs.push_back(fmt::format("{} -> {}", from, to));
+    fmt::print("\nrenamed (the old name is refused, naming the new one): {}\n", fmt::join(rs, ", "));
+  }
   fmt::print("\noutputs:\n{}", outputs_text(e.outputs));
 }
 

@@ -166,6 +166,8 @@ std::string short_hash(const std::string& text) {
 const ParamSpec& spec_of(const Experiment& e, const std::string& key, const std::string& option) {
   for (const ParamSpec& s : e.params)
     if (s.key == key) return s;
+  if (const std::optional<std::string> to = renamed_to(e, key))
+    throw InputError(fmt::format("{} {}: parameter '{}' was renamed '{}' ({} {}=...)", option, key, key, *to, option, *to));
   std::vector<std::string> keys;
   for (const ParamSpec& s : e.params) keys.push_back(s.key);
   throw InputError(fmt::format("{} {}: not a parameter of preset {}; expected one of {} (see `tokdyn show {}`)", option, key, e.name,

@@ -51,7 +51,7 @@ def plot_coupling_data(d):
     if qi is not None:
         ax[0].axvline(qi, color="0.5", ls=":", label="i.i.d. latents")
     gap_panel(ax[1], ex, "(R22c) exact enumeration, tiny categorical model (V = %s, P = %s, %s blocks)"
-              % (cfg.get("exact_V", "?"), cfg.get("exact_P", "?"), cfg.get("exact_blocks", "?")), False)
+              % (cfg.get("exact_V", "?"), cfg.get("exact_block", "?"), cfg.get("exact_blocks", "?")), False)
     ax[1].axvline(0.5, color="0.5", ls=":")
 
     prof = read_csv(os.path.join(d, "profile.csv"))

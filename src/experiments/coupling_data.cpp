@@ -87,11 +87,11 @@ double prob_diff(const Vector& la, const Vector& lb) { return (la.array().exp() 
 void run_data(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const int S = static_cast<int>(p.get_int("S")), V = static_cast<int>(p.get_int("V")), D = static_cast<int>(p.get_int("dim"));
-  const int P = static_cast<int>(p.get_int("P")), K = static_cast<int>(p.get_int("blocks"));
+  const int P = static_cast<int>(p.get_int("block")), K = static_cast<int>(p.get_int("blocks"));
   const long N = p.get_int("sequences"), Ns = p.get_int("suff_sequences");
   const double contrast = p.get_double("contrast"), rate = p.get_double("rate");
   const Family fam = hmm::parse_family(p.get_string("emission"));
-  const int eV = static_cast<int>(p.get_int("exact_V")), eP = static_cast<int>(p.get_int("exact_P")), eK = static_cast<int>(p.get_int("exact_blocks"));
+  const int eV = static_cast<int>(p.get_int("exact_V")), eP = static_cast<int>(p.get_int("exact_block")), eK = static_cast<int>(p.get_int("exact_blocks"));
   const double pq = p.get_double("profile_q"), sq = p.get_double("suff_q"), cnorm = p.get_double("readin_norm");
 
   // ---- Inputs the schema cannot express ------------------------------------------------------------
@@ -105,7 +105,7 @@ void run_data(const Params& p, RunContext& ctx) {
   if (fam == Family::GaussianVariance && p.is_explicit("dim") && D != 1)
     throw InputError(fmt::format("parameter 'dim' = {}: the gaussian-variance emission is scalar (T = (x, x^2)); expected dim = 1", D));
   if (std::pow(static_cast<double>(eV), static_cast<double>(eP * eK)) > 262144.0)
-    throw InputError(fmt::format("parameters 'exact_V', 'exact_P', 'exact_blocks': {}^({} x {}) sequences to enumerate; expected at most 2^18", eV, eP, eK));
+    throw InputError(fmt::format("parameters 'exact_V', 'exact_block', 'exact_blocks': {}^({} x {}) sequences to enumerate; expected at most 2^18", eV, eP, eK));
   const double q_iid = static_cast<double>(S - 1) / S;  // rows of the symmetric kernel coincide: i.i.d. latents
 
   CheckTable checks(ctx.dir / "checks.csv");
@@ -459,7 +459,7 @@ OutputDecl data_outputs() {
   o.tables = {
       checks_table(),
       {"risks.csv", "one predictor at one persistence q: its next-token risk and its gap to the Bayes predictor (R22 c)",
-       {category("method", "how the risk was computed", {{"exact", "exact enumeration of the tiny categorical model (exact_V, exact_P, exact_blocks)"},
+       {category("method", "how the risk was computed", {{"exact", "exact enumeration of the tiny categorical model (exact_V, exact_block, exact_blocks)"},
                                                           {"monte_carlo", "Monte Carlo over `sequences` sequences of the preset's model"}}),
         category("emission", "emission family", families), real("q", "persistence q of the symmetric latent chain"),
         category("predictor", "what the predictor of block k sees of blocks 1..k-1", predictors),
@@ -500,7 +500,7 @@ std::vector<ParamSpec> data_params() {
       p_int("S", 2, "latent states", 2, 16),
       p_int("V", 4, "symbols of the categorical emissions (>= 2)", 1, 64),
       p_int("dim", 2, "dimension of the Gaussian emission (the variance control is scalar)", 1, 16),
-      p_int("P", 8, "block length (tokens per block)", 1, 256),
+      p_int("block", 8, "block length P (tokens per block)", 1, 256),
       p_int("blocks", 6, "blocks per sequence (K)", 2, 1000),
       p_int("sequences", 100000, "Monte Carlo sequences per q of the sweep", 2, 100000000),
       p_int("suff_sequences", 20000, "Monte Carlo sequences per family of R23", 2, 100000000),
@@ -508,7 +508,7 @@ std::vector<ParamSpec> data_params() {
       p_double("contrast", 1.5, "scale of the latent's effect on the emissions", 0.0, 100.0, true),
       p_double("rate", 3.0, "Poisson base rate", 0.0, 100.0, true),
       p_int("exact_V", 2, "exact enumeration (R22, profile): symbols", 2, 16),
-      p_int("exact_P", 3, "exact enumeration: block length", 1, 18),
+      p_int("exact_block", 3, "exact enumeration: block length", 1, 18),
       p_int("exact_blocks", 3, "exact enumeration: blocks", 2, 18),
       p_double("profile_q", 0.1, "persistence of the profile-risk and MC-vs-exact model", 0.0, 1.0),
       p_double("suff_q", 0.1, "persistence of the R23 sufficiency runs", 0.0, 1.0),
@@ -518,15 +518,16 @@ std::vector<ParamSpec> data_params() {
   };
 }
 
-const ExperimentRegistration reg_coupling_data{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_data{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-data",
     "Coupling paper §5.3 data side: block HMM risks vs persistence (Prop 13, R22, F13, F14) and block-mean sufficiency (Prop 14, R23)",
     data_params(), run_data, "coupling-data",
     [](const Params& p) {
-      const double T = static_cast<double>(p.get_int("P")) * static_cast<double>(p.get_int("blocks"));
+      const double T = static_cast<double>(p.get_int("block")) * static_cast<double>(p.get_int("blocks"));
       const double n = static_cast<double>(p.get_int("sequences")), ns = static_cast<double>(p.get_int("suff_sequences"));
       return ResourceEstimate{64e6, 200.0 * T * (10.0 * n + 4.0 * ns), "sequences x tokens x predictors (streamed in chunks)"};
-    }}, {{"sequences", "10"}, {"suff_sequences", "10"}, {"blocks", "2"}, {"exact_P", "2"}, {"exact_blocks", "2"}}), data_outputs())};
+    }}, {{"sequences", "10"}, {"suff_sequences", "10"}, {"blocks", "2"}, {"exact_block", "2"}, {"exact_blocks", "2"}}), data_outputs()),
+    {{"P", "block"}, {"exact_P", "exact_block"}})};
 
 }  // namespace
 }  // namespace tokdyn

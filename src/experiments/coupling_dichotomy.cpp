@@ -97,13 +97,13 @@ std::pair<double, double> sector_rate(const std::vector<Matrix>& S, long H, long
 
 void run_dichotomy(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const long window = p.get_int("R11_window"), L = p.get_int("L");
+  const long window = p.get_int("R11_window"), L = p.get_int("depth");
   const std::vector<long>& Hs = p.get_int_list("H");
   const tf::Form form = p.get_string("form") == "paper" ? tf::Form::Paper : tf::Form::Exact;
   for (long H : Hs)
     if (H > window)
       throw InputError(fmt::format("parameter 'H': Steklov window {} is longer than the depth window R11_window = {}", H, window));
-  if (window > L) throw InputError(fmt::format("parameter 'R11_window' = {}: longer than the depth L = {}", window, L));
+  if (window > L) throw InputError(fmt::format("parameter 'R11_window' = {}: longer than the depth (depth = {})", window, L));
   const std::vector<double> sigma = number_list_param(p, "sigma");
   for (double v : sigma)
     if (std::abs(std::abs(1.0 + v) - 1.0) < 1e-9)
@@ -308,8 +308,8 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   // cocycles' spectra (I + M~)(I + V/j), j = 1..T (Thm 3: the full flow is block diagonal in the
   // Pascal eigenbasis W (x) I). The sectors are what tokdyn computes; the dense Td product is the
   // cross-check. Finite-window exponents of conjugate cocycles differ by at most 2 log kappa(W)/N.
-  if (cfg.mask == tf::Mask::Causal && cfg.pos == tf::Positional::None && p.get_int("T") * d <= 256) {
-    const int T = static_cast<int>(p.get_int("T"));
+  if (cfg.mask == tf::Mask::Causal && cfg.pos == tf::Positional::None && p.get_int("tokens") * d <= 256) {
+    const int T = static_cast<int>(p.get_int("tokens"));
     const long burn = L / 4, N = L - burn;
     const Mat astar = fk::alpha_star(T);
     std::vector<double> sectors, full;
@@ -481,7 +481,7 @@ OutputDecl coupling_dichotomy_outputs() {
        {index("i", "rank in ascending order (0: the smallest)", 0),
         real("mu_full", "exponent of the dense T d Jacobian cocycle (layers L/4..L-1)", "1/layer"),
         real("mu_sectors", "exponent of the union of the T sector cocycles (I + M~)(I + V/j), j = 1..T (same layers)", "1/layer")},
-       "mask = causal, positional = none and T d <= 256"},
+       "mask = causal, positional = none and tokens x d <= 256"},
       {"windows.csv", "R11: one depth window [first, last) of the Transformer's tangent cocycle: (A4)/(A5) diagnostics",
        {index("first", "first layer of the window", 0), integer("last", "one past the window's last layer"),
         integer("H", "Steklov window of the Bohl intervals (the largest H)"),
@@ -511,10 +511,10 @@ OutputDecl coupling_dichotomy_outputs() {
   return o;
 }
 
-const ExperimentRegistration reg_coupling_dichotomy{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_dichotomy{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-dichotomy",
     "Coupling paper Thm 5 / (A4)-(A5): dichotomy spectra R10 (a)-(e), window diagnostics R11 on random Pre-LN stacks (F17, F19)",
-    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}, {{"L", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}}), coupling_dichotomy_outputs())};
+    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}, {{"depth", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}}), coupling_dichotomy_outputs()))};
 
 }  // namespace
 }  // namespace tokdyn

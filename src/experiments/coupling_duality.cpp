@@ -69,9 +69,9 @@ struct FlowFamily {
 std::vector<FlowFamily> families(const Params& p, RunContext& ctx, const std::string& which) {
   std::vector<FlowFamily> out;
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const int T = static_cast<int>(p.get_int("T")), P = static_cast<int>(p.get_int("P"));
-  if (P > T) throw InputError(fmt::format("parameter 'P' = {}: longer than the sequence T = {}", P, T));
-  if (P < 2) throw InputError(fmt::format("parameter 'P' = {}: expected >= 2 (a block of one token has no fluctuation sector)", P));
+  const int T = static_cast<int>(p.get_int("tokens")), P = static_cast<int>(p.get_int("block"));
+  if (P > T) throw InputError(fmt::format("parameter 'block' = {}: longer than the sequence (tokens = {})", P, T));
+  if (P < 2) throw InputError(fmt::format("parameter 'block' = {}: expected >= 2 (a block of one token has no fluctuation sector)", P));
   if (which == "g4" || which == "both") {
     const auto [m, v] = g4_sector_params(p);
     out.push_back({"g4", duality::from_g4(p.get_int("g4_L"), m, v, p.get_double("g4_omega"), seed), T, P});
@@ -81,7 +81,7 @@ std::vector<FlowFamily> families(const Params& p, RunContext& ctx, const std::st
     if (model.config().placement != tf::Placement::PreLN)
       throw InputError("parameter 'placement' = post: the generators (7) and sector maps are Pre-LN; use pre");
     const tf::Form form = p.get_string("form") == "paper" ? tf::Form::Paper : tf::Form::Exact;
-    const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(model.config(), seed), static_cast<int>(p.get_int("L")));
+    const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(model.config(), seed), static_cast<int>(p.get_int("depth")));
     out.push_back({"transformer", duality::from_reference(ref, form), T, P});
   }
   return out;
@@ -141,13 +141,13 @@ Dichotomy dichotomy(const SectorFlow& f, long H) {
 
 void run_duality(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const long H = p.get_int("H"), probes = p.get_int("probes"), L_r = p.get_int("L_r");
+  const long H = p.get_int("H"), probes = p.get_int("probes"), L_r = p.get_int("refresh_every");
   const double eps_tol = p.get_double("eps_tol");
   const auto fams = families(p, ctx, p.get_string("family"));
   for (const FlowFamily& F : fams)
     if (L_r > F.flow.length())
-      throw InputError(fmt::format("parameter 'L_r' = {}: one slow tick is longer than the depth {} of the {} family", L_r, F.flow.length(), F.name));
-  const std::vector<int> levels = parse_levels(p, static_cast<int>(p.get_int("P")), static_cast<int>(p.get_int("T")));
+      throw InputError(fmt::format("parameter 'refresh_every' = {}: one slow tick is longer than the depth {} of the {} family", L_r, F.flow.length(), F.name));
+  const std::vector<int> levels = parse_levels(p, static_cast<int>(p.get_int("block")), static_cast<int>(p.get_int("tokens")));
   CheckTable checks(ctx.dir / "checks.csv");
   CsvWriter dcsv = ctx.table("duality.csv");
   // empty: not finite in double precision over this depth (a vacuous bound; an error relative to 0)
@@ -348,7 +348,7 @@ std::vector<ParamSpec> common_params(bool transformer) {
     ps = tf::transformer_params(6, 24, 8, 48, 0.0);
     ps.push_back(p_string("form", "exact", "T-level generator convention: exact (I+M~)(I+lambda V) or paper (F1)", {"exact", "paper"}));
   } else {
-    ps = {p_int("T", 8, "tokens per sequence", 2, 512), p_int("P", 4, "block length", 2, 512), p_int("seed", 0, "base seed", 0, kMaxSeed)};
+    ps = {p_int("tokens", 8, "tokens per sequence", 2, 512), p_int("block", 4, "block length", 2, 512), p_int("seed", 0, "base seed", 0, kMaxSeed)};
   }
   ps.push_back(p_double_list("g4_m", {-0.8, -0.8, -0.5, -0.5}, "G4: eigenvalues m of M(l) (repeats allowed)", -1e6, 1e6));
   ps.push_back(p_double_list("g4_v", {1.0, 1.0, 0.2, 0.2}, "G4: eigenvalues v of V(l) (repeats allowed)", -1e6, 1e6));
@@ -363,19 +363,29 @@ std::vector<ParamSpec> duality_params() {
   auto ps = common_params(true);
   ps.push_back(p_string("family", "both", "g4 (G-level), transformer (T-level) or both", {"g4", "transformer", "both"}));
   ps.push_back(p_double("eps_tol", 1e-3, "tolerance of the duality (14)", 0.0, 1.0, true));
-  ps.push_back(p_int("L_r", 4, "refresh period of the slow tick Phi(l + L_r, l)", 1, 5000));
+  // The hierarchical model's refresh period (its knob refresh_every), here the length of one slow tick: at least one layer
+  // (the model's 0, "held for the whole pass", has no tick).
+  ps.push_back(p_int("refresh_every", 4, "refresh period L_r: the slow tick Phi(l + L_r, l)", 1, 5000));
   ps.push_back(p_int("remark6_L", 60, "largest depth of the Remark 6 sweep", 2, 5000));
-  ps.push_back(p_int_list("levels", {2, 2}, "multi-level compression: group sizes per level (product P; head, then means)", 1, 512));
-  // P is the block length of both families here (not only of mask = block).
+  ps.push_back(p_int_list("levels", {2, 2}, "multi-level compression: group sizes per level (product = block; head, then means)", 1, 512));
+  // block is the block length of both families here (not only of mask = block).
   for (ParamSpec& s : ps)
-    if (s.key == "P") s.only_when.clear();
+    if (s.key == "block") s.only_when.clear();
   std::vector<std::string> tl;
   for (const std::string& k : tf::transformer_keys())
-    if (k != "T" && k != "P" && k != "seed") tl.push_back(k);
+    if (k != "tokens" && k != "block" && k != "seed") tl.push_back(k);
   tl.push_back("form");
   tf::applies_only_when(ps, tl, "family", {"transformer", "both"});
   tf::applies_only_when(ps, {"g4_m", "g4_v", "g4_omega", "g4_L"}, "family", {"g4", "both"});
   return ps;
+}
+
+/// The keys renamed to the model registry's names ({old, new}): the Transformer's (T-level) and L_r.
+std::vector<std::pair<std::string, std::string>> duality_renamed(bool transformer) {
+  if (!transformer) return {{"T", "tokens"}, {"P", "block"}};
+  auto r = tf::renamed_keys(duality_params());
+  r.emplace_back("L_r", "refresh_every");
+  return r;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -556,14 +566,14 @@ OutputDecl coupling_thm9_outputs() {
   return o;
 }
 
-const ExperimentRegistration reg_duality{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_duality{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-duality",
     "Coupling paper Thm 6 / Remark 6: depth-coarse-grain duality, tau_sat, C_sharp, slow tick, block mean after mixing (R12, R13; F15, F16)",
-    duality_params(), run_duality, "coupling-duality"}, {{"g4_L", "20"}, {"L", "12"}, {"remark6_L", "10"}, {"probes", "1"}}),
-    coupling_duality_outputs())};
-const ExperimentRegistration reg_thm9{with_outputs(with_smoke(Experiment{
+    duality_params(), run_duality, "coupling-duality"}, {{"g4_L", "20"}, {"depth", "12"}, {"remark6_L", "10"}, {"probes", "1"}}),
+    coupling_duality_outputs()), duality_renamed(true))};
+const ExperimentRegistration reg_thm9{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-thm9", "Coupling paper Thm 9: decaying content does not reach the injection, printed and corrected bounds (R16, F12)",
-    thm9_params(), run_thm9, "coupling-thm9"}, {{"g4_L", "20"}, {"probes", "1"}}), coupling_thm9_outputs())};
+    thm9_params(), run_thm9, "coupling-thm9"}, {{"g4_L", "20"}, {"probes", "1"}}), coupling_thm9_outputs()), duality_renamed(false))};
 
 }  // namespace
 }  // namespace tokdyn

@@ -124,7 +124,7 @@ Rates g4_rates(long L, const std::vector<double>& m, const std::vector<double>& 
 
 void run_fast_slow(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const long d = p.get_int("d"), L = p.get_int("L");
+  const long d = p.get_int("d"), L = p.get_int("depth");
   const double rho = p.get_double("rho"), omega = p.get_double("omega"), eta_id = p.get_double("eta_id");
   std::vector<double> etas = number_list_param(p, "etas");
   if (etas.size() < 2) throw InputError("parameter 'etas': expected at least two values (for the slope in eta)");
@@ -454,7 +454,7 @@ OutputDecl coupling_fast_slow_outputs() {
 
 std::vector<ParamSpec> fast_slow_params() {
   return {p_int("d", 4, "dimension of the G4 saddle (first ceil(d/2) directions persistent)", 2, 64),
-          p_int("L", 120, "window (layers)", 4, 5000),
+          p_int("depth", 120, "window L (layers)", 4, 5000),
           p_double("omega", 0.05, "G4 rotation per layer (non-autonomous bundles)", 0.0, 1.0),
           p_double("rho", 0.1, "gate: frozen forcing h = rho psi(0), |psi(0)| = 1", -10.0, 10.0),
           p_double_list("etas", {1e-3, 3e-3, 1e-2, 3e-2, 1e-1}, "perturbation sizes eta in (0, 0.5], at least two, increasing", 0.0, 0.5, true).items(2).increasing(),
@@ -462,10 +462,10 @@ std::vector<ParamSpec> fast_slow_params() {
           p_int("seed", 0, "base seed", 0, kMaxSeed)};
 }
 
-const ExperimentRegistration reg_coupling_fast_slow{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_fast_slow{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-fast-slow",
     "Coupling paper Thm 7 / §4.2.1: fast- and slow-mode perturbations (R14, R15, F7 exactness) and the identification table (R24)",
-    fast_slow_params(), run_fast_slow, "coupling-fast-slow"}, {{"L", "40"}}), coupling_fast_slow_outputs())};
+    fast_slow_params(), run_fast_slow, "coupling-fast-slow"}, {{"depth", "40"}}), coupling_fast_slow_outputs()), {{"L", "depth"}})};
 
 }  // namespace
 }  // namespace tokdyn

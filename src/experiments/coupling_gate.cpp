@@ -39,6 +39,8 @@
 #include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/hierarchical/hierarchical.hpp"
+#include "tokdyn/models/hierarchical/setup.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 
 namespace tokdyn {
 namespace {
@@ -224,21 +226,12 @@ void run_gate(const Params& p, RunContext& ctx) {
     if (cfg.mask != tf::Mask::BlockLocal)
       throw InputError(fmt::format("parameter 'mask' = {}: the slow path (C2) needs the block-local mask (C1); use mask = block", p.get_string("mask")));
     if (cfg.placement != tf::Placement::PreLN) throw InputError("parameter 'placement' = post: the generators (7) are Pre-LN; use pre");
-    const int T = static_cast<int>(p.get_int("T")), P = cfg.block, L = static_cast<int>(p.get_int("L"));
-    if (P > T) throw InputError(fmt::format("parameter 'P' = {}: longer than the sequence T = {}", P, T));
-    hier::SlowPath s;
-    s.P = P;
-    s.pi.kind = hier::parse_pi(p.get_string("compression"));
-    s.pi.topk = static_cast<int>(p.get_int("topk"));
+    const int T = static_cast<int>(p.get_int("tokens")), P = cfg.block, L = static_cast<int>(p.get_int("depth"));
+    // The slow path as the hierarchical model builds it (its knobs, the gate set per run below), with this preset's
+    // multi-level compression and start summary.
+    hier::SlowPath s = hier::slow_path_from(p, cfg.d, 0.0);
     for (long g : p.get_int_list("levels")) s.pi.levels.push_back(static_cast<int>(g));
     s.pi.level_kinds.assign(s.pi.levels.size(), hier::PiKind::Mean);
-    s.psi = hier::make_injection(hier::parse_psi(p.get_string("injection")), cfg.d, static_cast<int>(p.get_int("psi_hidden")),
-                                 p.get_double("psi_scale"), seed);
-    s.L_r = static_cast<int>(p.get_int("L_r"));
-    s.refresh = hier::parse_refresh(p.get_string("refresh"));
-    s.pooled = hier::parse_pooled(p.get_string("pooled"));
-    s.loop = hier::parse_loop(p.get_string("slow_loop"));
-    s.site = hier::parse_site(p.get_string("site"));
     if (!p.get_double_list("y0").empty()) {
       std::vector<double> y0;
       y0 = p.get_double_list("y0");
@@ -337,23 +330,28 @@ std::vector<ParamSpec> gate_params() {
   ps.push_back(p_double_list("g4_v", {1.0, 1.0, 0.2, 0.2}, "linearised: G4 eigenvalues v of V(l) (repeats allowed)", -1e6, 1e6));
   ps.push_back(p_double("g4_omega", 0.01, "linearised: G4 rotation per layer", 0.0, 10.0));
   ps.push_back(p_int("g4_L", 80, "linearised: depth window", 2, 5000));
+  // The slow path's knobs are the hierarchical model's (names, types, ranges, conditions: hier::slow_path_from reads
+  // them), but compression: the model has no multi-level compression (it would need `levels`), this preset does, so it
+  // keeps its own spec with "multi" added.
   ps.push_back(p_string("compression", "mean", "transformer: Pi", {"mean", "stride", "head", "topk", "multi"}));
-  ps.push_back(p_int("topk", 1, "transformer: tokens of the top-k selector (compression = topk)", 1, 512).when("compression", {"topk"}));
-  ps.push_back(p_int_list("levels", {2, 2}, "transformer: multi-level group sizes (product P; means; compression = multi)", 1, 512)
+  ps.push_back(model_knob("hierarchical", "topk"));
+  ps.push_back(p_int_list("levels", {2, 2}, "transformer: multi-level group sizes (product = block; means; compression = multi)", 1, 512)
                    .when("compression", {"multi"}));
-  ps.push_back(p_string("injection", "tanh-mlp", "psi", {"identity", "linear", "affine", "tanh-mlp"}));
-  ps.push_back(p_int("psi_hidden", 8, "tanh-MLP psi: hidden width", 1, 1024));
-  ps.push_back(p_double("psi_scale", 1.0, "psi weight scale", 0.0, 100.0, true));
-  ps.push_back(p_int("L_r", 1, "transformer: refresh period (0 = infinity)", 0, 5000));
-  ps.push_back(p_string("refresh", "hold", "transformer: sample-and-hold or continuous relaxation", {"hold", "relax"}));
-  ps.push_back(p_string("pooled", "normalised", "transformer: pooled quantity S(x) or raw x (F9)", {"normalised", "raw"}));
-  ps.push_back(p_string("slow_loop", "chain", "transformer: cross-block chain (C2) or literal self-loop (15) (F8)", {"chain", "self"}));
-  ps.push_back(p_string("site", "additive", "transformer: injection site, additive (eq. (11)) or inside the norms' argument", {"additive", "inside"}));
+  ps.push_back(model_knob("hierarchical", "injection"));
+  // psi_hidden and psi_scale also shape the linearised level's tanh-MLP psi, whatever `injection` is: the model's
+  // conditions on injection do not hold here.
+  for (const char* k : {"psi_hidden", "psi_scale"}) {
+    ps.push_back(model_knob("hierarchical", k));
+    ps.back().only_when.clear();
+  }
+  ps.push_back(model_knob("hierarchical", "refresh_every"));
+  for (const char* k : {"refresh", "pooled", "slow_loop", "site"}) ps.push_back(model_knob("hierarchical", k));
   ps.push_back(p_double_list("y0", {}, "transformer: ŷ_0 of block 1 (d numbers; empty = 0)", -1e6, 1e6));
   // Knobs of one level only are refused at the other.
   std::vector<std::string> tl = tf::transformer_keys();
   tl.erase(std::find(tl.begin(), tl.end(), "seed"));  // both levels draw from the seed
-  for (const char* k : {"compression", "topk", "levels", "injection", "L_r", "refresh", "pooled", "slow_loop", "site", "y0"}) tl.push_back(k);
+  for (const char* k : {"compression", "topk", "levels", "injection", "refresh_every", "refresh", "pooled", "slow_loop", "site", "y0"})
+    tl.push_back(k);
   tf::applies_only_when(ps, tl, "level", {"transformer", "both"});
   tf::applies_only_when(ps, {"g4_m", "g4_v", "g4_omega", "g4_L"}, "level", {"linearised", "both"});
   return ps;
@@ -386,10 +384,15 @@ OutputDecl coupling_gate_outputs() {
   return o;
 }
 
-const ExperimentRegistration reg_coupling_gate{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_gate{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-gate-intervention",
     "Coupling paper E3 / Prop 11: gate rho -> 0 at inference, shift of the late-depth state along V_par against d_+ = |rho| sup |P_+ G psi(0)|",
-    gate_params(), run_gate, "coupling-gate-intervention"}, {{"g4_L", "20"}, {"L", "8"}}), coupling_gate_outputs())};
+    gate_params(), run_gate, "coupling-gate-intervention"}, {{"g4_L", "20"}, {"depth", "8"}}), coupling_gate_outputs()),
+    [] {
+      auto r = tf::renamed_keys(gate_params());
+      r.emplace_back("L_r", "refresh_every");
+      return r;
+    }())};
 
 }  // namespace
 }  // namespace tokdyn

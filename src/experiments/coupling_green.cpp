@@ -144,9 +144,9 @@ void run_green(const Params& p, RunContext& ctx) {
   const long explicit_max_L = p.get_int("explicit_max_L");
   std::vector<Matrix> B;
   if (!gen_file.empty()) {
-    for (const char* k : {"d", "L"})
+    for (const char* k : {"d", "depth"})
       if (p.is_explicit(k) && !p.get_bool("tlevel"))
-        throw InputError(fmt::format("parameter '{}' does not apply with a generators file (its shape gives d and L) unless "
+        throw InputError(fmt::format("parameter '{}' does not apply with a generators file (its shape gives d and depth) unless "
                                      "tlevel = true (leave '{}' unset)", k, k));
     B = read_generators_npy(gen_file, "generators", 2);  // the window's two ends and a norm window need L >= 2
   } else {
@@ -154,7 +154,7 @@ void run_green(const Params& p, RunContext& ctx) {
     const std::string fam = p.get_string("family");
     if (std::isnan(knob) || knob < 0) knob = fam == "g1" ? 5.0 : fam == "g3" ? 1.5 : 0.05;
     if (fam == "g1" && knob < 1) throw InputError(fmt::format("parameter 'knob' = {}: family g1 needs kappa >= 1", knob));
-    B = green::saddle_family(fam, p.get_int("d"), p.get_int("L"), knob, seed);
+    B = green::saddle_family(fam, p.get_int("d"), p.get_int("depth"), knob, seed);
   }
   const long L = static_cast<long>(B.size()), d = B.front().rows();
   if (!forcing_file.empty() && gen_file.empty())
@@ -234,7 +234,7 @@ void run_green(const Params& p, RunContext& ctx) {
     // ---- T-level: the Transformer's tangent cocycle, where hyperbolic (F17) ----------------------
     if (p.get_bool("tlevel")) {
       const tf::Transformer model = tf::transformer_from(p, ctx);
-      const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(model.config(), seed), static_cast<int>(p.get_int("L")));
+      const tf::Reference ref = tf::reference_trajectory(model, tf::reference_start(model.config(), seed), static_cast<int>(p.get_int("depth")));
       std::vector<Matrix> BT;
       for (const Mat& m : tf::tangent_sequence(ref, tf::Form::Exact)) BT.emplace_back(m);
       // No dichotomy at the window's ends (or a singular BVP) is an outcome, not an error.
@@ -320,10 +320,10 @@ OutputDecl coupling_green_outputs() {
 
 std::vector<ParamSpec> green_params() {
   auto ps = tf::transformer_params(4, 16, 8, 200, 0.0);
-  // T is not a knob here (the T-level reference is one token); the architecture applies with tlevel.
-  ps.erase(std::remove_if(ps.begin(), ps.end(), [](const ParamSpec& s) { return s.key == "T"; }), ps.end());
+  // tokens is not a knob here (the T-level reference is one token); the architecture applies with tlevel.
+  ps.erase(std::remove_if(ps.begin(), ps.end(), [](const ParamSpec& s) { return s.key == "tokens"; }), ps.end());
   std::vector<std::string> arch = tf::transformer_keys();
-  arch.erase(std::remove_if(arch.begin(), arch.end(), [](const std::string& k) { return k == "d" || k == "L" || k == "seed"; }),
+  arch.erase(std::remove_if(arch.begin(), arch.end(), [](const std::string& k) { return k == "d" || k == "depth" || k == "seed"; }),
              arch.end());
   tf::applies_only_when(ps, arch, "tlevel", {"true"});
   ps.push_back(p_string("family", "g4", "G-level saddle: g1 weight-tied, g3 triangular non-normal, g4 sector-structured rotating",
@@ -331,7 +331,7 @@ std::vector<ParamSpec> green_params() {
   ps.back().only_when.push_back({"generators", {""}, false});
   ps.push_back(p_double("knob", -1.0, "family knob: g1 kappa(S) (>= 1), g3 coupling |b|, g4 rotation omega (< 0: 5, 1.5, 0.05)", -1.0, 1e6)
                    .when("generators", {""}));
-  ps.push_back(p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: the family; overrides d, L)").file());
+  ps.push_back(p_string("generators", "", "float64 .npy [L, d, d] of layer maps I + A(l) (empty: the family; overrides d, depth)").file());
   ps.push_back(p_string("forcing", "", "float64 .npy [L, d] forcing h(l) (empty: uniform in [-1, 1]); needs 'generators'")
                    .file()
                    .when_not("generators", {""}));
@@ -344,13 +344,13 @@ std::vector<ParamSpec> green_params() {
   return ps;
 }
 
-const ExperimentRegistration reg_coupling_green{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_green{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-green",
     "Coupling paper Lemma 17 (R17): the Green operator of a dichotomy by the block-banded BVP, explicit sum, norms, uniqueness",
     green_params(), run_green, "coupling-green",
     [](const Params& p) {
       // The generators file's own shape when given (header only), else the family's d and L.
-      const auto [L, d] = generators_shape_or(p, "generators", static_cast<double>(p.get_int("L")), static_cast<double>(p.get_int("d")));
+      const auto [L, d] = generators_shape_or(p, "generators", static_cast<double>(p.get_int("depth")), static_cast<double>(p.get_int("d")));
       const double N = (L + 1) * d;
       // Layer maps, the BVP's factors, bundles and projectors: a few L d^2 blocks.
       double bytes = 8.0 * 10.0 * L * d * d + 64e6, flops = 6.0 * L * d * d * d;
@@ -364,7 +364,7 @@ const ExperimentRegistration reg_coupling_green{with_outputs(with_smoke(Experime
         }
       }
       return ResourceEstimate{bytes, flops, "the layer maps and the BVP's banded factors; validation: explicit sum, sigma_min certificate"};
-    }}, {{"L", "40"}}), coupling_green_outputs())};
+    }}, {{"depth", "40"}}), coupling_green_outputs()))};
 
 }  // namespace
 }  // namespace tokdyn

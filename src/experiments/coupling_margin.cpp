@@ -130,8 +130,8 @@ void run_margin(const Params& p, RunContext& ctx) {
     return;
   }
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const long L = p.get_int("L"), ex = p.get_int("exclude") < 0 ? L / 5 : p.get_int("exclude");
-  if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
+  const long L = p.get_int("depth"), ex = p.get_int("exclude") < 0 ? L / 5 : p.get_int("exclude");
+  if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than depth/2 = {}", ex, L / 2));
   ctx.notes["exclude"] = ex;
   const double rho_end = p.get_double("rho_end"), ds_max = p.get_double("ds_max");
   const std::vector<double> s21 = number_list_param(p, "r21_sigma"), c21 = number_list_param(p, "r21_c");
@@ -388,8 +388,8 @@ OutputDecl margin_outputs() {
 std::vector<ParamSpec> margin_params() {
   std::vector<ParamSpec> ps{
       p_int("seed", 0, "base seed (cocycles, psi)", 0, kMaxSeed),
-      p_int("L", 200, "window depth", 8, 20000),
-      p_int("exclude", -1, "boundary layers excluded from the projector deviation (each end; < L/2; -1: L/5)", -1, 10000),
+      p_int("depth", 200, "window depth L (layers)", 8, 20000),
+      p_int("exclude", -1, "boundary layers excluded from the projector deviation (each end; < depth/2; -1: depth/5)", -1, 10000),
       p_double_list("sigma", {0.2, 0.1, -0.3, -0.5}, "R20 G1: eigenvalues of the tied generator A (repeats allowed)", -1e6, 1e6),
       p_double("kappa", 3.0, "R20 G1: condition number of the eigenbasis", 1.0, 1e8),
       p_string("psi", "affine", "R20 injection psi", {"identity", "linear", "affine", "tanh-mlp"}),
@@ -414,14 +414,14 @@ std::vector<ParamSpec> margin_params() {
   return ps;
 }
 
-const ExperimentRegistration reg_coupling_margin{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_margin{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-margin",
     "Coupling paper Thm 12 / Remark 5: closed-loop stability margin by continuation in rho, rho_crit against the bounds (R20, R21; F4, F5, F18)",
     margin_params(), run_margin, "coupling-margin",
     [](const Params& p) {
-      const double L = static_cast<double>(p.get_int("L"));
+      const double L = static_cast<double>(p.get_int("depth"));
       return ResourceEstimate{L * L * 16 * 8.0 * 4 + 64e6, 200.0 * L * L * 64, "the explicit Green norm O(L^2 d^3) and the continuation"};
-    }}, {{"L", "40"}}), margin_outputs())};
+    }}, {{"depth", "40"}}), margin_outputs()), {{"L", "depth"}})};
 
 }  // namespace
 }  // namespace tokdyn

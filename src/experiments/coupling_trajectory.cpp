@@ -57,9 +57,9 @@ std::vector<Matrix> open_loop_maps(const Params& p, long L, std::uint64_t seed) 
 
 void run_trajectory(const Params& p, RunContext& ctx) {
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
-  const long L = p.get_int("L"), ex = p.get_int("exclude") < 0 ? L / 5 : p.get_int("exclude");
+  const long L = p.get_int("depth"), ex = p.get_int("exclude") < 0 ? L / 5 : p.get_int("exclude");
   ctx.notes["exclude"] = ex;
-  if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than L/2 = {}", ex, L / 2));
+  if (2 * ex >= L) throw InputError(fmt::format("parameter 'exclude' = {}: expected less than depth/2 = {}", ex, L / 2));
   std::vector<double> grid = number_list_param(p, "rho_grid");
   for (double g : grid)
     if (!(g > 0.0 && g < 1.0))
@@ -322,8 +322,8 @@ OutputDecl trajectory_outputs() {
 std::vector<ParamSpec> trajectory_params() {
   return {
       p_int("seed", 0, "base seed (cocycle, psi, perturbations)", 0, kMaxSeed),
-      p_int("L", 200, "window depth (layers 0..L-1)", 8, 20000),
-      p_int("exclude", -1, "boundary layers excluded from the sup statistics (each end; < L/2; -1: L/5)", -1, 10000),
+      p_int("depth", 200, "window depth L (layers 0..L-1)", 8, 20000),
+      p_int("exclude", -1, "boundary layers excluded from the sup statistics (each end; < depth/2; -1: depth/5)", -1, 10000),
       p_string("family", "g4", "open loop of the general checks: g1 weight-tied, g4 rotating sectors", {"g1", "g4"}),
       p_double_list("sigma", {0.2, 0.1, -0.3, -0.5}, "G1: eigenvalues of the tied generator A (also the weight-tied checks; repeats allowed)", -1e6, 1e6),
       p_double("kappa", 3.0, "G1: condition number of the eigenbasis", 1.0, 1e8),
@@ -340,14 +340,14 @@ std::vector<ParamSpec> trajectory_params() {
   };
 }
 
-const ExperimentRegistration reg_coupling_trajectory{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_coupling_trajectory{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-trajectory",
     "Coupling paper Thm 10 / Prop 11: the distinguished bounded trajectory u*_rho (Picard, Newton, first order, d_+, block chain; R18, R19)",
     trajectory_params(), run_trajectory, "coupling-trajectory",
     [](const Params& p) {
-      const double L = static_cast<double>(p.get_int("L"));
+      const double L = static_cast<double>(p.get_int("depth"));
       return ResourceEstimate{L * L * 16 * 8.0 * 4 + 64e6, 40.0 * L * L * 64, "the explicit Green norm O(L^2 d^3) and Newton solves"};
-    }}, {{"L", "40"}, {"chain_blocks", "4"}}), trajectory_outputs())};
+    }}, {{"depth", "40"}, {"chain_blocks", "4"}}), trajectory_outputs()), {{"L", "depth"}})};
 
 }  // namespace
 }  // namespace tokdyn

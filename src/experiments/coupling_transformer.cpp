@@ -119,7 +119,7 @@ void run_frozen_kernel(const Params& p, RunContext& ctx) {
   if (c.placement != Placement::PreLN) throw InputError("parameter 'placement' = post: the generators of eq. (7) are Pre-LN; use pre");
   if (c.pos != Positional::None)
     throw InputError("parameter 'positional': the frozen-kernel checks need positional = none (RoPE/ALiBi are the built-in negative control)");
-  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L"));
+  const int T = static_cast<int>(p.get_int("tokens")), L = static_cast<int>(p.get_int("depth"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const bool dense = static_cast<long>(T) * c.d <= p.get_int("dense_max");
   const Vec x0 = reference_start(c, seed);
@@ -404,7 +404,7 @@ void run_bounded_step(const Params& p, RunContext& ctx) {
   const Config& c = tf.config();
   if (c.placement != Placement::PreLN) throw InputError("parameter 'placement' = post: Prop 1 is about the Pre-LN step (Post-LN is run as the control)");
   if (c.norm == Norm::None) throw InputError("parameter 'norm' = none: Prop 1 needs a norm S (rms or layer)");
-  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L"));
+  const int T = static_cast<int>(p.get_int("tokens")), L = static_cast<int>(p.get_int("depth"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const int samples = static_cast<int>(p.get_int("samples")), ascent = static_cast<int>(p.get_int("ascent_steps"));
   CheckTable checks(ctx.dir / "checks.csv");
@@ -617,19 +617,19 @@ OutputDecl bounded_step_outputs() {
 }
 
 ResourceEstimate estimate_of(const Params& p, double factor) {
-  const double d = static_cast<double>(p.get_int("d")), f = static_cast<double>(p.get_int("d_ff")), T = static_cast<double>(p.get_int("T")),
-               L = static_cast<double>(p.get_int("L"));
+  const double d = static_cast<double>(p.get_int("d")), f = static_cast<double>(p.get_int("d_ff")), T = static_cast<double>(p.get_int("tokens")),
+               L = static_cast<double>(p.get_int("depth"));
   const double runs = p.has("runs") ? static_cast<double>(p.get_int("runs")) : 1.0;
   return ResourceEstimate{8.0 * (L * (3 * d * d + 2 * d * f) + runs * T * (d + T + f) * 8) + factor * 8.0 * T * d * T * d + 64e6,
                           factor * L * runs * T * (T * d + d * f) * 4, "weights, per-run attention and (dense checks) Td x Td Jacobians"};
 }
 
-const ExperimentRegistration reg_fk{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_fk{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-frozen-kernel",
     "Coupling paper Thm 3 / Prop 8: frozen kernel 1/t, exact Kronecker Jacobian vs eq. (8) (F1), sectors, QK invisibility, kappa_alpha",
     [] {
       auto ps = transformer_params(8, 32, 8, 12, 0.3);
-      ps.push_back(p_int("dense_max", 256, "largest T*d for the dense Jacobian checks", 1, 4096));
+      ps.push_back(p_int("dense_max", 256, "largest tokens*d for the dense Jacobian checks", 1, 4096));
       ps.push_back(p_int_list("kappa_n", {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64},
                               "sizes n of the Pascal eigenbasis whose kappa_alpha(n) is written to kappa.csv (F16; exact int64 basis: n <= 64)", 2, 64)
                        .items(1, 64)
@@ -637,9 +637,9 @@ const ExperimentRegistration reg_fk{with_outputs(with_smoke(Experiment{
       return ps;
     }(),
     run_frozen_kernel, "coupling-frozen-kernel",
-    [](const Params& p) { return estimate_of(p, 4.0); }}, {{"L", "3"}, {"T", "4"}, {"d", "4"}, {"d_ff", "8"}}), frozen_kernel_outputs())};
+    [](const Params& p) { return estimate_of(p, 4.0); }}, {{"depth", "3"}, {"tokens", "4"}, {"d", "4"}, {"d_ff", "8"}}), frozen_kernel_outputs()))};
 
-const ExperimentRegistration reg_bs{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_bs{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-bounded-step",
     "Coupling paper Prop 1 (bounded step, linear stream; Post-LN control) and Lemmas 15/16 (singular sets, eps_S = 0)",
     [] {
@@ -649,7 +649,7 @@ const ExperimentRegistration reg_bs{with_outputs(with_smoke(Experiment{
       return ps;
     }(),
     run_bounded_step, "coupling-bounded-step",
-    [](const Params& p) { return estimate_of(p, 2.0); }}, {{"L", "3"}, {"samples", "2"}, {"ascent_steps", "3"}}), bounded_step_outputs())};
+    [](const Params& p) { return estimate_of(p, 2.0); }}, {{"depth", "3"}, {"samples", "2"}, {"ascent_steps", "3"}}), bounded_step_outputs()))};
 
 }  // namespace preset_coupling_transformer
 }  // namespace tokdyn

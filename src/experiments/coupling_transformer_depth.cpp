@@ -38,11 +38,8 @@ ResourceEstimate estimate_of(const Params& p, double factor);
 /// normalisation the attention of every layer sees. Returns the mean log ratio per depth.
 std::vector<double> rank_collapse_decoder(const Params& p, RunContext& ctx, CsvWriter& csv) {
   const std::string model = p.get_string("model");
-  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
-  Params q = p;
-  q.values_["tokens"] = static_cast<long>(T);
-  q.values_["depth"] = static_cast<long>(L);
-  ModelInstance S = build_model(model, q, ctx);
+  const int L = static_cast<int>(p.get_int("depth")), runs = static_cast<int>(p.get_int("runs"));
+  ModelInstance S = build_model(model, p, ctx);
   for (const char* k : {"model", "synthetic_model", "synthetic_model_note", "model_config", "schedule", "update", "initial_tokens"})
     if (S.notes.contains(k)) ctx.notes[k] = S.notes[k];
   const bool rms = S.notes["model_config"].value("model_type", "") == "llama";
@@ -71,7 +68,7 @@ std::vector<double> rank_collapse_decoder(const Params& p, RunContext& ctx, CsvW
 
 void run_rank_collapse(const Params& p, RunContext& ctx) {
   if (p.get_string("model") != "transformer") {
-    const int L = static_cast<int>(p.get_int("L"));
+    const int L = static_cast<int>(p.get_int("depth"));
     CsvWriter csv = ctx.table("rank_collapse.csv");
     const std::vector<double> mean_log = rank_collapse_decoder(p, ctx, csv);
     rank_collapse_rate(mean_log, L, ctx);
@@ -79,7 +76,7 @@ void run_rank_collapse(const Params& p, RunContext& ctx) {
   }
   const Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
-  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
+  const int T = static_cast<int>(p.get_int("tokens")), L = static_cast<int>(p.get_int("depth")), runs = static_cast<int>(p.get_int("runs"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const int P = c.mask == Mask::BlockLocal ? c.block : T;  // collapse within blocks for block-local attention
   Batch Z;
@@ -163,11 +160,11 @@ OutputDecl rank_collapse_outputs() {
 void run_qk_specificity(const Params& p, RunContext& ctx) {
   const Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
-  const int T = static_cast<int>(p.get_int("T")), L = static_cast<int>(p.get_int("L")), runs = static_cast<int>(p.get_int("runs"));
+  const int T = static_cast<int>(p.get_int("tokens")), L = static_cast<int>(p.get_int("depth")), runs = static_cast<int>(p.get_int("runs"));
   const auto seed = static_cast<std::uint64_t>(p.get_int("seed"));
   const double s = p.get_double("amplitude"), eta = p.get_double("eta");
   const int from = static_cast<int>(p.get_int("perturb_from"));
-  if (from > L) throw InputError(fmt::format("parameter 'perturb_from' = {}: expected <= L = {}", from, L));
+  if (from > L) throw InputError(fmt::format("parameter 'perturb_from' = {}: expected <= depth = {}", from, L));
   if (parse_tying(p.get_string("tying")) != Tying::Untied) throw InputError("parameter 'tying': coupling-qk-specificity perturbs single layers; use untied");
   // The perturbed model: W_Q, W_K of layers >= perturb_from changed by eta * Gaussian (relative to their scale).
   Transformer tq = tf;
@@ -263,7 +260,7 @@ OutputDecl qk_specificity_outputs() {
   return o;
 }
 
-const ExperimentRegistration reg_rc{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_rc{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-rank-collapse",
     "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks or a GPT-2 / NeoX / Llama model, log-slope estimate of r_f",
     [] {
@@ -271,10 +268,10 @@ const ExperimentRegistration reg_rc{with_outputs(with_smoke(Experiment{
       for (const decoder::Family* f : decoder::families()) models.push_back(f->name);
       std::vector<ParamSpec> ps{p_string("model", "transformer",
                                          "the coupling paper's random block (4) stack, or a decoder family's layers cycled (a checkpoint "
-                                         "or a fresh model; T token ids per run)", models)};
+                                         "or a fresh model; `tokens` token ids per run)", models)};
       for (ParamSpec& q : transformer_params(16, 64, 16, 48, 0.0)) {
-        // The block's own knobs apply to model = transformer; T, L and seed to every model.
-        if (q.key != "T" && q.key != "L" && q.key != "seed") q.only_when.push_back({"model", {"transformer"}, false});
+        // The block's own knobs apply to model = transformer; tokens, depth and seed to every model.
+        if (q.key != "tokens" && q.key != "depth" && q.key != "seed") q.only_when.push_back({"model", {"transformer"}, false});
         ps.push_back(std::move(q));
       }
       ps.push_back(p_int("runs", 8, "random input sequences", 1, 10000));
@@ -283,9 +280,9 @@ const ExperimentRegistration reg_rc{with_outputs(with_smoke(Experiment{
       return ps;
     }(),
     run_rank_collapse, "coupling-rank-collapse",
-    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"L", "6"}, {"runs", "2"}}), rank_collapse_outputs())};
+    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"depth", "6"}, {"runs", "2"}}), rank_collapse_outputs()))};
 
-const ExperimentRegistration reg_qk{with_outputs(with_smoke(Experiment{
+const ExperimentRegistration reg_qk{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-qk-specificity",
     "Coupling paper E4: |alpha^(l) - alpha*| against depth near H, and the effect of late W_Q/W_K perturbations",
     [] {
@@ -297,7 +294,7 @@ const ExperimentRegistration reg_qk{with_outputs(with_smoke(Experiment{
       return ps;
     }(),
     run_qk_specificity, "coupling-qk-specificity",
-    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"L", "6"}, {"runs", "2"}, {"perturb_from", "4"}}), qk_specificity_outputs())};
+    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"depth", "6"}, {"runs", "2"}, {"perturb_from", "4"}}), qk_specificity_outputs()))};
 
 
 }  // namespace preset_coupling_transformer

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -266,7 +267,9 @@ nlohmann::json schema_json(const Experiment& e) {
   for (const TableDecl& t : e.outputs.tables)
     for (const ColumnDecl& c : t.columns)
       if (!c.nonfinite.empty()) nonfinite[t.file + ":" + c.name] = c.nonfinite;
-  return {{"preset", e.name},   {"description", e.description}, {"params", params},
+  nlohmann::json renamed = nlohmann::json::object();
+  for (const auto& [from, to] : e.renamed) renamed[from] = to;
+  return {{"preset", e.name},   {"description", e.description}, {"params", params}, {"renamed", renamed},
           {"smoke", smoke},     {"nonfinite_ok", nonfinite}, {"figure_kind", e.figure_kind},
           {"outputs", outputs_json(e.outputs)}};
 }
@@ -284,6 +287,12 @@ std::pair<std::string, std::string> parse_set(const std::string& arg) {
   return {key, arg.substr(eq + 1)};
 }
 
+std::optional<std::string> renamed_to(const Experiment& e, const std::string& key) {
+  for (const auto& [from, to] : e.renamed)
+    if (from == key) return to;
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Validation
 
@@ -296,6 +305,15 @@ struct Origin {
 
 [[noreturn]] void bad(const Origin& o, const std::string& key, const std::string& what) {
   throw InputError(one_line(fmt::format("{}parameter '{}': {}", o.prefix, key, what)));
+}
+
+// A key the preset renamed: "parameter 'T' was renamed 'tokens' (--set tokens=8)", the hint in the
+// form the key was given in (`--set`, or a TOML line `tokens = 8`).
+std::optional<std::string> renamed_key_message(const Experiment& e, const std::string& key, const std::string& hint_value, bool toml) {
+  const std::optional<std::string> to = renamed_to(e, key);
+  if (!to) return std::nullopt;
+  return fmt::format("parameter '{}' was renamed '{}' ({})", key, *to,
+                     toml ? fmt::format("write {} = {}", *to, hint_value) : fmt::format("--set {}={}", *to, hint_value));
 }
 
 std::string unknown_key_message(const Experiment& e, const std::string& key) {
@@ -509,6 +527,24 @@ std::string describe(const toml::node& n) {
   return "a date/time";
 }
 
+// A scalar TOML value as it may be written back in a file (for a hint that rewrites its line);
+// "..." for an array, a table or a date. (Not toml++'s formatter: it reaches undefined behaviour
+// on some arrays, found by fuzz/fuzz_params.cpp.)
+std::string toml_text(const toml::node& n) {
+  if (auto v = n.as_string()) {
+    std::string out = "\"";
+    for (const char c : v->get()) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  }
+  if (auto v = n.as_integer()) return std::to_string(v->get());
+  if (auto v = n.as_floating_point()) return fmt::format("{}", v->get());
+  if (auto v = n.as_boolean()) return v->get() ? "true" : "false";
+  return "...";
+}
+
 ParamValue value_of_toml(const Origin& o, const ParamSpec& s, const toml::node& n) {
   switch (s.type) {
     case ParamType::Int: {
@@ -631,7 +667,10 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
       if (key == "preset") continue;
       const Origin o{file_prefix(*toml_file, &node)};
       const ParamSpec* s = find_spec(e, key);
-      if (!s) throw InputError(one_line(o.prefix + unknown_key_message(e, key)));
+      if (!s) {
+        if (renamed_to(e, key)) throw InputError(one_line(o.prefix + *renamed_key_message(e, key, toml_text(node), true)));
+        throw InputError(one_line(o.prefix + unknown_key_message(e, key)));
+      }
       p.values_[key] = value_of_toml(o, *s, node);
       p.explicit_.insert(key);
     }
@@ -640,7 +679,10 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
   std::map<std::string, std::string> seen;  // key -> its first `--set` value
   for (const auto& [key, value] : sets) {
     const ParamSpec* s = find_spec(e, key);
-    if (!s) throw InputError(one_line(unknown_key_message(e, key)));
+    if (!s) {
+      if (const auto m = renamed_key_message(e, key, value, false)) throw InputError(one_line(*m));
+      throw InputError(one_line(unknown_key_message(e, key)));
+    }
     if (auto it = seen.find(key); it != seen.end())
       throw InputError(one_line(fmt::format("parameter '{}' is set twice (--set {}={} and --set {}={}); give it once",
                                             key, key, it->second, key, value)));

@@ -68,6 +68,20 @@ ExperimentRegistration::ExperimentRegistration(Experiment e) {
     for (const ParamSpec& t : e.params) known = known || t.key == k;
     if (!known) throw std::logic_error(fmt::format("experiment '{}': smoke parameter '{}' is not in the schema", e.name, k));
   }
+  for (std::size_t i = 0; i < e.renamed.size(); ++i) {
+    const auto& [from, to] = e.renamed[i];
+    bool old_known = false, new_known = false;
+    for (const ParamSpec& t : e.params) {
+      old_known = old_known || t.key == from;
+      new_known = new_known || t.key == to;
+    }
+    if (from.empty() || from == "preset" || old_known || !new_known)
+      throw std::logic_error(fmt::format("experiment '{}': renamed key '{}' -> '{}': the old name must not be a parameter and the new "
+                                         "one must be", e.name, from, to));
+    for (std::size_t j = 0; j < i; ++j)
+      if (e.renamed[j].first == from)
+        throw std::logic_error(fmt::format("experiment '{}': renamed key '{}' declared twice", e.name, from));
+  }
   registry().push_back(std::make_unique<Experiment>(std::move(e)));
 }
 

@@ -357,7 +357,7 @@ TEST(CouplingClosedLoop, BadInput) {
 TEST(CouplingClosedLoop, PresetsRunSmall) {
   TempDir d;
   for (const std::string name : {"coupling-trajectory", "coupling-margin"}) {
-    const CliResult r = run_cli(d.path(), {"run", name, "--out", name, "--no-figures", "--quiet", "--set", "L=80", "--set", "exclude=15"});
+    const CliResult r = run_cli(d.path(), {"run", name, "--out", name, "--no-figures", "--quiet", "--set", "depth=80", "--set", "exclude=15"});
     ASSERT_EQ(r.code, 0) << name << ": " << r.err;
     EXPECT_TRUE(fs::exists(d.path() / name / "checks.csv"));
     EXPECT_EQ(r.err.find("failed"), std::string::npos) << name << ": " << r.err;

@@ -315,7 +315,7 @@ std::vector<std::string> file_lines(const std::filesystem::path& f) {
   return out;
 }
 
-const std::vector<std::pair<std::string, std::string>> kGateSmall = {{"g4_L", "40"}, {"L", "12"}, {"rho", "1e-4,1e-3,1e-2"}};
+const std::vector<std::pair<std::string, std::string>> kGateSmall = {{"g4_L", "40"}, {"depth", "12"}, {"rho", "1e-4,1e-3,1e-2"}};
 
 }  // namespace
 
@@ -340,7 +340,7 @@ TEST(CouplingGateIntervention, BadInputExitsTwoWithOneLine) {
       {{"--set", "rho=1e-3,nan"}, "rho"},
       {{"--set", "rho=0"}, "rho"},
       {{"--set", "mask=causal", "--set", "level=transformer"}, "mask"},
-      {{"--set", "P=12", "--set", "level=transformer"}, "P"},
+      {{"--set", "block=12", "--set", "level=transformer"}, "block"},
       {{"--set", "compression=multi", "--set", "levels=3,2", "--set", "level=transformer"}, "multi-level"},
       {{"--set", "y0=0.1,0.2", "--set", "level=transformer"}, "y0"},
   };

@@ -76,7 +76,7 @@ TEST(GreenCertificate, NormBoundIsALowerBoundWithinSqrtN) {
 
 TEST(GreenCertificate, PresetWritesTheCertificateAndTheVerdictLine) {
   tokdyn::testing::TempDir d;
-  const auto r = tokdyn::testing::run_cli(d.path(), {"run", "coupling-green", "--no-figures", "--quiet", "--out", "g", "--set", "L=40"});
+  const auto r = tokdyn::testing::run_cli(d.path(), {"run", "coupling-green", "--no-figures", "--quiet", "--out", "g", "--set", "depth=40"});
   ASSERT_EQ(r.code, 0) << r.err;
   // The run ends with the verdicts by reference kind.
   EXPECT_NE(r.out.find("checks: "), std::string::npos) << r.out;

@@ -319,7 +319,7 @@ TEST(CouplingDataHmm, LibraryRefusesBadModels) {
 namespace {
 using Sets = std::vector<std::pair<std::string, std::string>>;
 const Sets kSmall = {{"sequences", "3000"}, {"suff_sequences", "2000"}, {"q_grid", "0.02,0.1,0.3,0.5"},
-                     {"rho_grid", "-0.5,0,0.1,0.25,1"}, {"P", "6"}, {"blocks", "4"}};
+                     {"rho_grid", "-0.5,0,0.1,0.25,1"}, {"block", "6"}, {"blocks", "4"}};
 
 std::vector<std::string> lines(const fs::path& f) {
   std::ifstream in(f);
@@ -360,7 +360,7 @@ TEST(CouplingDataPreset, SameBitsAtOneAndTwoThreadsForAnotherEmission) {
   const Experiment* e = find_experiment("coupling-data");
   ASSERT_NE(e, nullptr);
   Sets sets = {{"sequences", "1500"}, {"suff_sequences", "300"}, {"q_grid", "0.05,0.5"}, {"rho_grid", "0,1"},
-               {"P", "4"},            {"blocks", "3"},           {"emission", "gaussian-variance"}};
+               {"block", "4"},            {"blocks", "3"},           {"emission", "gaussian-variance"}};
   run_experiment(*e, resolve_params(*e, sets), tmp.path() / "t1", 1, false, false);
   run_experiment(*e, resolve_params(*e, sets), tmp.path() / "t2", 2, false, false);
   for (const char* f : {"checks.csv", "risks.csv", "sufficiency.csv", "profile.csv"})
@@ -380,11 +380,11 @@ TEST(CouplingDataPreset, BadInputExitsTwoWithOneLine) {
       {{"--set", "q_grid=0.1,0.2,0.1"}, "q_grid"},
       {{"--set", "rho_grid="}, "rho_grid"},
       {{"--set", "rho_grid=0,1e999"}, "rho_grid"},
-      {{"--set", "P=0"}, "P"},
+      {{"--set", "block=0"}, "block"},
       {{"--set", "V=1"}, "V"},
       {{"--set", "emission=gaussian-variance", "--set", "dim=2"}, "dim"},
       {{"--set", "emission=beta"}, "emission"},
-      {{"--set", "exact_P=9", "--set", "exact_blocks=9"}, "exact_P"},
+      {{"--set", "exact_block=9", "--set", "exact_blocks=9"}, "exact_block"},
   };
   for (const auto& [sets, key] : cases) {
     std::vector<std::string> args = {"run", "coupling-data", "--out", "res", "--no-figures", "--set", "sequences=10", "--set", "suff_sequences=10"};

@@ -25,7 +25,7 @@ namespace {
 
 using Sets = std::vector<std::pair<std::string, std::string>>;
 
-const Sets kSmall = {{"L", "120"},        {"R11_window", "60"}, {"H", "5,20"},
+const Sets kSmall = {{"depth", "120"},        {"R11_window", "60"}, {"H", "5,20"},
                      {"green_L", "40"},   {"switch_L", "500"},  {"sectors", "3"}};
 
 fs::path run_small(const TempDir& tmp, const std::string& name, int threads, Sets extra = {}) {
@@ -69,11 +69,11 @@ TEST(CouplingDichotomy, SameBitsAtOneAndTwoThreads) {
 TEST(CouplingDichotomy, BadInputExitsTwoWithOneLine) {
   TempDir tmp;
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--set", "H=80", "--set", "R11_window=60", "--set", "L=120"}, "H"},
+      {{"--set", "H=80", "--set", "R11_window=60", "--set", "depth=120"}, "H"},
       {{"--set", "sigma=0.2,0,-0.5"}, "sigma"},
       {{"--set", "sigma=0.2,-2"}, "sigma"},
       {{"--set", "switch_lo=1.3"}, "switch_lo"},
-      {{"--set", "R11_window=200", "--set", "L=100"}, "R11_window"},
+      {{"--set", "R11_window=200", "--set", "depth=100"}, "R11_window"},
       {{"--set", "sigma=0.2,abc"}, "sigma"},
   };
   for (const auto& [sets, key] : cases) {

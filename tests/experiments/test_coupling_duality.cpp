@@ -40,7 +40,7 @@ fs::path run_small(const TempDir& tmp, const std::string& preset, const std::str
   return out;
 }
 
-const Sets kDual = {{"g4_L", "40"}, {"L", "16"}, {"remark6_L", "24"}, {"probes", "2"}};
+const Sets kDual = {{"g4_L", "40"}, {"depth", "16"}, {"remark6_L", "24"}, {"probes", "2"}};
 const Sets kThm9 = {{"g4_L", "40"}, {"probes", "2"}};
 
 }  // namespace
@@ -123,12 +123,12 @@ TEST(CouplingDuality, SameBitsAtOneAndTwoThreads) {
 TEST(CouplingDuality, BadInputExitsTwoWithOneLine) {
   TempDir tmp;
   const std::vector<std::tuple<std::string, std::vector<std::string>, std::string>> cases = {
-      {"coupling-duality", {"--set", "P=12", "--set", "T=8"}, "P"},
+      {"coupling-duality", {"--set", "block=12", "--set", "tokens=8"}, "block"},
       {"coupling-duality", {"--set", "levels=3,2"}, "levels"},
       {"coupling-duality", {"--set", "g4_m=-0.8,-0.5", "--set", "g4_v=1,1,1"}, "g4_m"},
       {"coupling-duality", {"--set", "g4_v=1,nan,1,1"}, "g4_v"},
-      {"coupling-duality", {"--set", "L_r=100"}, "L_r"},
-      {"coupling-thm9", {"--set", "P=9"}, "P"},
+      {"coupling-duality", {"--set", "refresh_every=100"}, "refresh_every"},
+      {"coupling-thm9", {"--set", "block=9"}, "block"},
       {"coupling-thm9", {"--set", "g4_m=-0.5,-0.5,-0.5,-0.5", "--set", "g4_v=0.5,0.5,0.5,0.5"}, "dichotomy"},
   };
   for (const auto& [preset, sets, key] : cases) {

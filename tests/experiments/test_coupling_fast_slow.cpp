@@ -99,9 +99,9 @@ TEST(CouplingFastSlow, FastModeIsExactlyInvisibleSlowModeKeepsTheDecayingPart) {
 TEST(CouplingFastSlow, PresetsRunAndEveryCheckPasses) {
   TempDir d;
   const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
-      {"coupling-green", {"--set", "L=60", "--set", "family=g3"}},
-      {"coupling-green", {"--set", "L=40", "--set", "family=g1", "--set", "d=3"}},
-      {"coupling-fast-slow", {"--set", "L=40"}}};
+      {"coupling-green", {"--set", "depth=60", "--set", "family=g3"}},
+      {"coupling-green", {"--set", "depth=40", "--set", "family=g1", "--set", "d=3"}},
+      {"coupling-fast-slow", {"--set", "depth=40"}}};
   int i = 0;
   for (const auto& [name, sets] : runs) {
     const std::string out = "out" + std::to_string(i++);
@@ -145,7 +145,7 @@ TEST(CouplingFastSlow, BadInputExitsTwo) {
       {"coupling-green", "generators=" + p + "/ok.npy", "forcing=" + p + "/h3.npy"},
       {"coupling-green", "forcing=" + p + "/h3.npy"},
       {"coupling-green", "family=g1", "knob=0.5"},
-      {"coupling-green", "L=0"},
+      {"coupling-green", "depth=0"},
       {"coupling-fast-slow", "etas=0.1"},
       {"coupling-fast-slow", "etas=0.1,abc"},
       {"coupling-fast-slow", "etas=0.01,2"},
@@ -157,7 +157,7 @@ TEST(CouplingFastSlow, SameBitsAtOneAndTwoThreads) {
   TempDir d;
   for (const std::string name : {"coupling-green", "coupling-fast-slow"}) {
     for (const std::string t : {"1", "2"}) {
-      const CliResult r = run_cli(d.path(), {"run", name, "--out", name + t, "--no-figures", "--quiet", "--threads", t, "--set", "L=40"});
+      const CliResult r = run_cli(d.path(), {"run", name, "--out", name + t, "--no-figures", "--quiet", "--threads", t, "--set", "depth=40"});
       ASSERT_EQ(r.code, 0) << name << ": " << r.err;
     }
     for (const std::string f : {"checks.csv", name == "coupling-green" ? "green.csv" : "fast_slow.csv"}) {

@@ -26,10 +26,10 @@ namespace {
 TEST(CouplingPresets, RunSmall) {
   TempDir d;
   const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
-      {"coupling-frozen-kernel", {"--set", "L=3", "--set", "T=4", "--set", "d=4", "--set", "d_ff=8"}},
-      {"coupling-bounded-step", {"--set", "L=3", "--set", "samples=2", "--set", "ascent_steps=3"}},
-      {"coupling-rank-collapse", {"--set", "L=6", "--set", "runs=2", "--set", "mask=block", "--set", "P=4"}},
-      {"coupling-qk-specificity", {"--set", "L=6", "--set", "runs=2", "--set", "perturb_from=4"}}};
+      {"coupling-frozen-kernel", {"--set", "depth=3", "--set", "tokens=4", "--set", "d=4", "--set", "d_ff=8"}},
+      {"coupling-bounded-step", {"--set", "depth=3", "--set", "samples=2", "--set", "ascent_steps=3"}},
+      {"coupling-rank-collapse", {"--set", "depth=6", "--set", "runs=2", "--set", "mask=block", "--set", "block=4"}},
+      {"coupling-qk-specificity", {"--set", "depth=6", "--set", "runs=2", "--set", "perturb_from=4"}}};
   for (const auto& [name, sets] : runs) {
     std::vector<std::string> a = {"run", name, "--out", name, "--no-figures", "--quiet"};
     a.insert(a.end(), sets.begin(), sets.end());
@@ -78,8 +78,8 @@ TEST(CouplingPresets, BadInputExitsTwo) {
       {"coupling-bounded-step", "norm=none"},
       {"coupling-bounded-step", "eps_leak=0"},
       {"coupling-rank-collapse", "positional=rope", "d=5"},
-      {"coupling-rank-collapse", "weights=/nonexistent/w.safetensors"},
-      {"coupling-qk-specificity", "perturb_from=100", "L=10"},
+      {"coupling-rank-collapse", "tf_weights=/nonexistent/w.safetensors"},
+      {"coupling-qk-specificity", "perturb_from=100", "depth=10"},
       {"coupling-qk-specificity", "tying=tied"},
       {"coupling-qk-specificity", "sigma_w=-1"}};
   expect_bad_runs(d.path(), bad);
@@ -124,15 +124,15 @@ TEST(CouplingPresets, SafetensorsWeights) {
   EXPECT_EQ(w[1].W_1, ref[1].W_1.cast<float>().cast<double>());
   EXPECT_EQ(w[0].b_2, ref[0].b_2.cast<float>().cast<double>());
   EXPECT_EQ(w[0].g_mlp, Vec::Ones(4));
-  const CliResult ok = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "ok", "--no-figures", "--quiet", "--set", "weights=w.safetensors",
-                                          "--set", "d=4", "--set", "d_ff=6", "--set", "L=2", "--set", "T=4", "--set", "runs=1"});
+  const CliResult ok = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "ok", "--no-figures", "--quiet", "--set", "tf_weights=w.safetensors",
+                                          "--set", "d=4", "--set", "d_ff=6", "--set", "depth=2", "--set", "tokens=4", "--set", "runs=1"});
   EXPECT_EQ(ok.code, 0) << ok.err;
-  const CliResult r = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "weights=w.safetensors",
-                                         "--set", "d=5", "--set", "L=2"});
+  const CliResult r = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "tf_weights=w.safetensors",
+                                         "--set", "d=5", "--set", "depth=2"});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("layers.0.W_Q"), std::string::npos) << r.err;
-  const CliResult r2 = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "weights=w.safetensors",
-                                          "--set", "d=4", "--set", "d_ff=6", "--set", "L=3"});
+  const CliResult r2 = run_cli(d.path(), {"run", "coupling-rank-collapse", "--out", "o", "--no-figures", "--quiet", "--set", "tf_weights=w.safetensors",
+                                          "--set", "d=4", "--set", "d_ff=6", "--set", "depth=3"});
   EXPECT_EQ(r2.code, 2) << r2.err;
   // Every weight set and every tensor of the file is used, or the run is refused (issue 17).
   auto refused = [&](const std::vector<std::string>& extra, const std::string& needle) {
@@ -144,11 +144,11 @@ TEST(CouplingPresets, SafetensorsWeights) {
     EXPECT_NE(x.err.find(needle), std::string::npos) << x.err;
     EXPECT_FALSE(fs::exists(d.path() / "o")) << needle;
   };
-  refused({"--set", "weights=w.safetensors", "--set", "L=1"}, "expected exactly L = 1");
-  refused({"--set", "weights=w.safetensors", "--set", "L=2", "--set", "tying=tied"}, "tying = tied uses exactly one");
-  refused({"--set", "weights=w.safetensors", "--set", "tying=looped", "--set", "loop=3"}, "loop");
-  refused({"--set", "weights=w.safetensors", "--set", "L=2", "--set", "sigma_w=2"}, "sigma_w");
-  refused({"--set", "weights=w.safetensors", "--set", "L=2", "--set", "d_ff=7"}, "d_ff = 6");
+  refused({"--set", "tf_weights=w.safetensors", "--set", "depth=1"}, "expected exactly depth = 1");
+  refused({"--set", "tf_weights=w.safetensors", "--set", "depth=2", "--set", "tying=tied"}, "tying = tied uses exactly one");
+  refused({"--set", "tf_weights=w.safetensors", "--set", "tying=looped", "--set", "loop=3"}, "loop");
+  refused({"--set", "tf_weights=w.safetensors", "--set", "depth=2", "--set", "sigma_w=2"}, "sigma_w");
+  refused({"--set", "tf_weights=w.safetensors", "--set", "depth=2", "--set", "d_ff=7"}, "d_ff = 6");
   // A misspelt and a foreign tensor beside the real ones.
   for (const std::string extra : {"layers.0.g_atn", "layers.0.W_O", "foo"}) {
     std::vector<st::TensorToWrite> more = ts;
@@ -156,7 +156,7 @@ TEST(CouplingPresets, SafetensorsWeights) {
     more.push_back({extra, st::DType::F32, {4}, four.data()});
     const fs::path g = d.path() / "extra.safetensors";
     st::write_file(g, more);
-    refused({"--set", "weights=extra.safetensors", "--set", "L=2"}, "tensor '" + extra + "' is not a weight");
+    refused({"--set", "tf_weights=extra.safetensors", "--set", "depth=2"}, "tensor '" + extra + "' is not a weight");
   }
   // depth-spectra names its own key.
   const CliResult ds = run_cli(d.path(), {"run", "depth-spectra", "--out", "o", "--no-figures", "--quiet", "--set", "model=transformer",

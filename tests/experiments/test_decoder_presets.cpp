@@ -35,7 +35,7 @@ TEST(DecoderPresets, RankCollapseOnAFamilyStartsFromItsNormalisedEmbeddings) {
   ASSERT_EQ(mk.code, 0) << mk.err;
   const testing::CliResult r = testing::run_cli(
       tmp.path(), {"run", "coupling-rank-collapse", "--out", "rc", "--no-figures", "--set", "model=gpt2", "--set",
-                   "checkpoint=ck", "--set", "T=6", "--set", "L=5", "--set", "runs=2"});
+                   "checkpoint=ck", "--set", "tokens=6", "--set", "depth=5", "--set", "runs=2"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = testing::read_csv_rows(tmp.path() / "rc" / "rank_collapse.csv");
   ASSERT_EQ(rows.size(), 12u);

@@ -193,9 +193,9 @@ TEST(ParamRulesCli, IgnoredKnobsOfThePresetsAreRefused) {
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
   }
   const CliResult g = run_cli(d.path(), {"run", "coupling-green", "--out", "g", "--no-figures", "--quiet", "--set",
-                                         "weights=/nonexistent.npy"});
+                                         "tf_weights=/nonexistent.npy"});
   EXPECT_EQ(g.code, 2);
-  EXPECT_NE(g.err.find("'weights' does not apply when tlevel = false"), std::string::npos) << g.err;
+  EXPECT_NE(g.err.find("'tf_weights' does not apply when tlevel = false"), std::string::npos) << g.err;
   const CliResult m = run_cli(d.path(), {"run", "depth-spectra", "--out", "m", "--no-figures", "--quiet", "--set", "beta=2"});
   EXPECT_EQ(m.code, 2);
   EXPECT_NE(m.err.find("'beta' does not apply when model = ssm"), std::string::npos) << m.err;
@@ -215,8 +215,8 @@ TEST(ParamRulesCli, EmptyListsThatCrashedAreRefused) {
 
 TEST(ParamRulesCli, DefaultsThatDependOnOtherParametersScale) {
   TempDir d;
-  // exclude defaults to L/5: a short window needs no second knob.
-  const CliResult r = run_cli(d.path(), {"run", "coupling-margin", "--out", "m", "--no-figures", "--quiet", "--set", "L=30"});
+  // exclude defaults to depth/5: a short window needs no second knob.
+  const CliResult r = run_cli(d.path(), {"run", "coupling-margin", "--out", "m", "--no-figures", "--quiet", "--set", "depth=30"});
   EXPECT_EQ(r.code, 0) << r.err;
   std::ifstream in(d.path() / "m" / "manifest.json");
   const nlohmann::json man = nlohmann::json::parse(in);
@@ -244,7 +244,7 @@ TEST(ParamRulesCli, NonFiniteDynamicsAreExitFourEverywhere) {
   const std::vector<std::vector<std::string>> runs = {
       {"depth-spectra", "model=ssm", "weights=gaussian", "sigma=1e300", "depth=4", "burn_in=1", "k=2", "tokens=3", "n=4", "m=4"},
       {"depth-spectra", "model=transformer", "sigma_w=100", "norm=none", "depth=400", "burn_in=1", "k=2", "tokens=3"},
-      {"coupling-qk-specificity", "L=6", "runs=2", "perturb_from=4", "temperature=5e-324"},
+      {"coupling-qk-specificity", "depth=6", "runs=2", "perturb_from=4", "temperature=5e-324"},
   };
   int i = 0;
   for (const auto& r : runs) {

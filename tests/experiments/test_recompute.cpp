@@ -67,7 +67,7 @@ TEST(Recompute, DepthSpectraRefusesAStartOfTheWrongShape) {
 
 TEST(Recompute, FrozenKernelTakesAnyListOfN) {
   TempDir d;
-  CliResult r = run_cli(d.path(), {"run", "coupling-frozen-kernel", "--no-figures", "--quiet", "--out", "k", "--set", "L=3", "--set", "T=4",
+  CliResult r = run_cli(d.path(), {"run", "coupling-frozen-kernel", "--no-figures", "--quiet", "--out", "k", "--set", "depth=3", "--set", "tokens=4",
                                    "--set", "d=4", "--set", "d_ff=8", "--set", "kappa_n=5,7,64"});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string k = slurp(d.path() / "k" / "kappa.csv");
@@ -139,7 +139,7 @@ TEST(Recompute, DrawnInputsAreWrittenAndRerunOnThem) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(d.path() / "a" / "lyapunov.csv"), slurp(d.path() / "b" / "lyapunov.csv"));
 
-  const std::vector<std::string> fk{"run", "coupling-frozen-kernel", "--no-figures", "--quiet", "--set", "L=3", "--set", "T=4",
+  const std::vector<std::string> fk{"run", "coupling-frozen-kernel", "--no-figures", "--quiet", "--set", "depth=3", "--set", "tokens=4",
                                     "--set", "d=4", "--set", "d_ff=8"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = fk;
@@ -149,7 +149,7 @@ TEST(Recompute, DrawnInputsAreWrittenAndRerunOnThem) {
   r = run_cli(d.path(), with({"--out", "t1"}));
   ASSERT_EQ(r.code, 0) << r.err;
   ASSERT_TRUE(fs::exists(d.path() / "t1" / "inputs" / "tf_weights.safetensors"));
-  r = run_cli(d.path(), with({"--out", "t2", "--set", "weights=t1/inputs/tf_weights.safetensors"}));
+  r = run_cli(d.path(), with({"--out", "t2", "--set", "tf_weights=t1/inputs/tf_weights.safetensors"}));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(d.path() / "t1" / "jacobian.csv"), slurp(d.path() / "t2" / "jacobian.csv"));
   EXPECT_FALSE(fs::exists(d.path() / "t2" / "inputs"));  // nothing drawn: nothing to write

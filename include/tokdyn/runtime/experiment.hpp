@@ -208,6 +208,11 @@ struct Experiment {
   std::vector<std::pair<std::string, std::string>> nonfinite_ok = {};
   /// What the preset writes: tables, arrays, scalar summaries, figures (outputs.hpp).
   OutputDecl outputs = {};
+  /// Keys the preset knew under another name, {old, new} (e.g. {"T", "tokens"}): an old name given
+  /// with `--set`, in a TOML file or as a sweep axis is refused with one line naming the new one
+  /// ("parameter 'T' was renamed 'tokens' (--set tokens=8)"), never taken as an unknown key without
+  /// a hint. `new` is a key of params; `old` is none (the registry refuses either mistake).
+  std::vector<std::pair<std::string, std::string>> renamed = {};
 };
 
 /// `e` with its output declaration.
@@ -215,6 +220,15 @@ inline Experiment with_outputs(Experiment e, OutputDecl o) {
   e.outputs = std::move(o);
   return e;
 }
+
+/// `e` with the keys it renamed, {old, new} (see Experiment::renamed).
+inline Experiment with_renamed(Experiment e, std::vector<std::pair<std::string, std::string>> renamed) {
+  e.renamed = std::move(renamed);
+  return e;
+}
+
+/// The new name of `key` when preset `e` renamed it (Experiment::renamed), else nullopt.
+std::optional<std::string> renamed_to(const Experiment& e, const std::string& key);
 
 /// Checks a finished results folder against the preset's declaration and writes summary.csv from
 /// ctx.summaries: every CSV file declared with its declared header, every table written unless it

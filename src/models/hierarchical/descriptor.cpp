@@ -6,6 +6,7 @@
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/core/rng.hpp"
 #include "tokdyn/models/hierarchical/hierarchical.hpp"
+#include "tokdyn/models/hierarchical/setup.hpp"
 #include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
 
@@ -16,38 +17,20 @@ namespace {
 // ---- the hierarchical model (C1)-(C2), eq. (11) of the coupling paper: the Transformer with the
 // block-local mask and the slow path (compressions of blocks, a gated injection) ----
 ModelInstance build_hierarchical(const Params& P, RunContext& ctx) {
-  Params q;
-  const auto copy = [&](const std::string& to, const std::string& from) { q.values_[to] = P.values_.at(from); };
-  for (const char* k : {"d", "d_ff", "sigma_w", "sigma_b", "norm", "eps", "placement", "activation", "positional", "temperature",
-                        "heads", "tying", "loop", "seed"})
-    copy(k, k);
-  q.values_["window"] = 4L;        // masks other than block-local only
+  // The knobs are the shared Transformer schema's keys (tf::transformer_params) but the mask: P as it
+  // is, with the block-local mask of length `block` (C1).
+  Params q = P;
+  q.values_["mask"] = std::string("block");
+  q.values_["window"] = 4L;  // masks other than block-local only
   q.values_["eps_leak"] = 1e-3;
-  copy("T", "tokens");
-  copy("L", "depth");
-  copy("weights", "tf_weights");
-  copy("P", "block");
-  q.values_["mask"] = std::string("block");  // (C1): attention within blocks of P tokens
   if (P.get_string("tying") == "untied" && P.get_string("tf_weights").empty() && P.get_int("depth") > 5000)
     throw InputError(fmt::format("parameter 'depth' = {}: untied random weights are drawn for every layer, at most 5000 "
                                  "(use --set tying=tied or tying=looped for deeper runs)", P.get_int("depth")));
-  tf::Transformer model = tf::transformer_from(q, ctx, 0, "tf_weights");
+  tf::Transformer model = tf::transformer_from(q, ctx);
   const tf::Config c = model.config();
   const int T = static_cast<int>(P.get_int("tokens"));
   const int block = static_cast<int>(P.get_int("block"));
-  if (block > T) throw InputError(fmt::format("parameter 'block' = {}: longer than the sequence (tokens = {})", block, T));
-  hier::SlowPath s;
-  s.P = block;
-  s.pi.kind = hier::parse_pi(P.get_string("compression"));
-  s.pi.topk = static_cast<int>(P.get_int("topk"));
-  s.psi = hier::make_injection(hier::parse_psi(P.get_string("injection")), c.d, static_cast<int>(P.get_int("psi_hidden")),
-                               P.get_double("psi_scale"), static_cast<std::uint64_t>(P.get_int("seed")));
-  s.rho = P.get_double("rho");
-  s.L_r = static_cast<int>(P.get_int("refresh_every"));
-  s.refresh = hier::parse_refresh(P.get_string("refresh"));
-  s.pooled = hier::parse_pooled(P.get_string("pooled"));
-  s.loop = hier::parse_loop(P.get_string("slow_loop"));
-  s.site = hier::parse_site(P.get_string("site"));
+  const hier::SlowPath s = hier::slow_path_from(P, c.d, P.get_double("rho"));
   auto hm = std::make_unique<hier::HierarchicalModel>(std::move(model), s, T);
   Tokens X(T, c.d);
   Rng(static_cast<std::uint64_t>(P.get_int("seed")), {0x7f}).fill_normal(X, 1.0);
@@ -70,7 +53,7 @@ std::vector<ModelDescriptor> hierarchical_descriptors() {
   std::vector<ParamSpec> hk{p_int("d", 4, "token dimension (= d_k = d_v)", 1, 1 << 14),
                             p_int("heads", 1, "attention heads (must divide d)", 1, 4096)};
   for (ParamSpec& q : tf::transformer_registry_knobs())
-    if (q.key != "mask" && q.key != "P" && q.key != "window" && q.key != "eps_leak") hk.push_back(std::move(q));
+    if (q.key != "mask" && q.key != "block" && q.key != "window" && q.key != "eps_leak") hk.push_back(std::move(q));
   for (ParamSpec q : std::vector<ParamSpec>{
            p_int("block", 4, "block length P of the block-local attention (C1) and of the compressions (C2)", 1, 512),
            p_double("rho", 0.1, "gate amplitude rho of the slow path's injection", -1e6, 1e6),

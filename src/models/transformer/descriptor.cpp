@@ -15,19 +15,11 @@ namespace {
 
 // ---- the Transformer block (4) of the coupling paper, seeded random or from a safetensors file ----
 ModelInstance build_transformer(const Params& P, RunContext& ctx) {
-  // The shared Transformer schema's keys, filled from this preset's knobs (T = tokens, L = depth).
-  Params q;
-  const auto copy = [&](const std::string& to, const std::string& from) { q.values_[to] = P.values_.at(from); };
-  for (const char* k : {"d", "d_ff", "sigma_w", "sigma_b", "norm", "eps", "placement", "activation", "mask", "P", "window",
-                        "eps_leak", "positional", "temperature", "heads", "tying", "loop", "seed"})
-    copy(k, k);
-  copy("T", "tokens");
-  copy("L", "depth");
-  copy("weights", "tf_weights");
+  // The knobs are the shared Transformer schema's keys (tf::transformer_params): P is read as it is.
   if (P.get_string("tying") == "untied" && P.get_string("tf_weights").empty() && P.get_int("depth") > 5000)
     throw InputError(fmt::format("parameter 'depth' = {}: untied random weights are drawn for every layer, at most 5000 "
                                  "(use --set tying=tied or tying=looped for deeper runs)", P.get_int("depth")));
-  tf::Transformer model = tf::transformer_from(q, ctx, 0, "tf_weights");
+  tf::Transformer model = tf::transformer_from(P, ctx);
   const tf::Config& c = model.config();
   const int len = static_cast<int>(P.get_int("tokens"));
   ModelInstance S;
