@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/analysis/frozen_kernel.hpp"
+#include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/engine/drivers.hpp"
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/runtime/experiment.hpp"
@@ -29,6 +30,13 @@ using namespace tokdyn::tf;
 Mat kernel_of(const Config& c, int T);
 void rank_collapse_rate(const std::vector<double>& mean_log, int L, RunContext& ctx);
 ResourceEstimate estimate_of(const Params& p, double factor);
+
+/// The registered decoder families (the models these presets take besides the Transformer).
+std::vector<std::string> family_names() {
+  std::vector<std::string> n;
+  for (const decoder::Family* f : decoder::families()) n.push_back(f->name);
+  return n;
+}
 
 // ---- coupling-rank-collapse (E2) ----------------------------------------------------------------
 
@@ -147,7 +155,7 @@ OutputDecl rank_collapse_outputs() {
        {index("from_layer", "first depth of the fit (L/2)", 0), index("to_layer", "last depth of the fit (L)", 0),
         real("log_slope", "slope of the mean over runs of log ratio against l", "1/layer"),
         real("r_f_estimate", "exp(log_slope): the homogenisation rate r_f per block (A5: < 1)")}}};
-  o.arrays = {{"token_ids.npy", "int64 [runs, T]: the token ids whose embeddings are the initial tokens", "model = gpt2, llama or neox"}};
+  o.arrays = model_arrays("model", family_names());
   o.summaries = {{"r_f_estimate", "exp of the log-slope of the ratio over the second half of depth: the rate r_f per block (A5: < 1)"},
                  {"log_slope", "the log-slope itself", "1/layer"},
                  {"final_ratio", "geometric mean over runs of the ratio at depth L"}};
@@ -157,7 +165,13 @@ OutputDecl rank_collapse_outputs() {
 
 // ---- coupling-qk-specificity (E4) ---------------------------------------------------------------
 
+void qk_specificity_decoder(const Params& p, RunContext& ctx);  // coupling_qk_families.cpp
+
 void run_qk_specificity(const Params& p, RunContext& ctx) {
+  if (p.get_string("model") != "transformer") return qk_specificity_decoder(p, ctx);
+  if (p.get_int("perturb_from") < 1)
+    throw InputError("parameter 'perturb_from' = 0: the Transformer's perturbed layers start at a layer 1..depth (0 is the decoder "
+                     "families' \"later half\")");
   const Transformer tf = transformer_from(p, ctx);
   const Config& c = tf.config();
   const int T = static_cast<int>(p.get_int("tokens")), L = static_cast<int>(p.get_int("depth")), runs = static_cast<int>(p.get_int("runs"));
@@ -257,6 +271,7 @@ OutputDecl qk_specificity_outputs() {
                  {"order_log10_ratio", "log10(final_change / final_change_tenth): 2 = second order in s (Prop 8), 1 = first order; "
                                        "NaN (empty): the change at s/10 is 0"}};
   o.figures = {{"qk_specificity.png", "|alpha^(l) - alpha*| against depth (base and perturbed); state difference and fluctuation ratio against depth"}};
+  o.arrays = model_arrays("model", family_names());
   return o;
 }
 
@@ -284,13 +299,29 @@ const ExperimentRegistration reg_rc{tf::with_renamed_keys(with_outputs(with_smok
 
 const ExperimentRegistration reg_qk{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-qk-specificity",
-    "Coupling paper E4: |alpha^(l) - alpha*| against depth near H, and the effect of late W_Q/W_K perturbations",
+    "Coupling paper E4: |alpha^(l) - alpha*| against depth near H, and the effect of late W_Q/W_K perturbations (random stacks or a "
+    "GPT-2 / NeoX / Llama model)",
     [] {
-      auto ps = transformer_params(16, 64, 16, 48, 0.0);
+      std::vector<std::string> models{"transformer"};
+      for (const decoder::Family* f : decoder::families()) models.push_back(f->name);
+      std::vector<ParamSpec> ps{p_string("model", "transformer",
+                                         "the coupling paper's random block (4) stack, or a decoder family's own layers once each (a "
+                                         "checkpoint or a fresh model)", models)};
+      for (ParamSpec& q : transformer_params(16, 64, 16, 48, 0.0)) {
+        // The block's own knobs (and depth: a family runs its own layers) apply to model = transformer.
+        if (q.key != "tokens" && q.key != "seed") q.only_when.push_back({"model", {"transformer"}, false});
+        ps.push_back(std::move(q));
+      }
       ps.push_back(p_int("runs", 8, "perturbed homogeneous inputs", 1, 10000));
-      ps.push_back(p_double("amplitude", 0.1, "size s of the perturbation X(0) = 1 x0^T + s dX", 0.0, 1e3));
+      ps.push_back(p_double("amplitude", 0.1, "size s of the perturbation X(0) = 1 x0^T + s dX (families: s |x0| / sqrt(d))", 0.0, 1e3));
       ps.push_back(p_double("eta", 1.0, "relative size of the W_Q, W_K perturbation", 0.0, 1e3));
-      ps.push_back(p_int("perturb_from", 25, "first (1-based) layer whose W_Q, W_K are perturbed", 1, 5000));
+      ParamSpec from = p_int("perturb_from", 25, "first (1-based) layer whose W_Q, W_K are perturbed (families: 0 = the later half)", 0, 5000);
+      std::vector<std::string> fams(models.begin() + 1, models.end());
+      from.def_when.push_back({ParamCondition{"model", fams, false}, ParamValue{0L}});
+      ps.push_back(std::move(from));
+      // The families' knobs, but the ones E4 sets itself (W_Q / W_K perturbed from perturb_from, each layer once).
+      for (ParamSpec& q : model_knobs("model", fams))
+        if (q.key != "qk" && q.key != "qk_sigma" && q.key != "qk_from" && q.key != "layers" && q.key != "layer") ps.push_back(std::move(q));
       return ps;
     }(),
     run_qk_specificity, "coupling-qk-specificity",
