@@ -745,6 +745,9 @@ class Runner {
     argv.push_back(nullptr);
     for (auto& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);
+    // From creating the point's log to registering it and the child for clean-up, an interrupt waits: one that came
+    // in between would leave the log (or the child) behind.
+    const interrupt::CriticalSection starting;
     const int err_fd = ::open(c.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (err_fd < 0) throw ResourceError(fmt::format("'{}': {}", c.err.string(), errno_text(errno)));
     const pid_t parent = ::getpid();
