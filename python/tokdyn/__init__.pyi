@@ -161,7 +161,7 @@ class _Models:
                     sigma_b: float = ..., norm: Literal['rms', 'layer', 'none'] = ..., eps: float = ...,
                     placement: Literal['pre', 'post'] = ...,
                     activation: Literal['gelu', 'gelu-tanh', 'silu', 'tanh', 'relu'] = ...,
-                    mask: Literal['causal', 'bidirectional', 'block', 'sliding', 'leaky'] = ..., P: int = ...,
+                    mask: Literal['causal', 'bidirectional', 'block', 'sliding', 'leaky'] = ..., block: int = ...,
                     window: int = ..., eps_leak: float = ..., positional: Literal['none', 'rope', 'alibi'] = ...,
                     temperature: float = ..., tying: Literal['untied', 'tied', 'looped'] = ..., loop: int = ...,
                     tf_weights: PathLike = ..., tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
@@ -177,7 +177,7 @@ class _Models:
         placement: norm placement
         activation: MLP activation phi (relu is not C^1: warned)
         mask: attention mask
-        P: block length (mask = block)
+        block: block length (mask = block)
         window: sliding window w (mask = sliding)
         eps_leak: weight of future tokens (mask = leaky)
         positional: positional scheme

@@ -65,9 +65,11 @@ def manifest(d):
 
 def synthetic_note(fig, man):
     """Say on the figure when no checkpoint was given (a freshly initialised model ran)."""
-    if man.get("notes", {}).get("synthetic_model"):
-        fig.text(0.5, 0.005, "no checkpoint given: a freshly initialised Mamba-2 (tokdyn make-checkpoint) ran, "
-                 "not trained weights", ha="center", va="bottom", fontsize=7, color="C3")
+    notes = man.get("notes", {})
+    if notes.get("synthetic_model"):
+        text = notes.get("synthetic_model_note") or ("no checkpoint given: a freshly initialised Mamba-2 (tokdyn make-checkpoint) "
+                                                     "ran, not trained weights")
+        fig.text(0.5, 0.005, "untrained model: " + text, ha="center", va="bottom", fontsize=7, color="C3")
 
 
 def paper_values(man, key=None):

@@ -11,7 +11,7 @@ coupling-rank-collapse   rank_collapse.png: |S(X) - 1 mean^T| / |S(X)| against d
 coupling-qk-specificity  qk_specificity.png: |alpha^(l) - alpha*| against depth, base and perturbed."""
 import math
 
-from .common import num, plt, read_table, save
+from .common import manifest, num, plt, read_table, save, synthetic_note
 
 TINY = 1e-18
 
@@ -141,6 +141,7 @@ def plot_rank_collapse(d):
     ax.set_xlabel("layer l")
     ax.set_ylabel("||S(X) - 1 mean^T||_F / ||S(X)||_F")
     ax.legend()
+    synthetic_note(fig, manifest(d))
     save(fig, [], d, "rank_collapse.png", dpi=110)
 
 
@@ -166,6 +167,7 @@ def plot_qk_specificity(d):
     ax[1].set_ylabel("relative size (floor 1e-18)")
     ax[1].set_title("Late W_Q, W_K perturbation (Prop 8: O(s^2) without positions)")
     ax[1].legend(fontsize=7)
+    synthetic_note(fig, manifest(d))
     save(fig, [], d, "qk_specificity.png", dpi=110)
 
 

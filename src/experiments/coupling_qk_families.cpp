@@ -69,7 +69,12 @@ void qk_specificity_decoder(const Params& p, RunContext& ctx) {
   Params q = p;
   q.values_["runs"] = 1L;
   q.values_["depth"] = 1L;
+  // The knobs E4 sets itself (the preset does not offer them): each layer once, W_Q / W_K as loaded.
+  q.values_["layers"] = std::string("cycle");
+  q.values_["layer"] = 0L;
   q.values_["qk"] = std::string("checkpoint");
+  q.values_["qk_sigma"] = eta;
+  q.values_["qk_from"] = 0L;
   ModelInstance base = build_model(model, q, ctx);
   const auto* bm = dynamic_cast<const decoder::DecoderMap*>(base.map.get());
   if (!bm) throw std::logic_error("coupling-qk-specificity: a decoder family's map is not a DecoderMap");

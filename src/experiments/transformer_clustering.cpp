@@ -38,11 +38,13 @@ void run_transformer_clustering(const Params& P, RunContext& ctx) {
   const std::vector<std::string> vars = variants_of(P);
   std::vector<GramObserver> gram(vars.size(), GramObserver(ConsensusSet::Diagonal));
   nlohmann::json notes = nlohmann::json::object();
+  decoder::Positions positions = decoder::Positions::None;
   for (std::size_t v = 0; v < vars.size(); ++v) {
     Params q = P;
     q.values_["use_positions"] = vars[v] == "positions_on";
     ModelInstance S = build_model(model, q, ctx);
     if (v == 0) notes = S.notes;
+    if (const auto* dm = dynamic_cast<const decoder::DecoderMap*>(S.map.get())) positions = dm->arch().positions;
     BatchF Z{S.Z0.Z.cast<float>(), S.Z0.runs, S.Z0.len};
     auto timer = ctx.phase(vars[v]);
     iterate(*S.map, Z, depth, {&gram[v]}, {}, [&](double f) {
@@ -73,7 +75,7 @@ void run_transformer_clustering(const Params& P, RunContext& ctx) {
                "lambda_bar_1(depth) - lambda_bar_1(0), mean over runs", lL - l0, "> 0", lL - l0 > 0,
                qualitative("The Attention Within §VI / rank collapse: lambda_bar_1 -> 1 with depth"));
   }
-  const bool rotary = notes.contains("model_config") && model != "gpt2";
+  const bool rotary = positions == decoder::Positions::Rotary;
   if (vars.size() == 2 && rotary) {
     double a = 0, b = 0, sd = 0;
     gram[0].lambda1_stats(0, a, sd);
@@ -84,7 +86,7 @@ void run_transformer_clustering(const Params& P, RunContext& ctx) {
   } else {
     checks.not_applicable("layer0 positions", "rotary positions act inside attention only: the embedded tokens do not depend on them",
                           "|lambda_bar_1(0) on - off|",
-                          model == "gpt2" ? "GPT-2's learned positions are added to the embedding" : "needs variants = both", 
+                          vars.size() == 2 ? "learned positions are added to the embedding (no rotary positions)" : "needs variants = both",
                           closed_form("rotary families: x(0) = embedding rows, no position term"));
   }
   checks.report(ctx, "transformer-clustering");

@@ -97,5 +97,60 @@ TEST(DecoderPresets, DepthSpectraOfEachFamilyAndTheRefusals) {
   EXPECT_EQ(testing::run_cli(tmp.path(), {"make-checkpoint", "--model", "neox", "--size", "huge", "--out", "x"}).code, 2);
 }
 
+// E4 on the families (coupling-qk-specificity, model = a family): the layers before the perturbed
+// ones see identical states (the state difference is exactly 0 there), and the effect of late W_Q,
+// W_K changes is second order in the distance from H without positions inside the layers (GPT-2;
+// Llama with use_positions=false) and first order with rotary positions (NeoX) (Prop 8).
+TEST(DecoderPresets, QkSpecificityOnTheFamiliesSeparatesSecondFromFirstOrder) {
+  TempDir tmp;
+  auto order_of = [&](const std::filesystem::path& dir) {
+    for (const auto& row : testing::read_csv_rows(dir / "summary.csv"))
+      if (row.at("quantity") == "order_log10_ratio") return std::stod(row.at("value"));
+    return std::nan("");
+  };
+  for (const char* fam : {"gpt2", "llama", "neox"}) {
+    const std::string ck = std::string("ck-") + fam, out = std::string("e4-") + fam;
+    ASSERT_EQ(testing::run_cli(tmp.path(), {"make-checkpoint", "--model", fam, "--size", "small", "--seed", "3", "--out", ck}).code, 0);
+    std::vector<std::string> args{"run", "coupling-qk-specificity", "--out", out, "--no-figures", "--set", std::string("model=") + fam,
+                                  "--set", "checkpoint=" + ck, "--set", "tokens=10", "--set", "runs=3"};
+    if (std::string(fam) == "llama") args.insert(args.end(), {"--set", "use_positions=false"});
+    const testing::CliResult r = testing::run_cli(tmp.path(), args);
+    ASSERT_EQ(r.code, 0) << fam << ": " << r.err;
+    const auto rows = testing::read_csv_rows(tmp.path() / out / "qk_specificity.csv");
+    ASSERT_EQ(rows.size(), 2u * 2u * 4u) << fam;  // two amplitudes, two variants, the 4 layers of size small
+    // perturb_from = 0: the later half, layers 3 and 4; the state entering layers 1..3 is the same in both models.
+    for (const auto& row : rows) {
+      const int l = std::stoi(row.at("layer"));
+      if (row.at("variant") != "perturbed") continue;
+      if (l <= 3) EXPECT_EQ(std::stod(row.at("state_diff")), 0.0) << fam << " layer " << l;
+      else EXPECT_GT(std::stod(row.at("state_diff")), 0.0) << fam << " layer " << l;
+    }
+    const double order = order_of(tmp.path() / out);
+    const auto checks = testing::read_csv_rows(tmp.path() / out / "checks.csv");
+    if (std::string(fam) == "neox") {
+      EXPECT_LT(order, 1.3) << "rotary positions inside the layers: first order";
+      EXPECT_TRUE(checks.empty()) << "no criterion with positions inside the layers";
+    } else {
+      EXPECT_NEAR(order, 2.0, 0.2) << fam;
+      EXPECT_EQ(testing::check_row(checks, "E4").at("pass"), "true") << fam;
+    }
+  }
+  // Refusals: depth does not apply to a family (its own layers run once); a perturbed layer past the
+  // model's; the Transformer's perturbed layers start at 1.
+  const testing::CliResult depth = testing::run_cli(
+      tmp.path(), {"run", "coupling-qk-specificity", "--out", "bad1", "--set", "model=gpt2", "--set", "depth=5"});
+  EXPECT_EQ(depth.code, 2);
+  EXPECT_NE(depth.err.find("depth"), std::string::npos) << depth.err;
+  const testing::CliResult past = testing::run_cli(
+      tmp.path(), {"run", "coupling-qk-specificity", "--out", "bad2", "--set", "model=gpt2", "--set", "checkpoint=ck-gpt2",
+                   "--set", "perturb_from=5"});
+  EXPECT_EQ(past.code, 2);
+  EXPECT_NE(past.err.find("perturb_from"), std::string::npos) << past.err;
+  const testing::CliResult zero = testing::run_cli(
+      tmp.path(), {"run", "coupling-qk-specificity", "--out", "bad3", "--set", "perturb_from=0"});
+  EXPECT_EQ(zero.code, 2);
+  for (const char* d : {"bad1", "bad2", "bad3"}) EXPECT_FALSE(std::filesystem::exists(tmp.path() / d)) << d;
+}
+
 }  // namespace
 }  // namespace tokdyn

@@ -83,8 +83,10 @@ ModelInstance build_decoder(const Family& f, const Params& P, RunContext& ctx) {
   S.notes["model"] = m.source;
   S.notes["synthetic_model"] = !m.generated_by.empty();
   if (!m.generated_by.empty())
-    S.notes["synthetic_model_note"] = fmt::format("no checkpoint given: a freshly initialised {} of size {} (seed {}), not trained",
-                                                  f.hf_class, P.get_string("size"), P.get_int("model_seed"));
+    S.notes["synthetic_model_note"] =
+        ck.empty() ? fmt::format("no checkpoint given: a freshly initialised {} of size {} (seed {}), not trained", f.hf_class,
+                                 P.get_string("size"), P.get_int("model_seed"))
+                   : fmt::format("checkpoint written by {} (not trained)", m.generated_by);
   S.notes["model_config"] = a.config;
   S.notes["parameters"] = a.parameters();
   std::vector<std::shared_ptr<const Layer>> shared;
