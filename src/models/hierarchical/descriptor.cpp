@@ -82,7 +82,8 @@ std::vector<ModelDescriptor> hierarchical_descriptors() {
       },
       {},
       {},
-      {"tying", "loop", "refresh_every"}}};
+      {"tying", "loop", "refresh_every"},
+      {}}};
 }
 
 __attribute__((init_priority(1000))) const ModelRegistration reg_hierarchical{50, hierarchical_descriptors};

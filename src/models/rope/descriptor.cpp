@@ -49,6 +49,7 @@ std::vector<ModelDescriptor> rope_descriptors() {
       },
       {},
       {},
+      {},
       {}}};
 }
 

@@ -54,7 +54,8 @@ std::vector<ModelDescriptor> ssm_descriptors() {
       },
       {},
       {},
-      {"redraw"}}};
+      {"redraw"},
+      {}}};
 }
 
 __attribute__((init_priority(1000))) const ModelRegistration reg_ssm{10, ssm_descriptors};

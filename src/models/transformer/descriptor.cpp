@@ -51,7 +51,8 @@ std::vector<ModelDescriptor> transformer_descriptors() {
       },
       {},
       {},
-      {"tying", "loop"}}};
+      {"tying", "loop"},
+      {}}};
 }
 
 __attribute__((init_priority(1000))) const ModelRegistration reg_transformer{40, transformer_descriptors};
