@@ -60,6 +60,8 @@ class AttentionCapture final : public TapObserver {
 
 }  // namespace
 
+void qk_order_verdict(const std::vector<double>& finals, bool applies, const std::string& statement, RunContext& ctx);
+
 void qk_specificity_decoder(const Params& p, RunContext& ctx) {
   const std::string model = p.get_string("model");
   const int T = static_cast<int>(p.get_int("tokens")), runs = static_cast<int>(p.get_int("runs"));
@@ -153,19 +155,9 @@ void qk_specificity_decoder(const Params& p, RunContext& ctx) {
     fin.cell(amp).cell(finals.back()).end_row();
     ++done;
   }
-  CheckTable checks(ctx.dir / "checks.csv");
-  const double order = finals[1] > 0 ? std::log10(finals[0] / finals[1]) : NAN;
-  if (!std::isnan(order)) {
-    ctx.notes["qk_final_change_log10_ratio"] = order;
-    if (!rotary_inside)
-      checks.add("E4", fmt::format("Prop 8 on {}: late W_Q, W_K changes act at second order near H (no positions inside the layers)", model),
-                 "log10 of the final-state change ratio for s and s/10", order, ">= 1.5 (2 = second order)", order >= 1.5,
-                 qualitative("Prop 8: second order in s (log10 ratio 2 for s -> s/10)"));
-  }
-  checks.report(ctx, "coupling-qk-specificity");
-  ctx.summary("final_change", finals[0]);
-  ctx.summary("final_change_tenth", finals[1]);
-  ctx.summary("order_log10_ratio", order);
+  qk_order_verdict(finals, !rotary_inside,
+                   fmt::format("Prop 8 on {}: late W_Q, W_K changes act at second order near H (no positions inside the layers)", model),
+                   ctx);
 }
 
 }  // namespace preset_coupling_transformer

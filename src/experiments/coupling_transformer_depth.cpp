@@ -166,6 +166,7 @@ OutputDecl rank_collapse_outputs() {
 // ---- coupling-qk-specificity (E4) ---------------------------------------------------------------
 
 void qk_specificity_decoder(const Params& p, RunContext& ctx);  // coupling_qk_families.cpp
+void qk_order_verdict(const std::vector<double>& finals, bool applies, const std::string& statement, RunContext& ctx);
 
 void run_qk_specificity(const Params& p, RunContext& ctx) {
   if (p.get_string("model") != "transformer") return qk_specificity_decoder(p, ctx);
@@ -235,15 +236,20 @@ void run_qk_specificity(const Params& p, RunContext& ctx) {
     fin.cell(amp).cell(finals.back()).end_row();
     ++done;
   }
+  qk_order_verdict(finals, c.pos == Positional::None, "Prop 8: late W_Q, W_K changes act at second order near H (no positional scheme)", ctx);
+}
+
+/// E4's verdict, for the Transformer and the families alike: log10 of the ratio of the final-state
+/// changes for s and s/10 (2: second order, Prop 8; 1: first order, as with RoPE / ALiBi), the check
+/// row only where a criterion applies (`applies`), the summaries.
+void qk_order_verdict(const std::vector<double>& finals, bool applies, const std::string& statement, RunContext& ctx) {
   CheckTable checks(ctx.dir / "checks.csv");
   const double order = finals[1] > 0 ? std::log10(finals[0] / finals[1]) : NAN;
   if (!std::isnan(order)) {
-    // log10 of the final-state change ratio for s and s/10 (2: second order; RoPE/ALiBi: first order, 1).
     ctx.notes["qk_final_change_log10_ratio"] = order;
-    if (c.pos == Positional::None)  // with RoPE/ALiBi there is no criterion: the value is in the manifest only
-      checks.add("E4", "Prop 8: late W_Q, W_K changes act at second order near H (no positional scheme)",
-                 "log10 of the final-state change ratio for s and s/10", order, ">= 1.5 (2 = second order)", order >= 1.5,
-                 qualitative("Prop 8: second order in s (log10 ratio 2 for s -> s/10)"));
+    if (applies)
+      checks.add("E4", statement, "log10 of the final-state change ratio for s and s/10", order, ">= 1.5 (2 = second order)",
+                 order >= 1.5, qualitative("Prop 8: second order in s (log10 ratio 2 for s -> s/10)"));
   }
   checks.report(ctx, "coupling-qk-specificity");
   ctx.summary("final_change", finals[0]);
