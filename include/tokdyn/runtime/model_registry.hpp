@@ -84,6 +84,10 @@ struct ModelRegistration {
 /// Knobs two models declare with different types: each is a registry error (a test keeps the
 /// list empty; model_knobs keeps the first model's spec). One line per conflict.
 std::vector<std::string> model_knob_conflicts();
+/// The declaration of token_ids.npy, the file every model with token ids writes (model_token_ids).
+inline ArrayDecl token_ids_written() {
+  return {"token_ids.npy", "int64 [runs, tokens]: the token ids embedded as the start state"};
+}
 /// The names, in registry order.
 std::vector<std::string> model_names();
 /// Every file the models' builds write (ModelDescriptor::writes), each once, written "when

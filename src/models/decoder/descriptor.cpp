@@ -163,7 +163,7 @@ ModelDescriptor descriptor_of(const Family& f) {
     decoder::save(f, decoder::init_model(f, named_arch(f, size), seed), dir);
   };
   d.schedule_knobs = {"layers", "layer"};
-  d.writes = {{"token_ids.npy", "int64 [runs, tokens]: the token ids embedded as the start state"}};
+  d.writes = {token_ids_written()};
   return d;
 }
 

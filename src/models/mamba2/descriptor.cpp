@@ -107,7 +107,7 @@ std::vector<ModelDescriptor> mamba2_descriptors() {
         mamba2::save(mamba2::init_model(mamba2::Config::named(size), seed), dir);
       },
       {"layers", "layer"},
-      {{"token_ids.npy", "int64 [runs, tokens]: the token ids embedded as the start state"}}}};
+      {token_ids_written()}}};
 }
 
 __attribute__((init_priority(1000))) const ModelRegistration reg_mamba2{30, mamba2_descriptors};
