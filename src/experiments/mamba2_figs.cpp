@@ -16,6 +16,7 @@
 #include "tokdyn/core/constants.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
+#include "tokdyn/runtime/prompts.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
 #include "tokdyn/experiments/pe_tables.hpp"
 #include "tokdyn/experiments/taps.hpp"
@@ -66,8 +67,10 @@ struct Variant {
 
 Setup make_setup(const Params& P, RunContext& ctx) {
   Setup S;
-  S.runs = static_cast<int>(P.get_int("runs"));
-  S.len = static_cast<int>(P.get_int("tokens"));
+  // Prompts (encoded by the checkpoint's or the given tokenizer) set the runs and the tokens.
+  const std::optional<PromptTokens> prompts = prompt_tokens(P, P.get_string("checkpoint"));
+  S.runs = prompts ? prompts->runs : static_cast<int>(P.get_int("runs"));
+  S.len = prompts ? prompts->len : static_cast<int>(P.get_int("tokens"));
   S.depth = P.get_int("depth");
   S.model = mamba2_model(P);
   S.synthetic = P.get_string("checkpoint").empty() || !S.model.generated_by.empty();  // make-checkpoint's: not trained weights
@@ -98,7 +101,7 @@ Setup make_setup(const Params& P, RunContext& ctx) {
 
   // Initial tokens: given ids, or ids iid uniform in [0, vocab) (run r: stream (seed, r)).
   std::string drawn_from;
-  S.ids = mamba2_token_ids(P, S.model, S.runs, S.len, ctx, drawn_from);
+  S.ids = mamba2_token_ids(P, S.model, S.runs, S.len, ctx, drawn_from, prompts ? &*prompts : nullptr);
 
   ctx.notes["model"] = S.model.source;
   ctx.notes["synthetic_model"] = S.synthetic;
@@ -112,7 +115,8 @@ Setup make_setup(const Params& P, RunContext& ctx) {
                         {"real_vocab_size", c.vocab_size},
                         {"rule", c.vocab_rule},
                         {"ids_drawn_from", drawn_from}};
-  ctx.notes["initial_tokens"] = P.get_string("token_ids").empty()
+  ctx.notes["initial_tokens"] = prompts ? fmt::format("embedding rows of the token ids of {} (token_ids.npy)", drawn_from)
+                                : P.get_string("token_ids").empty()
                                     ? "embedding rows of token ids iid uniform in [0, vocab); run r uses stream (seed, r); ids in token_ids.npy"
                                     : "embedding rows of the given token ids (token_ids.npy)";
   S.layers = share_layers(S.model);
@@ -208,6 +212,10 @@ std::vector<ParamSpec> common_params(const std::string& sched, long layer, const
       p_int("seed", 0, "seed of the token-id draws", 0, kMaxSeed),
       model_knob("mamba2", "vocab"),
       model_knob("mamba2", "token_ids"),
+      model_knob("mamba2", "prompt"),
+      model_knob("mamba2", "prompts"),
+      model_knob("mamba2", "tokenizer"),
+      model_knob("mamba2", "add_special_tokens"),
       model_knob("mamba2", "update"),
       model_knob("mamba2", "tau", 1.0, "step size of the sphere update"),
       p_string("schedule", sched, "which block acts at each depth step", {"cycle", "single", "list", "random"}),

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/prompts.hpp"
 #include "tokdyn/models/transformer/setup.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/models/mamba2/checkpoint.hpp"
@@ -84,11 +85,26 @@ std::optional<mamba2::Config> mamba2_config(const Params& P) {
   return mamba2::parse_config(dir / "config.json");
 }
 
+namespace {
+/// The prompts' ids as the run's token ids, recorded in the manifest (text, pieces, tokenizer).
+std::vector<std::int64_t> prompt_ids_for_run(const PromptTokens& pt, long rows, int len, RunContext& ctx, std::string& drawn_from) {
+  if (pt.len != len) throw std::logic_error("prompt ids: the caller's token count is not the prompts'");
+  check_prompt_ids(pt, rows);
+  drawn_from = fmt::format("the {} ({} tokens each, tokenizer {})", pt.runs == 1 ? "prompt" : fmt::format("{} prompts", pt.runs),
+                           pt.len, pt.tokenizer);
+  ctx.notes["text"] = pt.manifest();
+  return pt.ids;
+}
+}  // namespace
+
 std::vector<std::int64_t> model_token_ids(const Params& P, long rows, long vocab_real, int& runs, int len, RunContext& ctx,
-                                          std::string& drawn_from) {
+                                          std::string& drawn_from, const PromptTokens* prompts) {
   std::vector<std::int64_t> ids;
   const std::string idfile = P.get_string("token_ids");
-  if (!idfile.empty()) {
+  if (prompts) {
+    ids = prompt_ids_for_run(*prompts, rows, len, ctx, drawn_from);
+    runs = prompts->runs;
+  } else if (!idfile.empty()) {
     std::vector<std::size_t> shape;
     // At most 65536 runs of len ids: a larger file is refused from its header, before it is read.
     ids = read_npy_int(idfile, shape, 65536ull * static_cast<std::uint64_t>(len));
@@ -112,10 +128,13 @@ std::vector<std::int64_t> model_token_ids(const Params& P, long rows, long vocab
 }
 
 std::vector<std::int64_t> mamba2_token_ids(const Params& P, const mamba2::Model& m, int runs, int len, RunContext& ctx,
-                                           std::string& drawn_from) {
+                                           std::string& drawn_from, const PromptTokens* prompts) {
   std::vector<std::int64_t> ids;
   const std::string idfile = P.get_string("token_ids");
-  if (!idfile.empty()) {
+  if (prompts) {
+    if (prompts->runs != runs) throw std::logic_error("prompt ids: the caller's run count is not the prompts'");
+    ids = prompt_ids_for_run(*prompts, m.embedding.rows(), len, ctx, drawn_from);
+  } else if (!idfile.empty()) {
     std::vector<std::size_t> shape;
     // At most runs * tokens ids: a larger file is refused from its header, before it is read.
     ids = read_npy_int(idfile, shape, static_cast<std::uint64_t>(runs) * static_cast<std::uint64_t>(len));

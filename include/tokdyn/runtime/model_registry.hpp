@@ -26,6 +26,8 @@
 
 namespace tokdyn {
 
+struct PromptTokens;
+
 /// A model built from its knobs: the depth map, one run of start tokens, and what else it offers.
 struct ModelInstance {
   std::unique_ptr<LayerMap> map;
@@ -140,12 +142,13 @@ std::optional<mamba2::Config> mamba2_config(const Params& P);
 /// Token ids [runs, len]: read from knob token_ids (a .npy file) when given, otherwise iid uniform
 /// in [0, vocab) with run r from stream (seed, r) (vocab = 0: the model's real vocabulary). Written
 /// to ctx.dir/token_ids.npy. `drawn_from` says where they came from, for the manifest.
+/// With `prompts` (runtime/prompts.hpp) the ids are the prompts' (runs and len must be theirs).
 std::vector<std::int64_t> mamba2_token_ids(const Params& P, const mamba2::Model& m, int runs, int len, RunContext& ctx,
-                                           std::string& drawn_from);
+                                           std::string& drawn_from, const PromptTokens* prompts = nullptr);
 /// The same for any model with an embedding of `rows` rows and a real vocabulary `vocab`: runs
 /// is the number of rows of the token_ids file when one is given (runs_in: otherwise), and is
 /// returned through `runs`. The ids are checked against [0, rows).
 std::vector<std::int64_t> model_token_ids(const Params& P, long rows, long vocab, int& runs, int len, RunContext& ctx,
-                                          std::string& drawn_from);
+                                          std::string& drawn_from, const PromptTokens* prompts = nullptr);
 
 }  // namespace tokdyn

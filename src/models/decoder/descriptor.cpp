@@ -8,6 +8,7 @@
 
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
+#include "tokdyn/runtime/prompts.hpp"
 #include "tokdyn/models/decoder/checkpoint.hpp"
 #include "tokdyn/models/decoder/decoder.hpp"
 #include "tokdyn/core/rng.hpp"
@@ -48,12 +49,17 @@ void replace_qk(decoder::Model& m, const std::string& how, double sigma, std::ui
 ModelInstance build_decoder(const Family& f, const Params& P, RunContext& ctx) {
   using namespace decoder;
   const std::string ck = P.get_string("checkpoint");
-  const int len = static_cast<int>(P.get_int("tokens"));
+  // Prompts (encoded by the checkpoint's or the given tokenizer) set the tokens and the runs.
+  const std::optional<PromptTokens> prompts = prompt_tokens(P, ck);
+  const int len = prompts ? prompts->len : static_cast<int>(P.get_int("tokens"));
   // The context first, from config.json alone (before any weight is read).
   const Arch pre = arch_of(f, P);
   if (len > pre.max_positions)
-    throw InputError(fmt::format("parameter 'tokens' = {}: longer than the model's context of {} positions (max positions in "
-                                 "config.json)", len, pre.max_positions));
+    throw InputError(prompts ? fmt::format("parameter '{}': {} tokens, longer than the model's context of {} positions (max "
+                                           "positions in config.json)", P.get_string("prompt").empty() ? "prompts" : "prompt",
+                                           len, pre.max_positions)
+                             : fmt::format("parameter 'tokens' = {}: longer than the model's context of {} positions (max "
+                                           "positions in config.json)", len, pre.max_positions));
   Model m = ck.empty() ? init_model(f, pre, static_cast<std::uint64_t>(P.get_int("model_seed"))) : load(f, ck);
   const Arch& a = m.arch;
   const std::string layers = P.get_string("layers");
@@ -77,7 +83,8 @@ ModelInstance build_decoder(const Family& f, const Params& P, RunContext& ctx) {
   // file gives its own number of rows.
   int runs = P.has("runs") ? static_cast<int>(P.get_int("runs")) : 1;
   std::string drawn_from;
-  const std::vector<std::int64_t> ids = model_token_ids(P, m.wte.rows(), a.vocab_size, runs, len, ctx, drawn_from);
+  const std::vector<std::int64_t> ids =
+      model_token_ids(P, m.wte.rows(), a.vocab_size, runs, len, ctx, drawn_from, prompts ? &*prompts : nullptr);
   const MatF X0 = embed(m, ids, len, sw, update);
   ModelInstance S;
   S.notes["model"] = m.source;
@@ -132,8 +139,13 @@ ModelDescriptor descriptor_of(const Family& f) {
       p_double("tau", 1.0, "tau of update=sphere", 0.0, 1e6, true).when("update", {"sphere"}),
       p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the model's vocab_size", 0,
             16777216)
-          .when("token_ids", {""}),
-      p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file(),
+          .when("token_ids", {""})
+          .when("prompt", {""})
+          .when("prompts", {""}),
+      p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids")
+          .file()
+          .when("prompt", {""})
+          .when("prompts", {""}),
       p_bool("use_positions", true, "positional information: learned position rows (GPT-2) or the rotary rotation (NeoX, Llama)"),
       p_string("sublayers", "both", "the layer's branches: both, attention only (MLP off) or MLP only (attention off)",
                {"both", "attention", "mlp"}),
@@ -143,6 +155,7 @@ ModelDescriptor descriptor_of(const Family& f) {
       p_double("qk_sigma", 0.1, "relative size of the W_Q / W_K perturbation", 0.0, 1e3, true).when("qk", {"perturbed"}),
       p_int("qk_from", 0, "first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)", 0, 1000000)
           .when_not("qk", {"checkpoint"})};
+  for (ParamSpec& q : prompt_knobs()) d.knobs.push_back(std::move(q));
   d.taps = {"attention", "residual_mid"};
   d.build = [&f](const Params& P, RunContext& ctx) { return build_decoder(f, P, ctx); };
   d.cost = [&f](const Params& P) {

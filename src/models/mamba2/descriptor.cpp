@@ -7,6 +7,7 @@
 #include "tokdyn/models/mamba2/checkpoint.hpp"
 #include "tokdyn/models/mamba2/mamba2.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
+#include "tokdyn/runtime/prompts.hpp"
 
 namespace tokdyn {
 namespace {
@@ -17,7 +18,8 @@ ModelInstance build_mamba2(const Params& P, RunContext& ctx) {
   using namespace mamba2;
   Model model = mamba2_model(P);
   const Config cfg = model.cfg;
-  const int len = static_cast<int>(P.get_int("tokens"));
+  const std::optional<PromptTokens> prompts = prompt_tokens(P, P.get_string("checkpoint"));
+  const int len = prompts ? prompts->len : static_cast<int>(P.get_int("tokens"));
   const std::string layers = P.get_string("layers");
   const long layer = P.get_int("layer");
   if (layers == "single" && layer >= cfg.n_layer)
@@ -26,7 +28,8 @@ ModelInstance build_mamba2(const Params& P, RunContext& ctx) {
   // Token ids as run 0 of the Mamba-2 presets' (given, or iid uniform in [0, vocab), stream (seed, 0)).
   std::string drawn_from;
   int runs = 1;  // the rows of a given token_ids file (Python's hidden_states of a batch)
-  const std::vector<std::int64_t> ids = model_token_ids(P, model.embedding.rows(), cfg.vocab_size, runs, len, ctx, drawn_from);
+  const std::vector<std::int64_t> ids =
+      model_token_ids(P, model.embedding.rows(), cfg.vocab_size, runs, len, ctx, drawn_from, prompts ? &*prompts : nullptr);
   const MatF X0 = embed(model, ids, update);
   ModelInstance S;
   S.notes["model"] = model.source;
@@ -68,7 +71,7 @@ ModelInstance build_mamba2(const Params& P, RunContext& ctx) {
 }
 
 std::vector<ModelDescriptor> mamba2_descriptors() {
-  return {ModelDescriptor{
+  ModelDescriptor desc{
       "mamba2",
       "The Attention Within §II-B: the real Mamba-2 block from a checkpoint (fp32 state, exact double forward-mode tangents)",
       {p_double("tau", 1.0, "tau of update=sphere", 0.0, 1e6, true).when("update", {"sphere"}),
@@ -84,8 +87,13 @@ std::vector<ModelDescriptor> mamba2_descriptors() {
                 {"residual", "sphere"}),
        p_int("vocab", 0, "token ids drawn from [0, vocab); 0: the model's real vocabulary (50277 for the released models)", 0,
              16777216)
-           .when("token_ids", {""}),
-       p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids").file(),
+           .when("token_ids", {""})
+           .when("prompt", {""})
+           .when("prompts", {""}),
+       p_string("token_ids", "", "a .npy file of int token ids [runs, tokens] to use instead of random ids")
+           .file()
+           .when("prompt", {""})
+           .when("prompts", {""}),
        p_bool("gate", true, "the output gate (off: v = y)"),
        p_bool("silu_bc", true, "SiLU on the B and C channels"),
        p_bool("silu_x", true, "SiLU on the x channels after the conv"),
@@ -107,7 +115,9 @@ std::vector<ModelDescriptor> mamba2_descriptors() {
         mamba2::save(mamba2::init_model(mamba2::Config::named(size), seed), dir);
       },
       {"layers", "layer"},
-      {token_ids_written()}}};
+      {token_ids_written()}};
+  for (ParamSpec& q : prompt_knobs()) desc.knobs.push_back(std::move(q));
+  return {desc};
 }
 
 __attribute__((init_priority(1000))) const ModelRegistration reg_mamba2{30, mamba2_descriptors};
