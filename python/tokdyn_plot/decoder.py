@@ -45,4 +45,66 @@ def plot_transformer_clustering(d):
 
 
 
-KINDS = {"transformer-clustering": plot_transformer_clustering}
+def token_labels(notes, run, count):
+    """The labels of run `run`'s tokens: the tokenizer's pieces (each decoded alone) when the run
+    started from a prompt, else the token ids."""
+    prompts = notes.get("text", {}).get("prompts", [])
+    if run < len(prompts):
+        return [repr(x)[1:-1] if x.strip() else repr(x) for x in prompts[run]["labels"]]
+    return ["id %d" % i for i in range(count)]
+
+
+def plot_prompt_trajectories(d):
+    import numpy as np
+    man = manifest(d)
+    p, notes = man.get("params", {}), man.get("notes", {})
+    proj = np.load(os.path.join(d, "projection.npy"))  # [layer, run, token, 2]
+    cos = np.load(os.path.join(d, "cosine.npy"))        # [layer, run, token, token]
+    L, _, T, _ = proj.shape
+    labels = token_labels(notes, 0, T)
+    if "text" not in notes:
+        ids = np.load(os.path.join(d, "token_ids.npy"))[0]
+        labels = ["id %d" % i for i in ids]
+    fig = plt.figure(figsize=(12.5, 5.4))
+    gs = fig.add_gridspec(1, 3, width_ratios=[1.35, 1, 1])
+    a0 = fig.add_subplot(gs[0])
+    cmap = plt.get_cmap("viridis")
+    for t in range(T):
+        xy = proj[:, 0, t, :]
+        c = cmap(t / max(1, T - 1))
+        a0.plot(xy[:, 0], xy[:, 1], "-", color=c, lw=1.0, alpha=0.8)
+        a0.plot(xy[0, 0], xy[0, 1], "o", color=c, ms=4, mfc="white")
+        a0.plot(xy[-1, 0], xy[-1, 1], "s", color=c, ms=4)
+        a0.annotate(labels[t], xy[0], fontsize=7, color=c, xytext=(3, 3), textcoords="offset points")
+        a0.annotate(labels[t], xy[-1], fontsize=7, color=c, xytext=(3, -9), textcoords="offset points", fontweight="bold")
+    ev = (notes.get("explained_variance") or [0, 0])[:2]  # [run, 2] flattened: run 0
+    a0.set_xlabel("principal direction 1 (%.0f%% of the variance)" % (100 * ev[0]))
+    a0.set_ylabel("principal direction 2 (%.0f%% of the variance)" % (100 * ev[1]))
+    a0.set_title("each token over depth: ○ layer 0 → ■ layer %d" % (L - 1), fontsize=9)
+    a0.plot([], [], "o", color="grey", mfc="white", label="layer 0 (embedded)")
+    a0.plot([], [], "s", color="grey", label="layer %d" % (L - 1))
+    a0.legend(fontsize=7, loc="best")
+    axes = [a0]
+    for k, (layer, name) in enumerate(((0, "layer 0"), (L - 1, "layer %d" % (L - 1)))):
+        a = fig.add_subplot(gs[k + 1])
+        im = a.imshow(cos[layer, 0], vmin=-1, vmax=1, cmap="RdBu_r")
+        a.set_xticks(range(T))
+        a.set_yticks(range(T))
+        fs = 7 if T <= 24 else 5
+        a.set_xticklabels(labels, rotation=90, fontsize=fs)
+        a.set_yticklabels(labels, fontsize=fs)
+        a.set_title(r"$\langle \hat x_i, \hat x_j \rangle$ at %s" % name, fontsize=9)
+        fig.colorbar(im, ax=a, fraction=0.046, pad=0.04, label="cosine")
+    model = p.get("model", "?")
+    src = "checkpoint " + os.path.basename(str(p.get("checkpoint", "")).rstrip("/")) if p.get("checkpoint") else \
+        "fresh %s (size %s, seed %s)" % (model, p.get("size", "?"), p.get("model_seed", "?"))
+    text = notes.get("text", {}).get("prompts", [{}])[0].get("text")
+    fig.suptitle("prompt-trajectories: %s, %s, depth %s%s" % (
+        model, src, p.get("depth", "?"), (", prompt %r" % text) if text else ", random token ids"), fontsize=10)
+    if notes.get("synthetic_model"):
+        fig.text(0.5, 0.003, "untrained model: " + (notes.get("synthetic_model_note") or "freshly initialised weights"),
+                 ha="center", va="bottom", fontsize=7, color="#D55E00")
+    save(fig, [a0], d, "trajectories.png")
+
+
+KINDS = {"transformer-clustering": plot_transformer_clustering, "prompt-trajectories": plot_prompt_trajectories}
