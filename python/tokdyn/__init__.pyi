@@ -135,7 +135,8 @@ class _Models:
                layers: Literal['cycle', 'single'] = ..., layer: int = ...,
                update: Literal['residual', 'sphere'] = ..., vocab: int = ..., token_ids: PathLike = ...,
                gate: bool = ..., silu_bc: bool = ..., silu_x: bool = ..., conv: bool = ..., d_skip: bool = ...,
-               mixer_norm: bool = ..., tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
+               mixer_norm: bool = ..., prompt: str = ..., prompts: PathLike = ..., tokenizer: str = ...,
+               add_special_tokens: bool = ..., tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
         """The Attention Within §II-B: the real Mamba-2 block from a checkpoint (fp32 state, exact double forward-mode tangents)
 
         tau: tau of update=sphere
@@ -153,6 +154,10 @@ class _Models:
         conv: causal depthwise conv (off: identity conv)
         d_skip: the D x skip term
         mixer_norm: the gated RMSNorm
+        prompt: a text to start from, encoded by the model's tokenizer: one run of the prompt's tokens
+        prompts: a text file of prompts, one per line, one run each; all must encode to the same number of tokens
+        tokenizer: the tokenizer.json (or a folder holding one) that encodes prompt / prompts; default: the checkpoint's
+        add_special_tokens: prompt / prompts: add the tokenizer's special tokens (its BOS / EOS template)
         tokens: tokens per sequence
         seed: seed of the start tokens and random weights
         depth: layers the model is built for (untied random Transformer weights)
@@ -238,6 +243,7 @@ class _Models:
              tau: float = ..., vocab: int = ..., token_ids: PathLike = ..., use_positions: bool = ...,
              sublayers: Literal['both', 'attention', 'mlp'] = ..., beta: float = ...,
              qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., qk_from: int = ...,
+             prompt: str = ..., prompts: PathLike = ..., tokenizer: str = ..., add_special_tokens: bool = ...,
              tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
         """GPT-2: learned positions, Pre-LN LayerNorm with bias, GELU-tanh MLP, fused Conv1D attention (Hugging Face layout) (GPT2LMHeadModel checkpoints; fp32 state, exact double tangents)
 
@@ -256,6 +262,10 @@ class _Models:
         qk: W_Q and W_K as loaded, perturbed (+ qk_sigma rms(W) N(0,1)) or random (N(0, init_std^2))
         qk_sigma: relative size of the W_Q / W_K perturbation
         qk_from: first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)
+        prompt: a text to start from, encoded by the model's tokenizer: one run of the prompt's tokens
+        prompts: a text file of prompts, one per line, one run each; all must encode to the same number of tokens
+        tokenizer: the tokenizer.json (or a folder holding one) that encodes prompt / prompts; default: the checkpoint's
+        add_special_tokens: prompt / prompts: add the tokenizer's special tokens (its BOS / EOS template)
         tokens: tokens per sequence
         seed: seed of the start tokens and random weights
         depth: layers the model is built for (untied random Transformer weights)
@@ -266,6 +276,7 @@ class _Models:
               token_ids: PathLike = ..., use_positions: bool = ...,
               sublayers: Literal['both', 'attention', 'mlp'] = ..., beta: float = ...,
               qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., qk_from: int = ...,
+              prompt: str = ..., prompts: PathLike = ..., tokenizer: str = ..., add_special_tokens: bool = ...,
               tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
         """Llama: RMSNorm, rotary (rope_theta, rope_scaling linear / llama3), grouped-query attention, SwiGLU MLP, no biases (LlamaForCausalLM checkpoints; fp32 state, exact double tangents)
 
@@ -284,6 +295,10 @@ class _Models:
         qk: W_Q and W_K as loaded, perturbed (+ qk_sigma rms(W) N(0,1)) or random (N(0, init_std^2))
         qk_sigma: relative size of the W_Q / W_K perturbation
         qk_from: first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)
+        prompt: a text to start from, encoded by the model's tokenizer: one run of the prompt's tokens
+        prompts: a text file of prompts, one per line, one run each; all must encode to the same number of tokens
+        tokenizer: the tokenizer.json (or a folder holding one) that encodes prompt / prompts; default: the checkpoint's
+        add_special_tokens: prompt / prompts: add the tokenizer's special tokens (its BOS / EOS template)
         tokens: tokens per sequence
         seed: seed of the start tokens and random weights
         depth: layers the model is built for (untied random Transformer weights)
@@ -295,6 +310,7 @@ class _Models:
              token_ids: PathLike = ..., use_positions: bool = ...,
              sublayers: Literal['both', 'attention', 'mlp'] = ..., beta: float = ...,
              qk: Literal['checkpoint', 'perturbed', 'random'] = ..., qk_sigma: float = ..., qk_from: int = ...,
+             prompt: str = ..., prompts: PathLike = ..., tokenizer: str = ..., add_special_tokens: bool = ...,
              tokens: int = ..., seed: int = ..., depth: int = ...) -> Model:
         """GPT-NeoX / Pythia: rotary on rotary_pct of each head, LayerNorm with bias, GELU MLP, parallel (or sequential) residual (GPTNeoXForCausalLM checkpoints; fp32 state, exact double tangents)
 
@@ -313,6 +329,10 @@ class _Models:
         qk: W_Q and W_K as loaded, perturbed (+ qk_sigma rms(W) N(0,1)) or random (N(0, init_std^2))
         qk_sigma: relative size of the W_Q / W_K perturbation
         qk_from: first (0-based) layer whose W_Q and W_K are perturbed or replaced (0: every layer)
+        prompt: a text to start from, encoded by the model's tokenizer: one run of the prompt's tokens
+        prompts: a text file of prompts, one per line, one run each; all must encode to the same number of tokens
+        tokenizer: the tokenizer.json (or a folder holding one) that encodes prompt / prompts; default: the checkpoint's
+        add_special_tokens: prompt / prompts: add the tokenizer's special tokens (its BOS / EOS template)
         tokens: tokens per sequence
         seed: seed of the start tokens and random weights
         depth: layers the model is built for (untied random Transformer weights)
