@@ -85,13 +85,16 @@ void run_prompt_trajectories(const Params& P, RunContext& ctx) {
     Eigen::MatrixXd X(N, keep.states[0].cols());
     for (std::size_t l = 0; l < L; ++l) X.middleRows(static_cast<Eigen::Index>(l) * T, T) = keep.states[l].middleRows(static_cast<Eigen::Index>(r) * T, T);
     X.rowwise() -= X.colwise().mean();
-    const Eigen::MatrixXd G = X * X.transpose();
-    const SymmetricEigen E = lapack_symmetric_eigen(G);
+    // The smaller of the Gram matrix X X^T (N x N) and the covariance X^T X (d x d): the same
+    // nonzero eigenvalues; coordinates u_k sqrt(lambda_k) = X v_k.
+    const bool gram = N <= X.cols();
+    const SymmetricEigen E = lapack_symmetric_eigen(gram ? Eigen::MatrixXd(X * X.transpose()) : Eigen::MatrixXd(X.transpose() * X));
+    const Eigen::Index M = E.values.size();
     const double total = std::max(E.values.sum(), 1e-300);
-    for (int k = 0; k < 2 && k < N; ++k) {
-      const Eigen::Index c = N - 1 - k;
+    for (int k = 0; k < 2 && k < M; ++k) {
+      const Eigen::Index c = M - 1 - k;
       const double lam = std::max(E.values(c), 0.0);
-      Eigen::VectorXd u = E.vectors.col(c) * std::sqrt(lam);
+      Eigen::VectorXd u = gram ? Eigen::VectorXd(E.vectors.col(c) * std::sqrt(lam)) : Eigen::VectorXd(X * E.vectors.col(c));
       Eigen::Index at = 0;
       u.cwiseAbs().maxCoeff(&at);
       if (u(at) < 0) u = -u;
@@ -132,7 +135,7 @@ std::vector<ParamSpec> params() {
   std::vector<ParamSpec> ps{
       p_string("model", "gpt2", "which model (tokdyn models: those with token ids)", model_names()),
       p_int("tokens", 12, "tokens of the random ids when no prompt is given (a prompt sets its own)", 2, 1 << 20),
-      p_int("depth", 12, "depth steps (the model's layers cycled past the last)", 1, 100000),
+      p_int("depth", 12, "depth steps (the model's layers cycled past the last)", 1, 10000),
       p_int("seed", 0, "seed of the token ids drawn when no prompt is given", 0, kMaxSeed)};
   for (ParamSpec& q : model_knobs("model", model_names())) ps.push_back(std::move(q));
   return ps;
@@ -148,8 +151,11 @@ const ExperimentRegistration reg{with_outputs(
                           [](const Params& P) {
                             const ModelCost c = model_descriptor(P.get_string("model")).cost(P);
                             const double T = static_cast<double>(P.get_int("tokens")), L = static_cast<double>(P.get_int("depth"));
-                            return ResourceEstimate{c.weight_bytes * 2 + 8.0 * (L + 1) * T * (c.d + 2 * T) + 64e6,
-                                                    L * T * c.per_row + (L + 1) * (L + 1) * T * T * c.d,
+                            // Every layer's tokens (kept, and stacked once more for the principal
+                                                            // plane), the cosines, the eigenproblem of min(N, d).
+                            const double N = (L + 1) * T, m = std::min(N, c.d);
+                            return ResourceEstimate{c.weight_bytes * 2 + 8.0 * (3 * N * c.d + 2 * N * T + 2 * m * m) + 64e6,
+                                                    L * T * c.per_row + N * c.d * m + 10 * m * m * m,
                                                     "the model's weights, the normalised tokens of every layer"};
                           }},
                {{"tokens", "4"}, {"depth", "2"}}),
