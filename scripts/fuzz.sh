@@ -7,6 +7,8 @@
 #   params              the parameter layer: TOML text + `--set` strings against every preset's schema
 #                       (fuzz/fuzz_params.cpp; the schemas come from `tokdyn show P --json`, so this
 #                       target needs --tokdyn)
+#   tokenizer_json      the tokenizer.json parser, then the encoder and decoder on fixed texts and on
+#                       the input's own text after "\n\001\n" (fuzz/fuzz_tokenizer_json.cpp)
 # Usage: scripts/fuzz.sh [--target T] [--seconds S] [--build-dir DIR] [--cxx CLANGXX] [--tokdyn BIN]
 #   --target T      one of the targets above, or all (default: all, one after the other)
 #   --seconds S     fuzzing time per target (default 10)
@@ -29,15 +31,15 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --cxx) cxx=$2; shift 2 ;;
     --tokdyn) tokdyn_bin=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1'; expected --target T, --seconds S, --build-dir DIR, --cxx CLANGXX or --tokdyn BIN" >&2; exit 2 ;;
   esac
 done
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --seconds '$seconds' is not a whole number" >&2; exit 2; }
 case $target in
-  safetensors_header|npy_header|mamba2_config|decoder_config|params) targets=("$target") ;;
-  all) targets=(safetensors_header npy_header mamba2_config decoder_config params) ;;
-  *) echo "fuzz.sh: --target '$target'; expected safetensors_header, npy_header, mamba2_config, decoder_config, params or all" >&2; exit 2 ;;
+  safetensors_header|npy_header|mamba2_config|decoder_config|params|tokenizer_json) targets=("$target") ;;
+  all) targets=(safetensors_header npy_header mamba2_config decoder_config params tokenizer_json) ;;
+  *) echo "fuzz.sh: --target '$target'; expected safetensors_header, npy_header, mamba2_config, decoder_config, params, tokenizer_json or all" >&2; exit 2 ;;
 esac
 mkdir -p "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)   # relative to the caller's cwd, before we cd to the repo
@@ -57,6 +59,8 @@ sources_of() {  # the translation units of one target
       src/io/safetensors_writer.cpp src/io/json_strict.cpp src/io/file.cpp src/core/linalg.cpp src/core/rng.cpp src/core/error.cpp src/engine/dynamics.cpp \
       fuzz/fuzz_decoder_config.cpp ;;
     params) echo src/runtime/params.cpp src/io/outputs.cpp src/runtime/registry.cpp src/core/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
+    tokenizer_json) echo src/io/tokenizer/parse.cpp src/io/tokenizer/pipeline.cpp src/io/tokenizer/bpe.cpp src/io/tokenizer/unicode.cpp \
+      src/io/json_strict.cpp src/io/file.cpp src/core/error.cpp src/core/sha256.cpp fuzz/fuzz_tokenizer_json.cpp ;;
   esac
 }
 
@@ -65,7 +69,7 @@ build() {  # build TARGET: rebuilds when a source, a header or this script is ne
   local -a sources
   read -r -a sources <<< "$(sources_of "$t")"
   [[ -x $bin ]] || rebuild=1
-  for f in "${sources[@]}" include/tokdyn/core/error.hpp include/tokdyn/runtime/experiment.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2/config.hpp include/tokdyn/models/mamba2/mamba2.hpp include/tokdyn/models/decoder/*.hpp src/models/decoder/*.hpp scripts/fuzz.sh; do
+  for f in "${sources[@]}" include/tokdyn/core/error.hpp include/tokdyn/runtime/experiment.hpp include/tokdyn/io/*.hpp include/tokdyn/models/mamba2/config.hpp include/tokdyn/models/mamba2/mamba2.hpp include/tokdyn/models/decoder/*.hpp src/models/decoder/*.hpp src/io/tokenizer/*.hpp scripts/fuzz.sh; do
     if [[ $f -nt $bin ]]; then rebuild=1; fi
   done
   if [[ $rebuild == 1 ]]; then
@@ -77,6 +81,8 @@ build() {  # build TARGET: rebuilds when a source, a header or this script is ne
     # decoder_config links the families' files whole (they register themselves), with their BLAS.
     [[ $t == decoder_config ]] && { defs+=(-DEIGEN_DONT_PARALLELIZE -fopenmp -isystem /usr/include/x86_64-linux-gnu/openblas-openmp);
       libs+=(-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas); }
+    # tokenizer_json: Oniguruma (the regular expressions) and ICU (normalisation, character properties).
+    [[ $t == tokenizer_json ]] && libs+=(-lonig -licuuc)
     "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
       -fno-sanitize-recover=all "${defs[@]}" -I include -I /usr/include/eigen3 "${sources[@]}" "${libs[@]}" -o "$bin.new.$$"
     mv "$bin.new.$$" "$bin"
@@ -321,6 +327,240 @@ DICT
     done
     printf ']'; } > "$build_dir/schemas.json"
   export TOKDYN_FUZZ_SCHEMAS=$build_dir/schemas.json
+}
+
+# --- tokenizer.json seeds: the file, then (optionally) "\n\001\n" and a text to encode
+seed_tok() {  # NAME [TEXT]: the file from standard input
+  cat > "$corpus/$1"
+  if [[ $# -gt 1 ]]; then printf '\n\001\n%s' "$2" >> "$corpus/$1"; fi
+}
+corpus_tokenizer_json() {
+  local bl_vocab='"h": 0, "e": 1, "l": 2, "o": 3, "\u0120": 4, "w": 5, "r": 6, "d": 7, "he": 8, "ll": 9, "hell": 10, "hello": 11, "\u0120w": 12, "a": 13, "c": 14, "t": 15, "!": 16, "1": 17, "2": 18'
+  local bl_merges='"l l", "h e", "he ll", "hell o", "\u0120 w"'
+  seed_tok bytelevel-bpe 'hello world!' <<JSON
+{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+ "post_processor": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+ "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+ "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "", "end_of_word_suffix": "",
+  "fuse_unk": false, "byte_fallback": false, "vocab": {$bl_vocab}, "merges": [$bl_merges]}}
+JSON
+  seed_tok bytelevel-pairs-ignore-merges 'hello hello' <<JSON
+{"added_tokens": [], "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true, "use_regex": true},
+ "decoder": {"type": "ByteLevel"},
+ "model": {"type": "BPE", "ignore_merges": true, "vocab": {$bl_vocab}, "merges": [["l", "l"], ["h", "e"], ["he", "ll"]]}}
+JSON
+  seed_tok added-tokens 'a  [M]  cat cats <|endoftext|>dog' <<JSON
+{"added_tokens": [
+  {"id": 19, "content": "<|endoftext|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+  {"id": 20, "content": "[M]", "lstrip": true, "rstrip": true, "special": true, "normalized": false},
+  {"id": 21, "content": "cat", "single_word": true, "special": false, "normalized": false},
+  {"id": 22, "content": "dog", "special": false, "normalized": true}],
+ "normalizer": {"type": "NFC"},
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+ "decoder": {"type": "ByteLevel"},
+ "model": {"type": "BPE", "vocab": {$bl_vocab}, "merges": [$bl_merges]}}
+JSON
+  seed_tok sentencepiece-byte-fallback 'ab abé zz 你' <<'JSON'
+{"version": "1.0", "truncation": null, "padding": null,
+ "added_tokens": [{"id": 0, "content": "<unk>", "special": true, "normalized": false},
+                  {"id": 1, "content": "<s>", "special": true, "normalized": false},
+                  {"id": 2, "content": "</s>", "special": true, "normalized": false}],
+ "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                    {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+ "pre_tokenizer": null,
+ "post_processor": {"type": "TemplateProcessing",
+   "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+   "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+            {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+   "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+ "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+   {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+ "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null, "end_of_word_suffix": null,
+   "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+   "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "a": 3, "b": 4, "ab": 5, "<0xC3>": 6, "<0xA9>": 7, "<0xE4>": 8, "<0xBD>": 9,
+             "<0xA0>": 10, "\u2581": 11, "\u2581ab": 12, "\u00e9": 13},
+   "merges": ["a b", "\u2581 ab"]}}
+JSON
+  seed_tok split-digits-metaspace 'Hello  world 2024, élan' <<'JSON'
+{"added_tokens": [{"id": 0, "content": "<unk>", "special": true}],
+ "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Strip", "strip_left": true, "strip_right": true},
+   {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+ "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+   {"type": "Split", "pattern": {"Regex": "\\p{N}+|[^\\s\\p{L}\\p{N}]+"}, "behavior": "Isolated", "invert": false},
+   {"type": "Digits", "individual_digits": true},
+   {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": true}]},
+ "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": true},
+ "model": {"type": "BPE", "unk_token": "<unk>", "vocab": {"<unk>": 0, "\u2581": 1, "H": 2, "e": 3, "l": 4, "o": 5, "w": 6, "r": 7,
+   "d": 8, "2": 9, "0": 10, "4": 11, ",": 12, "\u2581H": 13, "ll": 14}, "merges": ["\u2581 H", "l l"]}}
+JSON
+  seed_tok llama3-split 'Hello world, it'"'"'s 12345 spaces   end' <<'JSON'
+{"added_tokens": [{"id": 20, "content": "<|begin_of_text|>", "special": true, "normalized": false}],
+ "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+   {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    "behavior": "Isolated", "invert": false},
+   {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]},
+ "post_processor": {"type": "Sequence", "processors": [
+   {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+   {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [20], "tokens": ["<|begin_of_text|>"]}}}]},
+ "decoder": {"type": "ByteLevel"},
+ "model": {"type": "BPE", "ignore_merges": true, "vocab": {"h": 0, "e": 1, "l": 2, "o": 3, "\u0120": 4, "w": 5, "H": 6, "ll": 7, "\u0120w": 8},
+   "merges": ["l l", "\u0120 w"]}}
+JSON
+  seed_tok whitespace-bert-suffix 'hello world [CLS]' <<'JSON'
+{"added_tokens": [{"id": 7, "content": "[CLS]", "special": true}, {"id": 8, "content": "[SEP]", "special": true}],
+ "normalizer": {"type": "NFD"},
+ "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}, {"type": "WhitespaceSplit"},
+   {"type": "Split", "pattern": {"String": "o"}, "behavior": "MergedWithPrevious", "invert": true}]},
+ "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 7], "sep": ["[SEP]", 8]},
+ "decoder": {"type": "BPEDecoder", "suffix": "</w>"},
+ "model": {"type": "BPE", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "end_of_word_suffix": "</w>",
+   "vocab": {"[UNK]": 0, "h": 1, "##e": 2, "##l": 3, "##o</w>": 4, "he": 5, "w": 6}, "merges": ["h ##e"]}}
+JSON
+  seed_tok roberta-nfkd-strip ' x ' <<'JSON'
+{"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "Strip", "strip_left": false, "strip_right": true}]},
+ "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Contiguous", "invert": false},
+ "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": true, "add_prefix_space": true},
+ "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}, {"type": "Fuse"}]},
+ "model": {"merges": [], "vocab": {"<s>": 0, "x": 1, "</s>": 2, " ": 3}}}
+JSON
+  seed_tok mergedwithnext-removed 'a-b--c' <<'JSON'
+{"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+   {"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithNext", "invert": false},
+   {"type": "Split", "pattern": {"Regex": "b"}, "behavior": "Removed", "invert": false}]},
+ "model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0, "-": 1, "c": 2, "<0x62>": 3}, "merges": []}}
+JSON
+  # Broken files: each refused with InputError.
+  printf '%s' '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}}' > "$corpus/bad-regex"
+  printf '%s' '{"model": {"type": "BPE", "vocab": {"a": 0, "a": 1}, "merges": []}}' > "$corpus/bad-dup-key"
+  printf '%s' '{"truncation": {"max_length": 8}, "model": {"type": "BPE", "vocab": {}, "merges": []}}' > "$corpus/bad-truncation"
+  printf '%s' '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' > "$corpus/bad-wordpiece"
+  printf '%s' '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}}' > "$corpus/bad-merge"
+  printf '%s' '{"model": {"type": "BPE", "vocab": {"a": 4294967296}, "merges": []}}' > "$corpus/bad-id"
+  printf '%s' '{"model": {"type": "BPE", "dropout": 0.1, "vocab": {"a": 0}, "merges": []}}' > "$corpus/bad-dropout"
+  printf '%s' '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "decoder": {"type": "Strip", "content": "ab"}}' > "$corpus/bad-strip"
+  printf '%s' '{"model": {"type": "BPE", "unk_token": "<unk>", "vocab": {"a": 0}, "merges": []}}' > "$corpus/unk-missing"
+  printf '%s' '{"model": ' > "$corpus/bad-truncated"
+  printf '%s' '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]' > "$corpus/bad-deep"
+  cat > "$dict" <<'DICT'
+"\x0a\x01\x0a"
+"{"
+"}"
+"["
+"]"
+":"
+","
+"null"
+"true"
+"false"
+"\"type\""
+"\"BPE\""
+"\"model\""
+"\"vocab\""
+"\"merges\""
+"\"added_tokens\""
+"\"normalizer\""
+"\"pre_tokenizer\""
+"\"post_processor\""
+"\"decoder\""
+"\"truncation\""
+"\"padding\""
+"\"Sequence\""
+"\"normalizers\""
+"\"pretokenizers\""
+"\"processors\""
+"\"decoders\""
+"\"NFC\""
+"\"NFD\""
+"\"NFKC\""
+"\"NFKD\""
+"\"Strip\""
+"\"Prepend\""
+"\"prepend\""
+"\"Replace\""
+"\"ByteLevel\""
+"\"Split\""
+"\"Metaspace\""
+"\"Whitespace\""
+"\"WhitespaceSplit\""
+"\"Digits\""
+"\"TemplateProcessing\""
+"\"BertProcessing\""
+"\"RobertaProcessing\""
+"\"ByteFallback\""
+"\"Fuse\""
+"\"BPEDecoder\""
+"\"pattern\""
+"\"String\""
+"\"Regex\""
+"\"content\""
+"\"behavior\""
+"\"Isolated\""
+"\"Removed\""
+"\"MergedWithPrevious\""
+"\"MergedWithNext\""
+"\"Contiguous\""
+"\"invert\""
+"\"replacement\""
+"\"prepend_scheme\""
+"\"always\""
+"\"first\""
+"\"never\""
+"\"split\""
+"\"add_prefix_space\""
+"\"use_regex\""
+"\"individual_digits\""
+"\"strip_left\""
+"\"strip_right\""
+"\"start\""
+"\"stop\""
+"\"suffix\""
+"\"single\""
+"\"pair\""
+"\"special_tokens\""
+"\"SpecialToken\""
+"\"ids\""
+"\"tokens\""
+"\"id\""
+"\"type_id\""
+"\"A\""
+"\"cls\""
+"\"sep\""
+"\"unk_token\""
+"\"byte_fallback\""
+"\"fuse_unk\""
+"\"ignore_merges\""
+"\"continuing_subword_prefix\""
+"\"end_of_word_suffix\""
+"\"dropout\""
+"\"special\""
+"\"single_word\""
+"\"lstrip\""
+"\"rstrip\""
+"\"normalized\""
+"\"<unk>\""
+"\"<s>\""
+"\"<0xC3>\""
+"\"<0x20>\""
+"\"\\u2581\""
+"\"\\u0120\""
+"\"\\ud83d\\ude42\""
+"\\\\p{L}"
+"\\\\p{N}"
+"\\\\s"
+"(?!\\\\S)"
+"(?i:"
+"{1,3}"
+"[^"
+"+"
+"*"
+"|"
+"2147483646"
+"\xe2\x96\x81"
+"\xc4\xa0"
+"\xf0\x9f\x99\x82"
+DICT
 }
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:halt_on_error=1:detect_leaks=1:allocator_may_return_null=1}

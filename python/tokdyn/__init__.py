@@ -18,6 +18,8 @@ Quick tour::
     s = tokdyn.depth_spectrum(m, depth=200, k=4)      # Lyapunov exponents of its depth map
     s = tokdyn.depth_spectrum(step, jvp, X0, 200, 4)  # ... of your own model (Python callables)
     tokdyn.cocycle_spectra(B)                         # spectra of a [L, d, d] cocycle
+    tok = tokdyn.Tokenizer.from_checkpoint("ck")      # a checkpoint's tokenizer.json
+    e = tok.encode("Hello world"); e.ids, e.pieces    # ids (NumPy int64) and their vocabulary strings
 
 docs/python.md has the whole interface.
 """
@@ -65,7 +67,7 @@ from . import _core  # noqa: E402  (after the BLAS kernels are chosen)
 
 __version__ = _core.__version__
 __all__ = ["presets", "show", "run", "load", "sweep", "load_sweep", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",
-           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum"]
+           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum", "Tokenizer", "Encoding"]
 
 
 def _text(value: Any) -> str:
@@ -555,6 +557,42 @@ class _Models:
 
 
 models = _Models()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizers (the C++ classes themselves: io/tokenizer.hpp)
+
+Tokenizer = _core.Tokenizer
+Encoding = _core.Encoding
+for _cls in (Tokenizer, Encoding):
+    _cls.__module__ = "tokdyn"
+Tokenizer.__doc__ = """A checkpoint's own tokenizer, read from its Hugging Face ``tokenizer.json`` and encoding and
+decoding exactly as Hugging Face's ``tokenizers`` does (BPE models: GPT-2-style byte-level,
+SentencePiece-style with byte fallback; added tokens, normalizers, pre-tokenizers, templates,
+decoders). Anything tokdyn does not implement is refused by name (``ValueError``), never approximated.
+
+- ``Tokenizer.from_file(path)``: a tokenizer.json, or a folder holding one;
+  ``Tokenizer.from_checkpoint(dir)``: a checkpoint folder's tokenizer.json;
+  ``Tokenizer.from_json(text, name)``: the text of one.
+- ``encode(text, add_special_tokens=True)`` -> ``Encoding`` (``ids``, ``pieces``, ``special``,
+  ``unknown``, ``texts``); ``encode_batch(texts, add_special_tokens=True, threads=0)`` -> a list of
+  them, encoded without the GIL on ``threads`` threads (0: every core), the same as one by one.
+- ``decode(ids, skip_special_tokens=False)`` (a list or a 1-D NumPy integer array) -> str.
+- ``token_to_id(token)`` (None when absent), ``id_to_token(id)``, ``piece_text(id)``, ``is_special(id)``;
+  the properties ``vocab_size``, ``source``, ``summary``, ``sha256``.
+"""
+Encoding.__doc__ = """One encoded text (``Tokenizer.encode``):
+
+- ``ids``: the token ids, a NumPy int64 array;
+- ``pieces``: their vocabulary strings (Hugging Face's tokens: "Ġworld" for GPT-2);
+- ``special``: per token, whether it is an added special token or one the template added (BOS / EOS);
+- ``unknown``: the spans of the text the vocabulary could not produce (each became the unknown
+  token, or was dropped when the model has neither an unknown token nor byte fallback);
+- ``texts``: each token decoded alone (``Tokenizer.piece_text``: " world"), for labels.
+
+``len(e)`` is the number of tokens; two Encodings are equal when their ids, pieces, special flags
+and unknown spans are.
+"""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -218,6 +218,10 @@ TEST(Tokenizer, RefusesWhatItDoesNotImplementByName) {
   j = base;
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   EXPECT_NE(error_of(j).find("regular expression"), std::string::npos) << error_of(j);
+  // A pattern with a line break is quoted on one line (found by fuzz/fuzz_tokenizer_json.cpp).
+  j["pre_tokenizer"]["pattern"]["Regex"] = "(a\nb";
+  EXPECT_NE(error_of(j).find("regular expression /(a\\x0ab/ is invalid"), std::string::npos) << error_of(j);
+  EXPECT_EQ(error_of(j).find('\n'), std::string::npos) << error_of(j);
   EXPECT_THROW(Tokenizer::from_json("{\"model\": ", "t.json"), InputError);
   EXPECT_THROW(Tokenizer::from_json("[]", "t.json"), InputError);
   EXPECT_THROW(Tokenizer::from_json("{}", "t.json"), InputError);

@@ -12,6 +12,7 @@
 
 #include "tokenizer_internal.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/io/json_strict.hpp"
 
 namespace tokdyn::tok {
 
@@ -177,7 +178,9 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
     OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
     onig_error_code_to_str(msg, r, &info);
     re_ = nullptr;
-    throw InputError(fmt::format("{}: regular expression /{}/ is invalid ({})", where, pattern, reinterpret_cast<const char*>(msg)));
+    // One line: the pattern (and Oniguruma's message, which may quote part of it) escaped.
+    throw InputError(fmt::format("{}: regular expression /{}/ is invalid ({})", where, json_strict::one_line(pattern),
+                                 json_strict::one_line(reinterpret_cast<const char*>(msg))));
   }
 }
 
