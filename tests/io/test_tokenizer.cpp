@@ -4,6 +4,8 @@
 // Face's own library in tests/reference/test_tokenizer_reference.py.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "tokdyn/core/error.hpp"
@@ -226,6 +228,26 @@ TEST(Tokenizer, RefusesWhatItDoesNotImplementByName) {
   EXPECT_THROW(Tokenizer::from_json("[]", "t.json"), InputError);
   EXPECT_THROW(Tokenizer::from_json("{}", "t.json"), InputError);
   EXPECT_THROW(Tokenizer::from_file("/nonexistent/tokenizer.json"), InputError);
+}
+
+TEST(Tokenizer, AHostileRegexIsBoundedNotMinutes) {
+  // (a+)+$ on "aaa...a!" backtracks exponentially per start; the search budget ends it in bad input.
+  json j = byte_level_file(json::array(), json::object());
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  const Tokenizer T = make(j);
+  std::string text;
+  for (int k = 0; k < 40; ++k) text += std::string(22, 'a') + "!";
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    T.encode(text);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("backtracks without bound"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(a+)+$"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+  // The same pattern on a benign text matches as usual.
+  EXPECT_EQ(T.encode("baa").pieces, (std::vector<std::string>{"b", "a", "a"}));
 }
 
 TEST(Tokenizer, InvalidUtf8AndUnknownIdsAreBadInput) {

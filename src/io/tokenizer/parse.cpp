@@ -492,13 +492,12 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& name) {
   for (std::size_t k = 0; k < impl->added.size(); ++k) {
     const AddedToken& x = impl->added[k];
     if (!x.normalized) {
-      impl->raw_tokens.push_back(k);
+      impl->raw_set.add(k, x.content);
     } else {
       std::string c = x.content;
       if (impl->normalizer) impl->normalizer->apply(c);
       if (c.empty()) continue;
-      impl->normalized_tokens.push_back(k);
-      impl->normalized_content.push_back(std::move(c));
+      impl->normalized_set.add(k, std::move(c));
     }
   }
   impl->vocab_size = top + 1;

@@ -410,8 +410,10 @@ namespace {
 
 /// Splits `text` on the added tokens `which` (leftmost-longest, non-overlapping, as the
 /// reference's Aho-Corasick), applying single_word, lstrip and rstrip; appends to `out`.
-void split_added(const Tokenizer::Impl& T, const std::string& text, bool at_start, const std::vector<std::size_t>& which,
-                 const std::vector<std::string>& contents, std::vector<Piece>& out) {
+void split_added(const Tokenizer::Impl& T, const std::string& text, bool at_start, const Tokenizer::Impl::AddedSet& set,
+                 std::vector<Piece>& out) {
+  const std::vector<std::size_t>& which = set.which;
+  const std::vector<std::string>& contents = set.contents;
   std::size_t start_offset = 0;
   auto push_text = [&](std::size_t b, std::size_t e) {
     if (b < e) out.push_back({text.substr(b, e - b), at_start && b == 0, -1});
@@ -419,7 +421,7 @@ void split_added(const Tokenizer::Impl& T, const std::string& text, bool at_star
   if (!which.empty()) {
     for (std::size_t i = 0; i < text.size();) {
       std::size_t best = which.size(), best_len = 0;
-      for (std::size_t k = 0; k < which.size(); ++k) {
+      for (const std::uint32_t k : set.by_first[static_cast<unsigned char>(text[i])]) {
         const std::string& c = contents[k];
         if (c.size() > best_len && c.size() <= text.size() - i && text.compare(i, c.size(), c) == 0) {
           best = k;
@@ -490,11 +492,7 @@ std::string Tokenizer::Impl::token_of(std::int64_t id) const {
 Encoding Tokenizer::Impl::encode(std::string_view text, bool add_special, Bpe::Cache& cache) const {
   require_utf8(text, "text");
   std::vector<Piece> segs;
-  if (!text.empty()) {
-    std::vector<std::string> raw;
-    for (std::size_t k : raw_tokens) raw.push_back(added[k].content);
-    split_added(*this, std::string(text), true, raw_tokens, raw, segs);
-  }
+  if (!text.empty()) split_added(*this, std::string(text), true, raw_set, segs);
   std::vector<Piece> pieces;
   for (Piece& s : segs) {
     if (s.id >= 0) {
@@ -503,7 +501,7 @@ Encoding Tokenizer::Impl::encode(std::string_view text, bool add_special, Bpe::C
     }
     if (normalizer) normalizer->apply(s.text);
     if (s.text.empty()) continue;
-    split_added(*this, s.text, s.at_start, normalized_tokens, normalized_content, pieces);
+    split_added(*this, s.text, s.at_start, normalized_set, pieces);
   }
   if (pre) pre->apply(pieces);
   Encoding e;

@@ -50,6 +50,7 @@ class Regex {
 
  private:
   OnigRegexType* re_ = nullptr;
+  std::string pattern_, where_;  ///< for messages (the pattern escaped on one line)
 };
 
 // ---- the pipeline's steps ----
@@ -170,8 +171,19 @@ struct Tokenizer::Impl {
   std::vector<tok::AddedToken> added;  ///< in file order
   std::unordered_map<std::int64_t, std::size_t> added_by_id;
   tok::Vocab added_by_content;
-  std::vector<std::size_t> raw_tokens, normalized_tokens;  ///< indices into `added`
-  std::vector<std::string> normalized_content;              ///< content of each normalized token, normalized
+  /// The added tokens matched on the raw text, or on the normalised segments: indices into
+  /// `added`, the text each matches, and per first byte the candidates (indices into `which`).
+  struct AddedSet {
+    std::vector<std::size_t> which;
+    std::vector<std::string> contents;
+    std::vector<std::vector<std::uint32_t>> by_first = std::vector<std::vector<std::uint32_t>>(256);
+    void add(std::size_t k, std::string content) {
+      by_first[static_cast<unsigned char>(content[0])].push_back(static_cast<std::uint32_t>(which.size()));
+      which.push_back(k);
+      contents.push_back(std::move(content));
+    }
+  };
+  AddedSet raw_set, normalized_set;
   std::unique_ptr<tok::Normalizer> normalizer;
   std::unique_ptr<tok::PreTokenizer> pre;
   std::unique_ptr<tok::PostProcessor> post;

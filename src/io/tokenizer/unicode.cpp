@@ -169,7 +169,8 @@ void onig_once() {
 }
 }  // namespace
 
-Regex::Regex(const std::string& pattern, const std::string& where) {
+Regex::Regex(const std::string& pattern, const std::string& where)
+    : pattern_(json_strict::one_line(pattern)), where_(json_strict::one_line(where)) {
   onig_once();
   OnigErrorInfo info;
   const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
@@ -191,19 +192,31 @@ Regex::~Regex() {
 void Regex::find_all(std::string_view text, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
   out.clear();
   OnigRegion* region = onig_region_new();
+  // A bound on backtracking per search, growing with the text (1000 steps a byte, at least 10^5):
+  // Oniguruma bounds each match attempt, not a search over every start; a hostile pattern such as
+  // (a+)+$ would otherwise take minutes on a long prompt. Real patterns (GPT-2's, Llama 3's) stay
+  // orders of magnitude below it, so their matches are the reference's.
+  OnigMatchParam* mp = onig_new_match_param();
+  onig_initialize_match_param(mp);
   const auto* s = reinterpret_cast<const OnigUChar*>(text.data());
   const auto* end = s + text.size();
   std::size_t last_end = 0;
   bool have_last = false;
   std::size_t last_match_end = 0;
   while (last_end <= text.size()) {
-    const int r = onig_search(re_, s, end, s + last_end, end, region, ONIG_OPTION_NONE);
+    onig_set_retry_limit_in_search_of_match_param(mp, 100000ul + 1000ul * (text.size() - last_end));
+    const int r = onig_search_with_param(re_, s, end, s + last_end, end, region, ONIG_OPTION_NONE, mp);
     if (r == ONIG_MISMATCH) break;
     if (r < 0) {
       onig_region_free(region, 1);
+      onig_free_match_param(mp);
+      if (r == ONIGERR_RETRY_LIMIT_IN_SEARCH_OVER || r == ONIGERR_RETRY_LIMIT_IN_MATCH_OVER)
+        throw InputError(fmt::format("{}: regular expression /{}/ backtracks without bound on this text ({} bytes; more than "
+                                     "1000 steps a byte); expected a pattern without nested repetition", where_,
+                                     pattern_, text.size()));
       OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
       onig_error_code_to_str(msg, r);
-      throw InputError(fmt::format("regular expression search failed ({})", reinterpret_cast<const char*>(msg)));
+      throw InputError(fmt::format("{}: regular expression search failed ({})", where_, reinterpret_cast<const char*>(msg)));
     }
     const auto b = static_cast<std::size_t>(region->beg[0]);
     const auto e = static_cast<std::size_t>(region->end[0]);
@@ -219,6 +232,7 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<std::size_t, s
     if (b == e && e == text.size()) break;
   }
   onig_region_free(region, 1);
+  onig_free_match_param(mp);
 }
 
 // ---- the byte-level alphabet (GPT-2's bytes_to_unicode) ----
