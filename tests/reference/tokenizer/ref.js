@@ -12,11 +12,13 @@
 //       JOBS.json: [{"tokenizer", "input", "output", "no_special"}, ...]: `encode` for each job in one
 //       process, in order (a job whose file the library refuses gets its {"error"} line; the others go
 //       on; a job that crashes the process has no output file, and the jobs after it are not run).
-//   node ref.js throughput TOKENIZER_JSON IN.jsonl
-//       Encodes every text once (addSpecialTokens = true), one text at a time on one thread, and prints
-//       "ref: encoded N texts, B bytes, K tokens in S s: X MB/s (one thread)" (MB = 1e6 bytes of UTF-8;
-//       loading the file is not timed). Also prints the process's CPU time over that wall time
-//       ("cpu/wall R"), which is about 1 when one thread did the work.
+//   node ref.js throughput TOKENIZER_JSON IN.jsonl [--batch N]
+//       Encodes every text once (addSpecialTokens = true) on one thread, each encode awaited in turn,
+//       and prints "ref: encoded N texts, B bytes, K tokens in S s: X MB/s (one thread; ...)" (MB = 1e6
+//       bytes of UTF-8; loading the file is not timed), with the process's CPU time over that wall time
+//       ("cpu/wall R": about 1 when one thread did the work; each call hops to libuv's pool and back).
+//       --batch N: encodeBatch calls of N texts instead (the library's own loop, serial with
+//       TOKENIZERS_PARALLELISM=false), which spares the per-call cost of the binding.
 //   node ref.js gpt3 IN.jsonl OUT.jsonl
 //       gpt-3-encoder's ids, one {"ids"} per line.
 'use strict';
@@ -101,7 +103,7 @@ async function encodeFile(Tokenizer, tokFile, inFile, outFile, noSpecial) {
   return true;
 }
 
-async function throughput(Tokenizer, tokFile, inFile) {
+async function throughput(Tokenizer, tokFile, inFile, batch) {
   const t = Tokenizer.fromFile(tokFile);
   const texts = readTexts(inFile);
   let bytes = 0;
@@ -110,15 +112,22 @@ async function throughput(Tokenizer, tokFile, inFile) {
   let tokens = 0;
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
-  for (const s of texts) {
-    const e = await t.encode(s, null, {addSpecialTokens: true});
-    tokens += e.getLength();
+  if (batch > 0) {
+    for (let i = 0; i < texts.length; i += batch) {
+      for (const e of await t.encodeBatch(texts.slice(i, i + batch), {addSpecialTokens: true})) tokens += e.getLength();
+    }
+  } else {
+    for (const s of texts) {
+      const e = await t.encode(s, null, {addSpecialTokens: true});
+      tokens += e.getLength();
+    }
   }
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu = process.cpuUsage(cpu0);
   const cpuSecs = (cpu.user + cpu.system) / 1e6;
+  const how = batch > 0 ? `encodeBatch of ${batch}` : 'one encode per text';
   console.log(`ref: encoded ${texts.length} texts, ${bytes} bytes, ${tokens} tokens in ${secs.toFixed(3)} s: ` +
-              `${(bytes / 1e6 / secs).toFixed(2)} MB/s (one thread; cpu/wall ${(cpuSecs / secs).toFixed(2)})`);
+              `${(bytes / 1e6 / secs).toFixed(2)} MB/s (one thread; ${how}; cpu/wall ${(cpuSecs / secs).toFixed(2)})`);
 }
 
 function gpt3(inFile, outFile) {
@@ -130,7 +139,7 @@ function gpt3(inFile, outFile) {
 async function main() {
   const [mode, ...args] = process.argv.slice(2);
   const usage = 'usage: ref.js encode TOKENIZER_JSON IN.jsonl OUT.jsonl [--no-special] | batch JOBS.json | ' +
-                'throughput TOKENIZER_JSON IN.jsonl | gpt3 IN.jsonl OUT.jsonl';
+                'throughput TOKENIZER_JSON IN.jsonl [--batch N] | gpt3 IN.jsonl OUT.jsonl';
   if (mode === 'encode' && (args.length === 3 || (args.length === 4 && args[3] === '--no-special'))) {
     const {Tokenizer} = npmRequire('@anush008/tokenizers');
     const ok = await encodeFile(Tokenizer, args[0], args[1], args[2], args.length === 4);
@@ -140,9 +149,9 @@ async function main() {
     for (const j of JSON.parse(fs.readFileSync(args[0], 'utf8'))) {
       await encodeFile(Tokenizer, j.tokenizer, j.input, j.output, !!j.no_special);
     }
-  } else if (mode === 'throughput' && args.length === 2) {
+  } else if (mode === 'throughput' && (args.length === 2 || (args.length === 4 && args[2] === '--batch'))) {
     const {Tokenizer} = npmRequire('@anush008/tokenizers');
-    await throughput(Tokenizer, args[0], args[1]);
+    await throughput(Tokenizer, args[0], args[1], args.length === 4 ? parseInt(args[3], 10) : 0);
   } else if (mode === 'gpt3' && args.length === 2) {
     gpt3(args[0], args[1]);
   } else {
