@@ -8,7 +8,7 @@ shift || true
 
 pkgs=(build-essential cmake ninja-build pkg-config
       libeigen3-dev libopenblas-dev libopenblas-openmp-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-      libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libboost-dev libonig-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
       python3-numpy python3-matplotlib python3-scipy clang libclang-rt-14-dev
       python3-dev pybind11-dev python3-pandas python3-pytest python3-torch
       libopenmpi-dev openmpi-bin)

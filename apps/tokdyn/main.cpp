@@ -28,6 +28,7 @@
 #include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/runtime/output_folder.hpp"
 #include "sweep.hpp"
+#include "tokenize.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -379,8 +380,19 @@ int main(int argc, char** argv) {
   sw->add_flag("--overwrite", so.overwrite, "Replace a previous sweep of other parameters in --out");
   sw->add_flag("--quiet,-q", so.quiet, "No line per point");
 
+  tokenize_cli::Options tk;
+  CLI::App* tok = app.add_subcommand("tokenize", "A checkpoint's tokenizer (its tokenizer.json) on a text: ids and pieces; or on the "
+                                                 "texts of a JSON-lines file; or ids decoded");
+  tok->add_option("path", tk.path, "tokenizer.json, or a checkpoint folder holding one")->required();
+  tok->add_option("text", tk.text, "The text to encode");
+  tok->add_option("--jsonl", tk.jsonl, "Encode every text of FILE (one JSON string per line); prints one line of ids per text");
+  tok->add_option("--decode", tk.decode, "Decode these token ids (\"1 2 3\" or 1,2,3)");
+  tok->add_flag("--json", tk.json, "JSON output: {ids, pieces, decoded} per text");
+  tok->add_flag("--no-special", tk.no_special, "No special tokens from the post-processor (BOS / EOS templates)");
+  tok->add_flag("--throughput", tk.throughput, "With --jsonl: time the encoding on one thread and print MB/s");
+
   // Extra arguments are reported by us, with their count and in order.
-  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine}) sub->allow_extras();
+  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -394,7 +406,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine}) {
+    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok}) {
       const std::vector<std::string> extra = sub->remaining();
       if (!sub->parsed() || extra.empty()) continue;
       std::string list;
@@ -406,6 +418,7 @@ int main(int argc, char** argv) {
                           : sub == outputs ? "at most one preset name"
                           : sub == mk  ? "options only"
                           : sub == sw  ? "one target (a preset or a .toml file) and options"
+                          : sub == tok ? "a tokenizer path, at most one text, and options"
                                        : "no arguments";
       throw InputError(fmt::format("{}: {} unexpected argument{}: {}; it takes {} (see `tokdyn {} --help`)", sub->get_name(),
                                    extra.size(), extra.size() == 1 ? "" : "s", list, takes, sub->get_name()));
@@ -432,6 +445,9 @@ int main(int argc, char** argv) {
       so.threads = static_cast<int>(parse_count("--threads", sw_threads_text, 0, max_threads()));
       so.out_given = sw->count("--out") > 0;
       return sweep::run(so, argc, argv);
+    } else if (app.got_subcommand("tokenize")) {
+      tk.text_given = tok->count("text") > 0;
+      return tokenize_cli::run(tk);
     } else if (app.got_subcommand("make-checkpoint")) {
       if (mc_seed < 0) throw InputError(fmt::format("--seed: expected an integer >= 0, got {}", mc_seed));
       const auto t0 = std::chrono::steady_clock::now();
@@ -449,7 +465,7 @@ int main(int argc, char** argv) {
       fmt::print("wrote {} ({} {}, seed {}; {:.1f} s)\n", message_line(mc_out), mc_model, mc_size, mc_seed, secs);
     } else {
       return fail(exit_code::bad_input, "error: ",
-                  "a command is required: presets, models, show, outputs, run or make-checkpoint (see `tokdyn --help`)");
+                  "a command is required: presets, models, show, outputs, run, sweep, tokenize, machine or make-checkpoint (see `tokdyn --help`)");
     }
   } catch (...) {
     if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler reports and exits
