@@ -288,6 +288,7 @@ VARIANTS = {
 MAY_REFUSE = {"gpt2-truncation"}
 
 LOSSLESS_MAIN = {"gpt2", "llama3"}
+PIECE_NOTES = []  # where HF's tokens are not the vocabulary strings (added tokens), shown at the end
 
 
 def splice(strings, tokens, seed):
@@ -315,6 +316,7 @@ class Job:
         self.ref_out = texts_file.parent / f"{name}.ref.jsonl"
         self.tok_out = texts_file.parent / f"{name}.tokdyn.jsonl"
         self.rc, self.stderr, self.ref_crash = None, "", None
+        self.added_ids, self.piece_notes = set(), {}
 
 
 def _main_jobs():
@@ -362,6 +364,8 @@ def runs(tmp_path_factory):
         jobs[f"{m}-special"] = Job(f"{m}-special", MODELS[m], texts_file("main", main), False, m in LOSSLESS_MAIN)
         jobs[f"{m}-nospecial"] = Job(f"{m}-nospecial", MODELS[m], texts_file("corpus", corpus), True, m in LOSSLESS_MAIN)
         texts[f"{m}-special"], texts[f"{m}-nospecial"] = main, corpus
+        for k in ("special", "nospecial"):
+            jobs[f"{m}-{k}"].added_ids = {t["id"] for t in bases[m]["added_tokens"]}
     for name, (base, edit, tokens, lossless) in VARIANTS.items():
         d = edit(copy.deepcopy(bases[base]))
         tok = work / f"{name}.tokenizer.json"
@@ -369,6 +373,7 @@ def runs(tmp_path_factory):
         key = "var-" + ("|".join(tokens) if tokens else "plain")
         strings = corpus + (splice(var, list(tokens), seed=2) if tokens else var)
         jobs[name] = Job(name, tok, texts_file(key, strings), False, lossless)
+        jobs[name].added_ids = {t["id"] for t in d["added_tokens"]}
         texts[name] = strings
     prep = time.time() - t0
 
@@ -404,9 +409,10 @@ def runs(tmp_path_factory):
     tok_seconds = time.time() - t
     th.join()
     assert "error" not in ref_result, f"ref.js batch failed: {ref_result['error']}"
-    sys.stderr.write(f"\n[tokenizer_reference] inputs {prep:.1f} s, reference (node, {len(jobs)} files) "
-                     f"{ref_result['seconds']:.1f} s, tokdyn {tok_seconds:.1f} s\n")
-    return {"jobs": jobs, "texts": texts, "work": work, "corpus": corpus}
+    costs = (f"inputs {prep:.1f} s; reference (one node process, {len(jobs)} files, "
+             f"{sum(len(texts[n]) for n in jobs)} texts) {ref_result['seconds']:.1f} s; tokdyn ({len(jobs)} processes, "
+             f"at the same time) {tok_seconds:.1f} s")
+    return {"jobs": jobs, "texts": texts, "work": work, "corpus": corpus, "costs": costs}
 
 
 def read_lines(path):
@@ -442,16 +448,32 @@ def compare(job, strings):
         pytest.fail(f"tokdyn's output {job.tok_out} is not JSON lines: {e}")
     assert len(ref) == len(strings)
     assert len(got) == len(strings), f"tokdyn wrote {len(got)} lines for {len(strings)} texts"
-    diffs = []
-    lossy = []
+    diffs, lossy, inconsistent = [], [], []
     for i, (s, r, g) in enumerate(zip(strings, ref, got)):
         if "error" in r:
             pytest.fail(f"the reference fails on {_short(s)}: {r['error']}")
+        if "vocab" in r:
+            # tokdyn's pieces are the vocabulary strings of the ids. The library's tokens are too, except
+            # for an added token, whose token is the text it matched (normalized, with the whitespace
+            # lstrip / rstrip took): there the vocabulary string is expected (counted in job.piece_notes).
+            for k, (tk, v) in enumerate(zip(r["pieces"], r["vocab"])):
+                if tk != v:
+                    if r["ids"][k] not in job.added_ids:
+                        inconsistent.append((s, r["ids"][k], tk, v))
+                    job.piece_notes[(r["ids"][k], tk, v)] = job.piece_notes.get((r["ids"][k], tk, v), 0) + 1
+            r = dict(r, pieces=r["vocab"])
         fields = [k for k in ("ids", "pieces", "decoded") if r.get(k) != g.get(k)]
         if fields:
             diffs.append((i, s, r, g, fields))
         if job.lossless and g.get("decoded") != s:
             lossy.append((s, g.get("decoded")))
+    assert not inconsistent, "the reference's tokens differ from its vocabulary strings outside added tokens: " + \
+        "; ".join(f"{_short(s, 60)}: id {i} token {t!r} vocabulary {v!r}" for s, i, t, v in inconsistent[:5])
+    if job.piece_notes:
+        notes = sorted(job.piece_notes.items(), key=lambda kv: -kv[1])
+        PIECE_NOTES.append(f"{job.name}: {sum(job.piece_notes.values())} added-token pieces where HF's token is the "
+                           "matched text, not the vocabulary string, e.g. "
+                           + ", ".join(f"id {i}: {t!r} for {v!r}" for (i, t, v), _ in notes[:4]))
     msg = []
     if diffs:
         msg.append(f"{job.name}: {len(diffs)} of {len(strings)} strings differ from Hugging Face tokenizers; the first 5:")
@@ -653,3 +675,11 @@ def test_throughput_line(tmp_path):
     assert m, line
     assert int(m.group(1)) == 200
     assert int(m.group(2)) == sum(len(s.encode()) for s in gen_strings.read_jsonl(texts))
+
+
+def test_zz_summary(runs, capsys):
+    """Shows what the run cost and where Hugging Face's tokens are not vocabulary strings (last)."""
+    with capsys.disabled():
+        print(f"\n[tokenizer_reference] {runs['costs']}")
+        for n in PIECE_NOTES:
+            print(f"[tokenizer_reference] {n}")

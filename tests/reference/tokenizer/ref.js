@@ -5,8 +5,11 @@
 //
 //   node ref.js encode TOKENIZER_JSON IN.jsonl OUT.jsonl [--no-special]
 //       IN.jsonl: one JSON string per line. OUT.jsonl: one {"ids", "pieces", "decoded"} per line, as
-//       `tokdyn tokenize PATH --jsonl IN --json`: pieces = the vocabulary strings of the ids (getTokens()),
-//       decoded = decode(ids, skip_special_tokens = false). --no-special: addSpecialTokens = false.
+//       `tokdyn tokenize PATH --jsonl IN --json`: pieces = the library's tokens (getTokens()), decoded =
+//       decode(ids, skip_special_tokens = false). --no-special: addSpecialTokens = false. Where the
+//       tokens are not all the vocabulary strings of the ids (an added token's token is the text it
+//       matched: after normalisation, with what lstrip / rstrip took), the line also has "vocab": the
+//       vocabulary strings (idToToken).
 //       If the library refuses the file, OUT.jsonl holds one line {"error": "..."} and the exit code is 3.
 //   node ref.js batch JOBS.json
 //       JOBS.json: [{"tokenizer", "input", "output", "no_special"}, ...]: `encode` for each job in one
@@ -68,6 +71,16 @@ async function encodeFile(Tokenizer, tokFile, inFile, outFile, noSpecial) {
     fs.writeFileSync(outFile, JSON.stringify({error: String(e.message || e)}) + '\n');
     return false;
   }
+  // The vocabulary string of an id (idToToken), cached.
+  const vocab = new Map();
+  const vocabString = id => {
+    let v = vocab.get(id);
+    if (v === undefined) {
+      v = t.idToToken(id);
+      vocab.set(id, v);
+    }
+    return v;
+  };
   const texts = readTexts(inFile);
   // Written under a temporary name, renamed when complete: a job that crashes the process (a panic
   // inside the library aborts it) leaves no OUT.jsonl.
@@ -92,8 +105,13 @@ async function encodeFile(Tokenizer, tokFile, inFile, outFile, noSpecial) {
       }
       const ids = encs.map(e => (e.error ? [] : e.getIds()));
       const decoded = await t.decodeBatch(ids, false);
-      const lines = encs.map((e, j) => JSON.stringify(
-          e.error ? {error: e.error} : {ids: ids[j], pieces: e.getTokens(), decoded: decoded[j]}));
+      const lines = encs.map((e, j) => {
+        if (e.error) return JSON.stringify({error: e.error});
+        const o = {ids: ids[j], pieces: e.getTokens(), decoded: decoded[j]};
+        const v = ids[j].map(id => vocabString(id));
+        if (v.some((x, k) => x !== o.pieces[k])) o.vocab = v;
+        return JSON.stringify(o);
+      });
       fs.writeSync(fd, lines.join('\n') + '\n');
     }
   } finally {
