@@ -9,7 +9,7 @@
 //       decode(ids, skip_special_tokens = false). --no-special: addSpecialTokens = false. Where the
 //       tokens are not all the vocabulary strings of the ids (an added token's token is the text it
 //       matched: after normalisation, with what lstrip / rstrip took), the line also has "vocab": the
-//       vocabulary strings (idToToken).
+//       vocabulary strings (idToToken); where decoded != the text, "lossy": true.
 //       If the library refuses the file, OUT.jsonl holds one line {"error": "..."} and the exit code is 3.
 //   node ref.js batch JOBS.json
 //       JOBS.json: [{"tokenizer", "input", "output", "no_special"}, ...]: `encode` for each job in one
@@ -107,9 +107,11 @@ async function encodeFile(Tokenizer, tokFile, inFile, outFile, noSpecial) {
       const decoded = await t.decodeBatch(ids, false);
       const lines = encs.map((e, j) => {
         if (e.error) return JSON.stringify({error: e.error});
-        const o = {ids: ids[j], pieces: e.getTokens(), decoded: decoded[j]};
+        // Keys in the order of tokdyn's output, so that equal results are equal lines.
+        const o = {decoded: decoded[j], ids: ids[j], pieces: e.getTokens()};
         const v = ids[j].map(id => vocabString(id));
         if (v.some((x, k) => x !== o.pieces[k])) o.vocab = v;
+        if (decoded[j] !== chunk[j]) o.lossy = true;
         return JSON.stringify(o);
       });
       fs.writeSync(fd, lines.join('\n') + '\n');
