@@ -117,8 +117,11 @@ for m in ("gpt2", "llama2", "llama3"):
     rows.append(f"| {names[m]} | {t[2] / 1e6:.2f} | {t[0]:.2f} | {hf:.2f} ({h[0]:.2f} per call, {hb[0]:.2f} batched) "
                 f"| {t[0] / hf:.2f}x |")
 ncpu = os.cpu_count()
+busy = [int(b) for b in re.findall(r"machine (\d+)% busy", open(f"{work}/load_log.txt").read())]
+load = (f"; the machine was up to {max(busy)} % busy with other work just before a measurement "
+        f"({sum(b >= 10 for b in busy)} of {len(busy)})" if busy and max(busy) >= 10 else "")
 text = ("# Tokenizer throughput (scripts/bench_tokenizer.sh)\n\n"
-        f"Machine: {cpu}, {ncpu} cores; one thread each; best of {reps} runs.\n\n"
+        f"Machine: {cpu}, {ncpu} cores; one thread each; best of {reps} runs{load}.\n\n"
         "| tokenizer | corpus MB | tokdyn MB/s | HF tokenizers MB/s | ratio |\n| --- | ---: | ---: | ---: | ---: |\n"
         + "\n".join(rows) + "\n\n"
         "HF tokenizers 0.22.2 (Node binding @anush008/tokenizers 0.6.0): the faster of one awaited encode() "
