@@ -326,8 +326,15 @@ const ExperimentRegistration reg_qk{tf::with_renamed_keys(with_outputs(with_smok
       from.def_when.push_back({ParamCondition{"model", fams, false}, ParamValue{0L}});
       ps.push_back(std::move(from));
       // The families' knobs, but the ones E4 sets itself (W_Q / W_K perturbed from perturb_from, each layer once).
-      for (ParamSpec& q : model_knobs("model", fams))
-        if (q.key != "qk" && q.key != "qk_sigma" && q.key != "qk_from" && q.key != "layers" && q.key != "layer") ps.push_back(std::move(q));
+      // Nor prompts: E4 starts from one token's embedding row repeated, X(0) = 1 x0^T + s dX (x0 from the
+      // first drawn or given id), not from a sequence of tokens.
+      auto prompt_key = [](const std::string& k) { return k == "prompt" || k == "prompts" || k == "tokenizer" || k == "add_special_tokens"; };
+      for (ParamSpec& q : model_knobs("model", fams)) {
+        if (q.key == "qk" || q.key == "qk_sigma" || q.key == "qk_from" || q.key == "layers" || q.key == "layer" || prompt_key(q.key))
+          continue;
+        std::erase_if(q.only_when, [&](const ParamCondition& c) { return prompt_key(c.key); });
+        ps.push_back(std::move(q));
+      }
       return ps;
     }(),
     run_qk_specificity, "coupling-qk-specificity",

@@ -71,11 +71,12 @@ std::vector<ParamSpec> prompt_knobs() {
 }
 
 std::optional<PromptTokens> prompt_tokens(const Params& P, const std::string& checkpoint) {
-  const std::string one = P.get_string("prompt");
-  const std::string file = P.get_string("prompts");
+  // A preset may leave the prompt knobs out (coupling-qk-specificity starts from one token's row).
+  const std::string one = P.has("prompt") ? P.get_string("prompt") : std::string();
+  const std::string file = P.has("prompts") ? P.get_string("prompts") : std::string();
   if (one.empty() && file.empty()) {
     for (const char* k : {"tokenizer", "add_special_tokens"})
-      if (P.is_explicit(k))
+      if (P.has(k) && P.is_explicit(k))
         throw InputError(fmt::format("parameter '{}' does not apply without a prompt: it applies only with prompt or prompts "
                                      "(leave '{}' unset)", k, k));
     return std::nullopt;
