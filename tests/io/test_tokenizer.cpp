@@ -128,6 +128,11 @@ TEST(Tokenizer, ByteFallbackUnknownTokenAndFusing) {
   e = U.encode("abzz");
   EXPECT_EQ(e.ids, (Ids{7, 0, 0}));
   EXPECT_EQ(e.unknown, (std::vector<std::string>{"z", "z"}));
+  // Byte-fallback tokens between two fused unknown characters: one unk token (as Hugging Face), its
+  // text the two characters ("zéz": z unk, é as bytes C3 A9, z fused into the open unk).
+  e = T.encode("zéz");
+  EXPECT_EQ(e.ids, (Ids{6, 4, 5, 0}));
+  EXPECT_EQ(e.unknown, (std::vector<std::string>{"zz"}));
   // No unknown token: the character is dropped, and reported.
   const Tokenizer D = make(sentencepiece_file(false, nullptr, false));
   e = D.encode("az");

@@ -45,12 +45,16 @@ void Bpe::merge_word(std::string_view w, std::vector<std::int32_t>& out, std::ve
     sym.push_back({static_cast<std::int32_t>(id), n - 1, -1, len});
   };
   // The pending unknown span: (start byte, length), fused with the next when fuse_unk.
+  // Its text is kept apart: byte-fallback tokens may come between two fused characters (as in
+  // Hugging Face, they do not close the span), so the span is not one substring of the word.
   bool unk_open = false;
-  std::size_t unk_start = 0, unk_len = 0;
+  std::size_t unk_len = 0;
+  std::string unk_text;
   auto close_unk = [&]() {
     if (!unk_open) return;
     add(unk_id, unk_len);
-    unknown.emplace_back(w.substr(unk_start, unk_len));
+    unknown.push_back(std::move(unk_text));
+    unk_text.clear();
     unk_open = false;
   };
   std::string s;
@@ -92,11 +96,12 @@ void Bpe::merge_word(std::string_view w, std::vector<std::int32_t>& out, std::ve
     if (unk_id >= 0) {
       if (unk_open && fuse_unk) {
         unk_len += end - start;
+        unk_text.append(w.substr(start, end - start));
       } else {
         close_unk();
         unk_open = true;
-        unk_start = start;
         unk_len = end - start;
+        unk_text.assign(w.substr(start, end - start));
       }
     } else {
       unknown.emplace_back(w.substr(start, end - start));  // dropped: no unknown token
