@@ -42,9 +42,18 @@ class ConfigReader {
     if (!j_.is_object()) fail("", "a JSON object");
   }
   [[noreturn]] void fail(const std::string& field, const std::string& expected) const {
-    if (field.empty()) throw InputError(fmt::format("{}: expected {} (a {} config.json)", what_, expected, family_));
-    throw InputError(fmt::format("{}: field '{}' = {}; expected {}", what_, field, j_.contains(field) ? j_.at(field).dump() : "missing",
-                                 expected));
+    if (field.empty()) throw InputError(one_line(fmt::format("{}: expected {} (a {} config.json)", what_, expected, family_)));
+    throw InputError(one_line(fmt::format("{}: field '{}' = {}; expected {}", what_, field,
+                                          j_.contains(field) ? j_.at(field).dump() : "missing", expected)));
+  }
+  /// A message on one line: control bytes (a string value of the file may hold a newline) as \xNN.
+  static std::string one_line(const std::string& s) {
+    std::string o;
+    for (unsigned char c : s) {
+      if (c < 0x20 || c == 0x7f) o += fmt::format("\\x{:02x}", c);
+      else o.push_back(static_cast<char>(c));
+    }
+    return o;
   }
   bool has(const std::string& f) const { return j_.contains(f) && !j_.at(f).is_null(); }
   const nlohmann::json& raw(const std::string& f) {
