@@ -29,6 +29,7 @@
 #include "tokdyn/runtime/output_folder.hpp"
 #include "sweep.hpp"
 #include "tokenize.hpp"
+#include "train_tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using namespace tokdyn;
@@ -354,7 +355,7 @@ int main(int argc, char** argv) {
                                     "Write a freshly initialised checkpoint of a registered model (Mamba-2: config.json + "
                                     "model.safetensors in the reference layout)");
   mk->add_option("--model", mc_model, "Model to write (tokdyn models: those with checkpoints)")->capture_default_str();
-  mk->add_option("--size", mc_size, "tiny, 130m, 370m, 780m, 1.3b or 2.7b")->capture_default_str();
+  mk->add_option("--size", mc_size, "A named size of the model (tokdyn models NAME lists them; Mamba-2: tiny, small, 130m, ..., 2.7b)")->capture_default_str();
   std::string seed_text = "0";
   mk->add_option("--seed", seed_text, "Seed of the initialisation")->capture_default_str();
   mk->add_option("--out,-o", mc_out, "New directory to write")->required();
@@ -391,8 +392,18 @@ int main(int argc, char** argv) {
   tok->add_flag("--no-special", tk.no_special, "No special tokens from the post-processor (BOS / EOS templates)");
   tok->add_flag("--throughput", tk.throughput, "With --jsonl: time the encoding on one thread and print MB/s");
 
+  train_tokenizer_cli::Options tt;
+  CLI::App* ttok = app.add_subcommand("train-tokenizer", "Train a byte-level BPE tokenizer (GPT-2's pipeline) on a corpus: a "
+                                                         "tokenizer.json for tokdyn train and every model");
+  ttok->add_option("--corpus", tt.corpus, "A text file, or a folder of text files (read recursively, in path order)")->required();
+  ttok->add_option("--out,-o", tt.out, "The tokenizer.json to write (a new file)")->required();
+  ttok->add_option("--vocab-size", tt.vocab_size, "Tokens in the result, the special tokens included (>= 258)")->default_val(4096);
+  ttok->add_option("--min-frequency", tt.min_frequency, "A pair seen fewer times is never merged")->default_val(2);
+  ttok->add_option("--special", tt.special, "Special tokens, appended after the merges (default: <|endoftext|>)");
+  ttok->add_flag("--json", tt.json, "Print the facts as one JSON line");
+
   // Extra arguments are reported by us, with their count and in order.
-  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok}) sub->allow_extras();
+  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -406,7 +417,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok}) {
+    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok}) {
       const std::vector<std::string> extra = sub->remaining();
       if (!sub->parsed() || extra.empty()) continue;
       std::string list;
@@ -419,6 +430,7 @@ int main(int argc, char** argv) {
                           : sub == mk  ? "options only"
                           : sub == sw  ? "one target (a preset or a .toml file) and options"
                           : sub == tok ? "a tokenizer path, at most one text, and options"
+                          : sub == ttok ? "options only"
                                        : "no arguments";
       throw InputError(fmt::format("{}: {} unexpected argument{}: {}; it takes {} (see `tokdyn {} --help`)", sub->get_name(),
                                    extra.size(), extra.size() == 1 ? "" : "s", list, takes, sub->get_name()));
@@ -448,6 +460,8 @@ int main(int argc, char** argv) {
     } else if (app.got_subcommand("tokenize")) {
       tk.text_given = tok->count("text") > 0;
       return tokenize_cli::run(tk);
+    } else if (app.got_subcommand("train-tokenizer")) {
+      return train_tokenizer_cli::run(tt);
     } else if (app.got_subcommand("make-checkpoint")) {
       if (mc_seed < 0) throw InputError(fmt::format("--seed: expected an integer >= 0, got {}", mc_seed));
       const auto t0 = std::chrono::steady_clock::now();
@@ -465,7 +479,7 @@ int main(int argc, char** argv) {
       fmt::print("wrote {} ({} {}, seed {}; {:.1f} s)\n", message_line(mc_out), mc_model, mc_size, mc_seed, secs);
     } else {
       return fail(exit_code::bad_input, "error: ",
-                  "a command is required: presets, models, show, outputs, run, sweep, tokenize, machine or make-checkpoint (see `tokdyn --help`)");
+                  "a command is required: presets, models, show, outputs, run, sweep, tokenize, train-tokenizer, machine or make-checkpoint (see `tokdyn --help`)");
     }
   } catch (...) {
     if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler reports and exits

@@ -195,7 +195,7 @@ TEST(Mamba2Cli, BadInputIsOneLineExitTwoNothingWritten) {
   {  // an unknown size: the CLI names its option (the model's own refusal does not know it)
     const CliResult r = run_cli(d.path(), {"make-checkpoint", "--size", "7b", "--out", "ck7"});
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--size: expected one of tiny, 130m"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--size: expected one of tiny, small, 130m"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(d.path() / "ck7"));
   }
   expect_bad(d.path(), small({"run", "mamba2-fig1", "--out", "x", "--set", "checkpoint=nowhere"}), "nowhere");

@@ -82,7 +82,7 @@ json Config::to_json() const {
               {"tie_embeddings", tie_embeddings}};
 }
 
-std::vector<std::string> Config::sizes() { return {"tiny", "130m", "370m", "780m", "1.3b", "2.7b"}; }
+std::vector<std::string> Config::sizes() { return {"tiny", "small", "130m", "370m", "780m", "1.3b", "2.7b"}; }
 
 Config Config::named(const std::string& size) {
   Config c;
@@ -92,6 +92,12 @@ Config Config::named(const std::string& size) {
     c.vocab_size = 1000;
     c.d_state = 16;
     c.headdim = 16;
+  } else if (size == "small") {  // tokdyn train's small Mamba-2 (python/tokdyn_train), as the decoders' small
+    c.d_model = 256;
+    c.n_layer = 4;
+    c.vocab_size = 4096;
+    c.d_state = 32;
+    c.headdim = 32;
   } else if (size == "130m") {
     c.d_model = 768, c.n_layer = 24;
   } else if (size == "370m") {
@@ -104,7 +110,7 @@ Config Config::named(const std::string& size) {
     c.d_model = 2560, c.n_layer = 64;
   } else {
     throw std::invalid_argument("mamba2 size '" + json_strict::one_line(size) +
-                                "': expected one of tiny, 130m, 370m, 780m, 1.3b, 2.7b");
+                                "': expected one of tiny, small, 130m, 370m, 780m, 1.3b, 2.7b");
   }
   c.vocab_rule = "tokdyn's '" + size + "' configuration: vocab_size " + std::to_string(c.vocab_size) + " (embedding " +
                  std::to_string(c.vocab_padded()) + " rows)";
