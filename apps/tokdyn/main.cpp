@@ -1,6 +1,10 @@
 // tokdyn: the command line. Parses arguments, looks experiments up in the registry, validates
 // parameters and runs; no science here. Bad input -> one line on stderr, exit code 2.
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -301,10 +305,32 @@ void print_machine(bool as_json) {
 
 }  // namespace
 
+/// `tokdyn train ...`: the training path is PyTorch (python/tokdyn_train, docs/training.md); this
+/// process becomes `/usr/bin/python3 -m tokdyn_train ...` with the package and tokdyn's Python
+/// module on its path. Its exit codes are tokdyn's (2 bad input, 4 non-finite loss).
+[[noreturn]] static void exec_train(int argc, char** argv) {
+  const char* old = std::getenv("PYTHONPATH");
+  std::string path = std::string(TOKDYN_BINARY_DIR "/python:" TOKDYN_SOURCE_DIR "/python") + (old && *old ? std::string(":") + old : "");
+  ::setenv("PYTHONPATH", path.c_str(), 1);
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (!ec && !std::getenv("TOKDYN_BIN")) ::setenv("TOKDYN_BIN", self.c_str(), 1);
+  std::vector<std::string> args{"/usr/bin/python3", "-m", "tokdyn_train"};
+  for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  ::execv(cargs[0], cargs.data());
+  std::fprintf(stderr, "tokdyn: error: train: cannot run /usr/bin/python3 (%s); tokdyn train needs Debian's python3 with "
+               "python3-torch (scripts/setup.sh installs them)\n", std::strerror(errno));
+  std::exit(exit_code::resource);
+}
+
 int main(int argc, char** argv) {
   // Before anything else: OpenBLAS's own kernels where it fell back to generic ones on a CPU it
   // does not know (blas_core.hpp; re-executes this program once).
   ensure_blas_core(argv);
+  if (argc >= 2 && std::string_view(argv[1]) == "train") exec_train(argc, argv);
   keep_freed_memory();  // freed layer buffers stay for the next layer (blas_core.hpp)
   // Then, before any thread exists: interrupts end runs cleanly (interrupt.hpp).
   interrupt::install();
@@ -392,6 +418,8 @@ int main(int argc, char** argv) {
   tok->add_flag("--no-special", tk.no_special, "No special tokens from the post-processor (BOS / EOS templates)");
   tok->add_flag("--throughput", tk.throughput, "With --jsonl: time the encoding on one thread and print MB/s");
 
+  app.add_subcommand("train", "Train a model (gpt2, neox, llama, mamba2; tiny or small) on a text corpus with PyTorch: the "
+                             "results folder is a checkpoint (docs/training.md; `tokdyn train --help`)");
   train_tokenizer_cli::Options tt;
   CLI::App* ttok = app.add_subcommand("train-tokenizer", "Train a byte-level BPE tokenizer (GPT-2's pipeline) on a corpus: a "
                                                          "tokenizer.json for tokdyn train and every model");
