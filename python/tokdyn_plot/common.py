@@ -66,6 +66,14 @@ def manifest(d):
 def synthetic_note(fig, man):
     """Say on the figure when no checkpoint was given (a freshly initialised model ran)."""
     notes = man.get("notes", {})
+    tb = notes.get("trained_by")
+    if tb:
+        fig.text(0.5, 0.005, "trained here (tokdyn train): %s %s, %.2fM parameters, %.2fM tokens seen, held-out loss %.2f "
+                 "nats/token (unigram entropy %.2f)" % (tb.get("model", "?"), tb.get("size", "?"), tb.get("parameters", 0) / 1e6,
+                                                        tb.get("tokens_seen", 0) / 1e6, tb.get("heldout_loss", float("nan")),
+                                                        tb.get("unigram_entropy", float("nan"))),
+                 ha="center", va="bottom", fontsize=7, color="0.3")
+        return
     if notes.get("synthetic_model"):
         text = notes.get("synthetic_model_note") or ("no checkpoint given: a freshly initialised Mamba-2 (tokdyn make-checkpoint) "
                                                      "ran, not trained weights")

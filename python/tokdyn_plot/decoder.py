@@ -3,7 +3,7 @@ the Gram metrics of The Attention Within §VI (lambda_bar_1, participation ratio
 distance to the attention models' consensus manifold against depth, positions on and off."""
 import os
 
-from .common import by, manifest, num, plt, read_csv, save
+from .common import by, manifest, num, plt, read_csv, save, synthetic_note
 
 _STYLE = {"positions_on": dict(color="#0072B2", ls="-", marker="o", label="positions on (as published)"),
           "positions_off": dict(color="#D55E00", ls="--", marker="s", label="positions off")}
@@ -38,7 +38,9 @@ def plot_transformer_clustering(d):
         "freshly initialised, untrained (size %s, seed %s)" % (p.get("size", "?"), p.get("model_seed", "?"))
     ax[0].set_title("transformer-clustering: %s, %s\n%s tokens, mean ± std over %s runs, update %s" % (
         model, src, p.get("tokens", "?"), p.get("runs", "?"), p.get("update", "?")), fontsize=9)
-    if notes.get("synthetic_model"):
+    if notes.get("trained_by"):
+        synthetic_note(fig, man)
+    elif notes.get("synthetic_model"):
         fig.text(0.5, 0.003, "untrained: a freshly initialised %s (tokdyn make-checkpoint), not trained weights" % model,
                  ha="center", va="bottom", fontsize=7, color="#D55E00")
     save(fig, ax, d, "clustering.png")
@@ -101,7 +103,9 @@ def plot_prompt_trajectories(d):
     text = notes.get("text", {}).get("prompts", [{}])[0].get("text")
     fig.suptitle("prompt-trajectories: %s, %s, depth %s%s" % (
         model, src, p.get("depth", "?"), (", prompt %r" % text) if text else ", random token ids"), fontsize=10)
-    if notes.get("synthetic_model"):
+    if notes.get("trained_by"):
+        synthetic_note(fig, man)
+    elif notes.get("synthetic_model"):
         fig.text(0.5, 0.003, "untrained model: " + (notes.get("synthetic_model_note") or "freshly initialised weights"),
                  ha="center", va="bottom", fontsize=7, color="#D55E00")
     save(fig, [a0], d, "trajectories.png")

@@ -26,6 +26,7 @@
 #include "tokdyn/core/host.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/runtime/output_folder.hpp"
+#include "tokdyn/runtime/training_record.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -308,6 +309,9 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     } catch (const ResourceError&) {
     }
     as_input_error([&] { e.run(p, ctx); });
+    // A checkpoint `tokdyn train` made: how it was trained (model, tokens seen, held-out loss).
+    if (p.has("checkpoint"))
+      if (auto rec = training_record(p.get_string("checkpoint")); !rec.is_null()) ctx.notes["trained_by"] = rec;
     finish_outputs(e, ctx);   // summary.csv, and the folder checked against the declaration
     check_write_failures();  // a writer that could only record its failure (disk full at close)
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

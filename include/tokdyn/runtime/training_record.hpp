@@ -1,0 +1,16 @@
+#pragma once
+// What a checkpoint made by `tokdyn train` says about its training (its manifest.json): every run
+// given such a checkpoint records it in manifest.json as notes.trained_by, and the figures say it in
+// their footer (python/tokdyn_plot/common.py).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tokdyn {
+
+/// {model, size, parameters, steps, tokens_seen, epochs, heldout_loss, unigram_entropy, seed,
+/// corpus_sha256, tokenizer_sha256} from `checkpoint`/manifest.json when `tokdyn train` wrote it;
+/// null otherwise (no such file, another tool's, unreadable).
+nlohmann::json training_record(const std::string& checkpoint);
+
+}  // namespace tokdyn
