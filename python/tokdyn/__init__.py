@@ -67,7 +67,8 @@ from . import _core  # noqa: E402  (after the BLAS kernels are chosen)
 
 __version__ = _core.__version__
 __all__ = ["presets", "show", "run", "load", "sweep", "load_sweep", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",
-           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum", "Tokenizer", "Encoding"]
+           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum", "Tokenizer", "Encoding",
+           "train", "train_tokenizer"]
 
 
 def _text(value: Any) -> str:
@@ -705,3 +706,6 @@ def depth_spectrum(model_or_step: Union[Model, Callable], jvp: Optional[Callable
         raise ValueError("depth_spectrum(step, jvp, X0, depth, k): give the step and jvp callables and the start state X0 [rows, d]")
     return dict(_core.depth_spectrum_callbacks(model_or_step, jvp, np.asarray(X0, dtype=np.float64), int(depth), int(k),
                                                int(burn_in), bool(on_sphere), int(seed), int(H), V))
+
+
+from .training import train, train_tokenizer  # noqa: E402  (docs/training.md)

@@ -405,3 +405,14 @@ class Tokenizer:
     def summary(self) -> str: ...
     @property
     def sha256(self) -> str: ...
+
+def train(model: str, corpus: PathLike, steps: int, out: PathLike, *, size: str = ..., tokenizer: Optional[PathLike] = ...,
+          seed: int = ..., threads: Optional[int] = ..., context: Optional[int] = ..., batch: Optional[int] = ...,
+          lr: Optional[float] = ..., warmup: Optional[int] = ..., weight_decay: float = ..., eval_every: Optional[int] = ...,
+          checkpoint_every: Optional[int] = ..., heldout_every: int = ..., overwrite: bool = ..., quiet: bool = ...) -> Dict[str, Any]:
+    """Trains a model on a corpus into `out` (tokdyn train); returns the manifest."""
+    ...
+def train_tokenizer(corpus: PathLike, out: PathLike, vocab_size: int = ..., *, min_frequency: int = ...,
+                    special: Optional[Sequence[str]] = ...) -> Dict[str, Any]:
+    """A byte-level BPE tokenizer trained on `corpus`, written to `out` (tokdyn train-tokenizer)."""
+    ...

@@ -160,3 +160,18 @@ def test_refusals_before_anything_is_written(corpus, tmp_path):
 def test_a_finished_run_is_replaced_only_with_overwrite(trained, corpus):
     r = train(BASE + ["--corpus", corpus, "--out", trained])
     assert r.returncode == 2 and "holds a finished training; give --overwrite" in r.stderr, r.stderr
+
+
+def test_from_python(corpus, tmp_path):
+    import tokdyn
+    facts = tokdyn.train_tokenizer(corpus, tmp_path / "t.json", vocab_size=300)
+    assert facts["vocab_size"] == 300 and len(facts["corpus_sha256"]) == 64
+    with pytest.raises(ValueError, match="exists; expected a new file"):
+        tokdyn.train_tokenizer(corpus, tmp_path / "t.json", vocab_size=300)
+    m = tokdyn.train("llama", corpus, 4, tmp_path / "run", size="tiny", threads=1, batch=4, quiet=True,
+                     tokenizer=tmp_path / "t.json")
+    assert m["tokenizer"]["vocab_size"] == 300 and m["steps"] == 4 and not m["tokenizer"]["trained"]
+    H = tokdyn.models.llama(checkpoint=str(tmp_path / "run")).hidden_states([5, 6, 7], depth=2)
+    assert H.shape[0] == 3 and np.isfinite(H).all()
+    with pytest.raises(ValueError, match="--steps"):
+        tokdyn.train("llama", corpus, 0, tmp_path / "run2", size="tiny")
