@@ -131,7 +131,7 @@ class _Models:
         depth: layers the model is built for (untied random Transformer weights)
         """
     def mamba2(self, *, tau: float = ..., checkpoint: PathLike = ...,
-               size: Literal['tiny', '130m', '370m', '780m', '1.3b', '2.7b'] = ..., model_seed: int = ...,
+               size: Literal['tiny', 'small', '130m', '370m', '780m', '1.3b', '2.7b'] = ..., model_seed: int = ...,
                layers: Literal['cycle', 'single'] = ..., layer: int = ...,
                update: Literal['residual', 'sphere'] = ..., vocab: int = ..., token_ids: PathLike = ...,
                gate: bool = ..., silu_bc: bool = ..., silu_x: bool = ..., conv: bool = ..., d_skip: bool = ...,
