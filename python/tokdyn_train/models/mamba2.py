@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import CausalLM, Init, RMSNorm, _is_int, _is_num, rms_normalize, silu
+from .common import CausalLM, Init, RMSNorm, _is_int, _is_num, cmm, rms_normalize, silu
 
 NAME = "mamba2"
 SIZES = ("tiny", "small")
@@ -207,10 +207,10 @@ def ssd(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: 
     causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
     decay = torch.where(causal, torch.exp(seg), torch.zeros((), dtype=x.dtype, device=x.device))
     L = decay * dt.transpose(1, 2).unsqueeze(-2)  # times dt_s (column s)
-    CB = torch.einsum("btgn,bsgn->bgts", C, B)
+    CB = cmm(C.permute(0, 2, 1, 3), B.permute(0, 2, 3, 1))  # [b, G, T, T]: C_t . B_s
     if G != H:
         CB = CB.repeat_interleave(H // G, dim=1)
-    y = torch.einsum("bhts,bshp->bthp", CB * L, x)
+    y = cmm(CB * L, x.permute(0, 2, 1, 3)).permute(0, 2, 1, 3)  # [b, T, H, P]
     return y + x * D[:, None]
 
 
