@@ -100,7 +100,9 @@ std::string not_applicable_reason(long depth, bool trained, bool trained_weights
   return {};
 }
 
-void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver* gate, const std::string& why_na) {
+void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver* gate, const std::string& why_na,
+                 const std::optional<std::string>& why_qualitative) {
+  const std::string& why_q = why_qualitative ? *why_qualitative : why_na;
   const std::string st = "Fig. 1 (trained blocks cycled, SiLU on)";
   struct Row {
     const char* variant;
@@ -115,7 +117,7 @@ void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver*
     const Row& p = rows[v];
     if (!p.g) continue;
     for (bool part : {false, true}) {
-      const double m = why_na.empty() ? run_mean_over(*p.g, 101, 200, part) : kNaN;
+      const double m = why_q.empty() ? run_mean_over(*p.g, 101, 200, part) : kNaN;
       (part ? r_mean : l_mean)[v] = m;
       band_row(t, fmt::format("Fig1 {} {}", p.variant, metric_name(part)),
                fmt::format("{}: the {} plateau {} the output gate", st, metric_name(part), v == 0 ? "without" : "with"),
@@ -123,7 +125,7 @@ void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver*
                part ? p.r_lo : p.l_lo, part ? p.r_hi : p.l_hi, part ? p.r_paper : p.l_paper, why_na);
       // "Aggregation over the first layers, then a plateau": the two halves of 101-200 agree.
       const double tol = part ? 0.3 : 0.05;
-      t.add_unless(why_na, fmt::format("Fig1 {} {} plateau", p.variant, metric_name(part)), st + ": a plateau after the first layers",
+      t.add_unless(why_q, fmt::format("Fig1 {} {} plateau", p.variant, metric_name(part)), st + ": a plateau after the first layers",
                    fmt::format("|mean of {} over 151-200 - mean over 101-150|", metric_name(part)),
                    [&] { return std::abs(run_mean_over(*p.g, 151, 200, part) - run_mean_over(*p.g, 101, 150, part)); },
                    fmt::format("<= {} (band of specs/ssm-consensus.md T29)", tol), [&](double d) { return d <= tol; },
@@ -133,9 +135,9 @@ void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver*
   if (no_gate && gate) {
     const Ref q = qualitative("Fig. 1: the gate keeps the tokens from converging to one direction");
     const std::string s = st + ": the gate keeps the tokens from converging to one direction";
-    t.add_unless(why_na, "Fig1 gate ordering lambda_bar_1", s, "plateau lambda_bar_1 without gate - with gate",
+    t.add_unless(why_q, "Fig1 gate ordering lambda_bar_1", s, "plateau lambda_bar_1 without gate - with gate",
                  [&] { return l_mean[0] - l_mean[1]; }, ">= 0.2 (spec T29)", [](double d) { return d >= 0.2; }, q);
-    t.add_unless(why_na, "Fig1 gate ordering r", s, "plateau r with gate - without gate", [&] { return r_mean[1] - r_mean[0]; },
+    t.add_unless(why_q, "Fig1 gate ordering r", s, "plateau r with gate - without gate", [&] { return r_mean[1] - r_mean[0]; },
                  ">= 1.5 (spec T29)", [](double d) { return d >= 1.5; }, q);
   }
 }
@@ -187,7 +189,9 @@ void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no
   }
 }
 
-void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool random_blocks, const std::string& why_na) {
+void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool random_blocks, const std::string& why_na,
+                  const std::optional<std::string>& why_qualitative) {
+  const std::string& why_q = why_qualitative ? *why_qualitative : why_na;
   const std::string fig = random_blocks ? "Fig5" : "Fig4";
   const std::string st = random_blocks ? "Fig. 5 (random blocks redrawn per layer, gate off, SiLU on)"
                                        : "Fig. 4 (trained blocks cycled, gate off, SiLU on)";
@@ -202,22 +206,25 @@ void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool rand
   const Ref sign_ref = qualitative("Fig. 4: the sign of q_1 alternates");
   if (!why_na.empty() || !have) {
     t.not_applicable(fig + " T*", s, quantity, why_na.empty() ? "no q recorded for that token" : why_na, ref);
-    if (!random_blocks) t.not_applicable(fig + " sign changes", sign_statement, "sign changes of q over the layers", why_na.empty() ? "no q recorded" : why_na, sign_ref);
-    return;
-  }
-  int lo = 0, hi = 0;
-  for (const auto& runs_q : q) {
-    const std::optional<int> ts = smallest_admissible_window(worst_window_average(runs_q[static_cast<std::size_t>(token - 1)]));
-    if (!ts) continue;
-    lo = lo ? std::min(lo, *ts) : *ts;
-    hi = std::max(hi, *ts);
-  }
-  const std::string expected = fmt::format("= 0 (the paper's run could be one of the {} runs)", q.size());
-  if (hi == 0) {
-    t.failed_without_value(fig + " T*", s, quantity, expected, "no run has an admissible window for that token", ref);
   } else {
-    const double dist = paper_t < lo ? lo - paper_t : (paper_t > hi ? paper_t - hi : 0);
-    t.add(fig + " T*", s, quantity + fmt::format(" (here [{}, {}])", lo, hi), dist, expected, dist == 0.0, ref);
+    int lo = 0, hi = 0;
+    for (const auto& runs_q : q) {
+      const std::optional<int> ts = smallest_admissible_window(worst_window_average(runs_q[static_cast<std::size_t>(token - 1)]));
+      if (!ts) continue;
+      lo = lo ? std::min(lo, *ts) : *ts;
+      hi = std::max(hi, *ts);
+    }
+    const std::string expected = fmt::format("= 0 (the paper's run could be one of the {} runs)", q.size());
+    if (hi == 0) {
+      t.failed_without_value(fig + " T*", s, quantity, expected, "no run has an admissible window for that token", ref);
+    } else {
+      const double dist = paper_t < lo ? lo - paper_t : (paper_t > hi ? paper_t - hi : 0);
+      t.add(fig + " T*", s, quantity + fmt::format(" (here [{}, {}])", lo, hi), dist, expected, dist == 0.0, ref);
+    }
+  }
+  if (!random_blocks && (!why_q.empty() || !have)) {
+    t.not_applicable(fig + " sign changes", sign_statement, "sign changes of q over the layers", why_q.empty() ? "no q recorded" : why_q, sign_ref);
+    return;
   }
   if (!random_blocks) {
     const bool in_range = run >= 0 && static_cast<std::size_t>(run) < q.size();
@@ -231,7 +238,12 @@ void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool rand
   }
 }
 
-void fig6_checks(CheckTable& t, const std::string& config, const QRecord& q, int mamba2_silu_t_star, const std::string& why_na) {
+void fig6_checks(CheckTable& t, const std::string& config, const QRecord& q, int mamba2_silu_t_star, const std::string& why_na_numbers,
+                 const std::optional<std::string>& why_qualitative) {
+  // The no-SiLU rows are relative or structural claims (no window at all; "essentially unchanged"):
+  // they apply to any trained model; the two T* bands are the paper's numbers.
+  const bool qualitative_row = config == "random_no_silu" || config == "mamba2_no_silu";
+  const std::string& why_na = qualitative_row && why_qualitative ? *why_qualitative : why_na_numbers;
   const std::string st = "Fig. 6 (W(T) for trained/random blocks x SiLU on/off, gate off)";
   const std::string check = "Fig6 " + config + " T*";
   const std::string quantity = "T* of (23), the text's reading: largest over tokens and runs (none if any has none)";

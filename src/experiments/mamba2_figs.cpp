@@ -244,12 +244,14 @@ std::vector<std::pair<std::string, Switches>> pick(const std::string& sel, const
 /// Why the paper's numbers of Fig. `fig` do not apply to this run ("" when they do): the figure's
 /// schedule, every part of the block on, trained weights for the trained-block figures, depth 200.
 /// `random_rows`: Fig. 6's random-block configurations (no schedule or trained weights involved).
-std::string paper_values_na(const Setup& S, const Params& P, int fig, bool random_rows = false) {
+/// `any_size`: the reason for the paper's qualitative claims, which apply to a trained model of any
+/// size (the same rules without "the paper's model is mamba2-130m").
+std::string paper_values_na(const Setup& S, const Params& P, int fig, bool random_rows = false, bool any_size = false) {
   const bool trained = !random_rows && (fig == 1 || fig == 2 || fig == 4 || fig == 6);
   const char* sched = fig == 2 ? "single" : (fig == 3 || fig == 5 ? "random" : "cycle");
   if (!random_rows && P.get_string("schedule") != sched)
     return fmt::format("the paper's Fig. {} uses schedule={}; this run used schedule={}", fig, sched, P.get_string("schedule"));
-  if (S.model.cfg.d_model != 768 || S.model.cfg.n_layer != 24)
+  if (!any_size && (S.model.cfg.d_model != 768 || S.model.cfg.n_layer != 24))
     return fmt::format("the paper's model is mamba2-130m (d_model 768, 24 layers); this run's has d_model {}, {} layers",
                        S.model.cfg.d_model, S.model.cfg.n_layer);
   if (!S.base.conv || !S.base.silu_x || !S.base.d_skip || !S.base.mixer_norm)
@@ -262,6 +264,7 @@ void paper_checks(const Setup& S, const Params& P, RunContext& ctx, int fig, con
   namespace aw = attention_within;
   CheckTable checks(ctx.dir / "checks.csv");
   const std::string why = paper_values_na(S, P, fig);
+  const std::string why_q = paper_values_na(S, P, fig, false, true);
   auto find = [&](const char* name) -> std::ptrdiff_t {
     for (std::size_t v = 0; v < R.names.size(); ++v)
       if (R.names[v] == name) return static_cast<std::ptrdiff_t>(v);
@@ -272,7 +275,7 @@ void paper_checks(const Setup& S, const Params& P, RunContext& ctx, int fig, con
     return v < 0 ? nullptr : &R.gram[static_cast<std::size_t>(v)];
   };
   switch (fig) {
-    case 1: aw::fig1_checks(checks, gram("no_gate"), gram("gate"), why); break;
+    case 1: aw::fig1_checks(checks, gram("no_gate"), gram("gate"), why, why_q); break;
     case 2:
       if (const GramObserver* g = gram("no_gate")) aw::fig2_checks(checks, *g, why);
       break;
@@ -280,7 +283,7 @@ void paper_checks(const Setup& S, const Params& P, RunContext& ctx, int fig, con
     default:
       if (const auto v = find("silu"); v >= 0)
         aw::fig45_checks(checks, R.pe[static_cast<std::size_t>(v)].q(), static_cast<int>(P.get_int("fig_run")),
-                         static_cast<int>(P.get_int("fig_token")), fig == 5, why);
+                         static_cast<int>(P.get_int("fig_token")), fig == 5, why, why_q);
   }
   checks.report(ctx, fmt::format("mamba2-fig{}", fig));
   ctx.notes["paper_values"] = aw::paper_values(fig);
@@ -592,10 +595,12 @@ void run_fig6(const Params& P, RunContext& ctx) {
     const std::string why_trained = paper_values_na(S, P, 6);
     const std::string why_random = paper_values_na(S, P, 6, true);
     const std::optional<int> t_silu = pe_readings(A.pe[0].q()).text.t_star;
+    const std::string why_trained_q = paper_values_na(S, P, 6, false, true);
+    const std::string why_random_q = paper_values_na(S, P, 6, true, true);
     aw::fig6_checks(checks, "mamba2_silu", A.pe[0].q(), 0, why_trained);
-    aw::fig6_checks(checks, "mamba2_no_silu", A.pe[1].q(), t_silu ? *t_silu : 0, why_trained);
+    aw::fig6_checks(checks, "mamba2_no_silu", A.pe[1].q(), t_silu ? *t_silu : 0, why_trained, why_trained_q);
     aw::fig6_checks(checks, "random_silu", B.pe[0].q(), 0, why_random);
-    aw::fig6_checks(checks, "random_no_silu", B.pe[1].q(), 0, why_random);
+    aw::fig6_checks(checks, "random_no_silu", B.pe[1].q(), 0, why_random, why_random_q);
     checks.report(ctx, "mamba2-fig6");
     ctx.notes["paper_values"] = aw::paper_values(6);
   }

@@ -7,6 +7,7 @@
 // naming why, and so does a trained-weights figure run without a trained checkpoint.
 // Used by ssm-random-silu (the paper's SSM model with random weights: Figs. 3, 5, 6) and the
 // mamba2-fig1..6 presets (the real block).
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -35,7 +36,11 @@ std::string not_applicable_reason(long depth, bool trained, bool trained_weights
 
 /// Fig. 1 (trained blocks cycled, SiLU on): plateau values with and without the output gate
 /// (N7-N10, T29), their ordering, and both plateaus. Either observer may be null (variant not run).
-void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver* gate, const std::string& why_na);
+/// `why_na` makes the rows that compare with the paper's numbers n/a; `why_qualitative` (default:
+/// the same) the rows of its qualitative claims (plateaus, the gate's ordering, sign changes,
+/// "essentially unchanged"), which hold or fail on any trained model, not only on mamba2-130m.
+void fig1_checks(CheckTable& t, const GramObserver* no_gate, const GramObserver* gate, const std::string& why_na,
+                 const std::optional<std::string>& why_qualitative = std::nullopt);
 /// Fig. 2 (one trained block repeated, gate off): lambda_bar_1 > 0.95 from layer 10 on, r ~ 1.05 (N11-N12, T30).
 void fig2_checks(CheckTable& t, const GramObserver& no_gate, const std::string& why_na);
 /// Fig. 3 (random weights redrawn per layer, gate off): values at layer 200 with and without SiLU
@@ -44,10 +49,12 @@ void fig3_checks(CheckTable& t, const GramObserver* silu, const GramObserver* no
 /// Figs. 4-5: the paper's T* of (23) (Fig. 4: 8, Fig. 5: 34 with `random_blocks`) is that of the
 /// first token of a run it does not identify, so it must lie within [min, max] over our runs of
 /// token `token`'s T*; and (Fig. 4) q of token `token` of run `run` changes sign.
-void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool random_blocks, const std::string& why_na);
+void fig45_checks(CheckTable& t, const QRecord& q, int run, int token, bool random_blocks, const std::string& why_na,
+                  const std::optional<std::string>& why_qualitative = std::nullopt);
 /// Fig. 6: the text's reading of T* (largest over tokens and runs) for one configuration
 /// ("mamba2_silu", "mamba2_no_silu", "random_silu", "random_no_silu"); the last has none: its
 /// envelope W(T) stays <= 0. `mamba2_silu_t_star` (0: unknown) anchors "mamba2 no SiLU within 5 of it".
-void fig6_checks(CheckTable& t, const std::string& config, const QRecord& q, int mamba2_silu_t_star, const std::string& why_na);
+void fig6_checks(CheckTable& t, const std::string& config, const QRecord& q, int mamba2_silu_t_star, const std::string& why_na,
+                 const std::optional<std::string>& why_qualitative = std::nullopt);
 
 }  // namespace tokdyn::attention_within
