@@ -68,11 +68,16 @@ def synthetic_note(fig, man):
     notes = man.get("notes", {})
     tb = notes.get("trained_by")
     if tb:
-        fig.text(0.5, 0.005, "trained here (tokdyn train): %s %s, %.2fM parameters, %.2fM tokens seen, held-out loss %.2f "
-                 "nats/token (unigram entropy %.2f)" % (tb.get("model", "?"), tb.get("size", "?"), tb.get("parameters", 0) / 1e6,
-                                                        tb.get("tokens_seen", 0) / 1e6, tb.get("heldout_loss", float("nan")),
-                                                        tb.get("unigram_entropy", float("nan"))),
-                 ha="center", va="bottom", fontsize=7, color="0.3")
+        where = ("checkpoint at step %d of %d" % (tb["checkpoint_step"], tb.get("steps", 0))
+                 if "checkpoint_step" in tb else "%.2fM parameters" % (tb.get("parameters", 0) / 1e6))
+        held = tb.get("heldout_loss")
+        text = "trained here (tokdyn train): %s %s, %s, %.2fM tokens seen" % (tb.get("model", "?"), tb.get("size", "?"), where,
+                                                                             tb.get("tokens_seen", 0) / 1e6)
+        if held is not None:
+            text += ", held-out loss %.2f nats/token" % held
+        if tb.get("unigram_entropy") is not None:
+            text += " (unigram entropy %.2f)" % tb["unigram_entropy"]
+        fig.text(0.5, 0.005, text, ha="center", va="bottom", fontsize=7, color="0.3")
         return
     if notes.get("synthetic_model"):
         text = notes.get("synthetic_model_note") or ("no checkpoint given: a freshly initialised Mamba-2 (tokdyn make-checkpoint) "

@@ -10,7 +10,9 @@ namespace tokdyn {
 
 /// {model, size, parameters, steps, tokens_seen, epochs, heldout_loss, unigram_entropy, seed,
 /// corpus_sha256, tokenizer_sha256} from `checkpoint`/manifest.json when `tokdyn train` wrote it;
-/// null otherwise (no such file, another tool's, unreadable).
+/// for one of its intermediate checkpoints (checkpoints/step-N: state.json beside the weights,
+/// train-args.json two folders up) {checkpoint_step, model, size, seed, steps, tokens_seen, the
+/// last held-out loss before it}; null otherwise (no such file, another tool's, unreadable).
 nlohmann::json training_record(const std::string& checkpoint);
 
 }  // namespace tokdyn
