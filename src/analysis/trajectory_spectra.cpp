@@ -169,19 +169,27 @@ LayerFit fit_layer(const Matrix& D0, const Matrix& D1, double rcond) {
   if (!(rcond >= 0) || !std::isfinite(rcond)) throw std::invalid_argument(fmt::format("fit_layer: rcond = {}; expected >= 0", rcond));
   if (!D0.allFinite() || !D1.allFinite()) throw std::invalid_argument("fit_layer: the differences are not finite");
   LayerFit f;
-  const Eigen::Index n = D0.rows();
+  const Eigen::Index n = D0.rows(), E = D0.cols();
+  const bool dense = E >= n;
   if (D0.isZero(0.0)) {  // no perturbation survived: the data determine nothing (Â = 0)
-    f.A = Matrix::Zero(n, n);
+    if (dense) f.A = Matrix::Zero(n, n);
+    else f.U = Matrix::Zero(n, E);
     f.cond = kNaN;
     f.residual = D1.isZero(0.0) ? 0.0 : 1.0;
     return f;
   }
-  // min ||D0^T X - D1^T||_F with the least |X|_F, X = Â^T: the complete orthogonal decomposition of
-  // D0^T (E x n) = Q [T 0; 0 0] Z^T P^T (column-pivoted Householder QR, then a QR of the rank rows).
+  // Complete orthogonal decompositions (column-pivoted Householder QR, then a QR of the rank rows):
+  // E >= n: D0^T (E x n), and Â^T = the minimum-norm solution X of min ||D0^T X - D1^T||_F;
+  // E < n:  D0 (n x E), kept, and Â Q = D1 C with C the minimum-norm solution of min ||D0 C - Q||_F.
   Eigen::CompleteOrthogonalDecomposition<Matrix> cod;
   if (rcond > 0) cod.setThreshold(rcond);
-  cod.compute(D0.transpose());
-  f.A = cod.solve(D1.transpose()).transpose();
+  if (dense) {
+    cod.compute(D0.transpose());
+    f.A = cod.solve(D1.transpose()).transpose();
+  } else {
+    cod.compute(D0);
+    f.U = D1;
+  }
   f.rank = static_cast<long>(cod.rank());
   if (f.rank > 0) {
     const Eigen::VectorXd t = cod.matrixT().diagonal().head(f.rank).cwiseAbs();
@@ -189,8 +197,11 @@ LayerFit fit_layer(const Matrix& D0, const Matrix& D1, double rcond) {
   } else {
     f.cond = kNaN;
   }
+  if (!dense) f.D0 = std::move(cod);
   const double d1 = D1.norm();
-  f.residual = d1 > 0 ? (f.A * D0 - D1).norm() / d1 : 0.0;
+  Matrix AD0;
+  f.apply(D0, AD0);
+  f.residual = d1 > 0 ? (AD0 - D1).norm() / d1 : 0.0;
   return f;
 }
 
@@ -282,10 +293,9 @@ Estimate estimate(const std::vector<Matrix>& D, const EstimateOptions& opt) {
     est.min_rank = std::min(est.min_rank, f.rank);
     if (std::isfinite(f.cond)) est.max_cond = std::max(est.max_cond, f.cond);
   }
-  std::vector<Matrix> A;
-  A.reserve(static_cast<std::size_t>(L));
-  for (const LayerFit& f : est.fits) A.push_back(f.A);
-  const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(std::move(A));
+  // The Â cocycle as a callback (no n x n matrix when E < n); dense only for the full-dimension dichotomy.
+  const std::vector<LayerFit>& fits = est.fits;
+  const cocycle::Cocycle c(L, n, [&fits](long l, const Matrix& Q, Matrix& out) { fits[static_cast<std::size_t>(l)].apply(Q, out); });
   cocycle::QrOptions q;
   q.k = opt.k;
   if (opt.Q0.size() == 0) {
@@ -298,7 +308,14 @@ Estimate estimate(const std::vector<Matrix>& D, const EstimateOptions& opt) {
   est.qr = cocycle::qr_iterate(c, q);
   est.spectrum = cocycle::lyapunov_spectrum(est.qr.log_diag, opt.burn_in);
   if (opt.H > 0) est.intervals = cocycle::bohl_intervals(est.qr.log_diag, opt.H, opt.burn_in);
-  if (opt.with_dichotomy) est.dich = dichotomy(c, opt.H, opt.split, opt.burn_in, opt.stride);
+  if (opt.with_dichotomy && est.min_rank == n) {
+    est.dich = dichotomy(c, opt.H, opt.split, opt.burn_in, opt.stride);
+    est.has_dichotomy = true;
+  } else if (opt.with_dichotomy) {
+    est.dich.C = kNaN;
+    est.dich.why_no_C = fmt::format("a fit of rank {} < n = {}: the directions outside the perturbations' span are not estimated",
+                                    est.min_rank, n);
+  }
   return est;
 }
 

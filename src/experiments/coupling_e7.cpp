@@ -84,7 +84,8 @@ struct E7Row {
   long E = 0;
   double noise = 0;
   double err = kNaN, err_intervals = kNaN, err_full = kNaN, C = kNaN, C_err = kNaN;
-  std::string verdict;
+  std::string verdict;   ///< empty: no full-dimension spectrum of the estimate
+  std::string why_no_C;  ///< the estimate's reason for no C
 };
 
 /// The linear check (closed form): G1 weight-tied B, trajectories X_(l+1) = B X_l, the estimator at
@@ -142,7 +143,7 @@ E7Linear e7_linear(RunContext& ctx, const std::vector<double>& sigma, long E, lo
   o.with_dichotomy = true;
   const ts::Estimate est = ts::estimate(D, o);
   out.fit_err = 0;
-  for (const ts::LayerFit& f : est.fits) out.fit_err = std::max(out.fit_err, spectral_norm(f.A - B) / spectral_norm(B));
+  for (const ts::LayerFit& f : est.fits) out.fit_err = std::max(out.fit_err, spectral_norm(f.matrix() - B) / spectral_norm(B));
   out.max_cond = est.max_cond;
   out.mu_hat = est.spectrum.mu;
   out.exp_err = e7_max_abs_diff(est.spectrum.mu, out.mu_exact, d);
@@ -337,19 +338,20 @@ void run_e7(const Params& P, RunContext& ctx) {
               .cell(est.intervals[i].upper);
           ivs.end_row();
         }
-        if (dense) {
+        r.why_no_C = est.dich.why_no_C;
+        if (est.has_dichotomy) {
           write_full("estimate", E, sigma, est.dich);
-          // Only when the fits have full rank: with E < n the directions outside the span are not estimated
-          // (the fit annihilates them: growth scale 0 up to round-off).
-          if (est.min_rank == n) r.err_full = e7_interval_error(est.dich.columns, ref_dich.columns);
+          r.err_full = e7_interval_error(est.dich.columns, ref_dich.columns);
           r.C = est.dich.C;
           r.C_err = std::abs(est.dich.C - ref_dich.C) / ref_dich.C;
           r.verdict = cocycle::verdict_name(est.dich.decision.verdict);
         }
         er.cell(E).cell(sigma).cell(r.err).cell(r.err_intervals).cell(r.err_full).cell(est.min_rank).cell(est.max_cond > 0 ? est.max_cond : kNaN);
         er.cell(r.C).cell(dense ? ref_dich.C : kNaN).cell(r.C_err);
-        if (dense) er.cell(r.verdict).cell(std::string(cocycle::verdict_name(ref_dich.decision.verdict)));
-        else er.empty().empty();
+        if (est.has_dichotomy) er.cell(r.verdict);
+        else er.empty();
+        if (dense) er.cell(std::string(cocycle::verdict_name(ref_dich.decision.verdict)));
+        else er.empty();
         er.end_row();
         rows.push_back(r);
         if (ctx.progress) ctx.progress(static_cast<double>(++done) / static_cast<double>(total));
@@ -417,13 +419,15 @@ void run_e7(const Params& P, RunContext& ctx) {
                                          noises.front(), E_max),
              "max |log end_hat - log end| (1/layer)", best->err_intervals, fmt::format("<= tolerance = {:g}", tol), best->err_intervals <= tol,
              independent("bohl_intervals of depth_spectrum's log R_ii (exact JVP)"));
-  const std::string why_no_C = !dense ? why_no_dense : (std::isnan(ref_dich.C) ? "no exact constant: " + ref_dich.why_no_C : "");
+  std::string why_no_C = !dense ? why_no_dense : (std::isnan(ref_dich.C) ? "no exact constant: " + ref_dich.why_no_C : "");
+  if (why_no_C.empty() && best->verdict.empty()) why_no_C = "no estimate of the full spectrum: " + best->why_no_C;
   checks.add_unless(why_no_C, "E7 constant", fmt::format("E7: the dichotomy constant C at growth scale {:g} from trajectories matches the exact one", split),
                     "|C_hat - C| / C", [&] { return best->C_err; }, fmt::format("<= tolerance_C = {:g}", P.get_double("tolerance_C")),
                     [&](double v) { return v <= P.get_double("tolerance_C"); },
                     independent("trajectory_spectra::dichotomy of the dense exact Jacobians (n jvp columns per layer)"));
   {
     std::string na = !dense ? why_no_dense : "";
+    if (na.empty() && best->verdict.empty()) na = "no estimate of the full spectrum: " + best->why_no_C;
     if (na.empty() && (best->verdict == "undecided" || ref_dich.decision.verdict == cocycle::Verdict::Undecided))
       na = fmt::format("undecided: the margin of {:g} from the spectrum is within the estimate's tolerance (exact {}, estimate {})", split,
                        cocycle::verdict_name(ref_dich.decision.verdict), best->verdict);
@@ -525,12 +529,13 @@ OutputDecl e7_outputs() {
         integer("rank_min", "smallest numerical rank of the per-layer fits"),
         real("cond_max", "largest condition estimate of the differences D_l on their range").may_be_empty("no perturbation survived"),
         real("C_estimate", "dichotomy constant at growth scale split of the Â cocycle (all n directions)")
-            .may_be_empty("no dense reference (n > 256), or no constant (split not outside the estimated spectrum, no bundles)"),
+            .may_be_empty("no dense reference (n > 256), a fit of rank < n (E < n: no full-dimension spectrum), or no constant "
+                          "(split not outside the estimated spectrum, no bundles)"),
         real("C_exact", "the same of the dense exact Jacobians").may_be_empty("no dense reference, or no exact constant"),
         real("C_error", "|C_estimate - C_exact| / C_exact").may_be_empty("either constant empty"),
         category("hyperbolic_estimate", "split outside the estimated spectrum (against its own tolerance)",
                  {{"yes", "margin > tolerance"}, {"no", "margin < -tolerance"}, {"undecided", "|margin| <= tolerance"}})
-            .may_be_empty("no dense reference"),
+            .may_be_empty("no dense reference, or a fit of rank < n (E < n: no full-dimension spectrum)"),
         category("hyperbolic_exact", "split outside the exact spectrum",
                  {{"yes", "margin > tolerance"}, {"no", "margin < -tolerance"}, {"undecided", "|margin| <= tolerance"}})
             .may_be_empty("no dense reference")}},
@@ -547,7 +552,7 @@ OutputDecl e7_outputs() {
         index("index", "QR column of the full QR from the identity frame", 0),
         real("lower", "lower end (growth scale per layer; 0: R_ii = 0, a direction the fit or the layer annihilates)"),
         real("upper", "upper end (growth scale per layer)")},
-       "rows x d <= 256 (the dense reference)"},
+       "rows x d <= 256 (the dense reference); estimate rows for the fits of full rank n (E >= n)"},
       {"linear.csv", "one exponent of the linear check (G1 weight-tied, n = the entries of linear_sigma, noise 0, the largest E)",
        {index("index", "QR column (B's eigenvectors by decreasing |1 + sigma_i|)", 0),
         real("mu_closed_form", "log |1 + sigma_i|", "1/layer"), real("mu_estimate", "estimated exponent", "1/layer"),
@@ -580,12 +585,17 @@ const ExperimentRegistration reg_coupling_e7{tf::with_renamed_keys(with_outputs(
       for (long e : P.get_int_list("ensembles")) E = std::max(E, static_cast<double>(e));
       const double fits = static_cast<double>(P.get_int_list("ensembles").size() * P.get_double_list("noise").size());
       const bool dense = n <= kE7DenseMax;
-      const double bytes = 8.0 * (depth + 1) * n * (E + 1) * 4.0 + 8.0 * depth * n * n * (dense ? 3.0 : 2.0) + c.weight_bytes +
-                           8.0 * 30.0 * k * T * c.d + 64e6;
-      const double flops = depth * (E + 1 + k + (dense ? n : 0.0)) * T * c.per_row + fits * depth * (E * n * n + (dense ? depth * n * n * n : 0.0));
-      return ResourceEstimate{bytes, flops, "the ensemble's states at every layer and one n x n fitted map per layer"};
+      // States, noise draws and one observed copy; the fits (n x n, or the factors 2 n E when E < n);
+      // the dense reference (Jacobians, their rescaled copy, the bundles' projectors) when n <= 256.
+      const double fit_bytes = 8.0 * depth * std::min(n * n, 2.0 * n * E) * 2.0;
+      const double bytes = 8.0 * (depth + 1) * n * (E + 1) * 4.0 + fit_bytes + (dense ? 8.0 * depth * n * n * 4.0 : 0.0) +
+                           c.weight_bytes + 8.0 * 30.0 * k * T * c.d + 64e6;
+      const double flops = depth * (2.0 * (E + 1) + k + (dense ? n : 0.0)) * T * c.per_row +
+                           fits * depth * (4.0 * E * E * n + (dense ? depth * n * n * n : 0.0));
+      return ResourceEstimate{bytes, flops, "the ensemble's states at every layer and one fitted map per layer (its factors when E < n)"};
     }},
-    {{"depth", "6"}, {"k", "2"}, {"tokens", "2"}, {"ensembles", "2,8"}, {"noise", "0,1e-6"}, {"linear_depth", "8"}}), e7_outputs()))};
+    {{"depth", "4"}, {"k", "2"}, {"tokens", "2"}, {"ensembles", "2,3"}, {"noise", "0,1e-6"}, {"linear_sigma", "0.2,-0.2"},
+     {"linear_depth", "8"}}), e7_outputs()))};
 
 }  // namespace
 }  // namespace tokdyn

@@ -102,7 +102,7 @@ TEST(TrajectorySpectra, LinearCocycleRecoveredToRoundOff) {
   ASSERT_EQ(fits.size(), static_cast<std::size_t>(L));
   for (const auto& f : fits) {
     EXPECT_EQ(f.rank, d);
-    EXPECT_LT(spectral_norm(f.A - B[0]) / spectral_norm(B[0]), 1e-13 * f.cond);
+    EXPECT_LT(spectral_norm(f.matrix() - B[0]) / spectral_norm(B[0]), 1e-13 * f.cond);
     EXPECT_LT(f.residual, 1e-12);
   }
   // From the eigenvector flag every R_ii is |1 + sigma_i|: the exponents are log |1 + sigma_i| exactly.
@@ -158,8 +158,8 @@ TEST(TrajectorySpectra, FewerMembersThanDimensionsWhenTheFrameIsInTheirSpan) {
   const auto exact = cocycle::lyapunov_spectrum(cocycle::qr_iterate(cocycle::Cocycle::from_matrices(B), q).log_diag);
   for (long i = 0; i < 2; ++i) EXPECT_NEAR(est.spectrum.mu(i), exact.mu(i), 1e-9) << i;
   // The fitted map is not B: only its action on the span is.
-  EXPECT_GT(spectral_norm(est.fits[0].A - B[0]), 0.1);
-  EXPECT_LT(spectral_norm(est.fits[0].A * D[0] - B[0] * D[0]) / D[0].norm(), 1e-12);
+  EXPECT_GT(spectral_norm(est.fits[0].matrix() - B[0]), 0.1);
+  EXPECT_LT(spectral_norm(est.fits[0].matrix() * D[0] - B[0] * D[0]) / D[0].norm(), 1e-12);
 }
 
 TEST(TrajectorySpectra, DiagonalCocycleExponentsAndBohlIntervalsAreClosedForms) {
@@ -276,7 +276,7 @@ TEST(TrajectorySpectra, SameBitsAtOneAndTwoThreads) {
     tokdyn::testing::set_threads(t);
     runs.push_back(ts::estimate(D, o));
   }
-  for (std::size_t l = 0; l < runs[0].fits.size(); ++l) EXPECT_TRUE(runs[0].fits[l].A == runs[1].fits[l].A) << l;
+  for (std::size_t l = 0; l < runs[0].fits.size(); ++l) EXPECT_TRUE(runs[0].fits[l].matrix() == runs[1].fits[l].matrix()) << l;
   EXPECT_TRUE(runs[0].qr.log_diag == runs[1].qr.log_diag);
   EXPECT_EQ(std::isnan(runs[0].dich.C), std::isnan(runs[1].dich.C));
   if (!std::isnan(runs[0].dich.C)) {
@@ -303,5 +303,5 @@ TEST(TrajectorySpectra, RefusesBadShapes) {
   // A layer where no perturbation survives: the data determine nothing, the fit is 0.
   const ts::LayerFit z = ts::fit_layer(MatrixXd::Zero(4, 3), a);
   EXPECT_EQ(z.rank, 0);
-  EXPECT_TRUE(z.A.isZero(0.0));
+  EXPECT_TRUE(z.matrix().isZero(0.0));
 }

@@ -79,14 +79,39 @@ std::vector<Matrix> differences(const std::vector<Matrix>& states, long sphere_d
 /// n = x.size()): block diagonal, I - z z^T / |z|^2 per token z (I for a zero token). n x n.
 Matrix tangent_projector(const Eigen::VectorXd& x, long d);
 
-/// The least-squares map of one layer.
+/// The least-squares map of one layer, Â = D1 D0^+ (0 on the orthogonal complement of range(D0)):
+/// held dense (n x n) when E >= n, else as D1 (n x E) and the complete orthogonal decomposition of D0
+/// (n x E), Â Q = D1 (D0^+ Q) with D0^+ Q the minimum-norm least-squares solution of D0 C = Q, so that
+/// a wide model (n = rows x d in the thousands) never holds an n x n matrix per layer and no
+/// pseudo-inverse is formed.
 struct LayerFit {
-  Matrix A;              ///< n x n, Â = D1 D0^+ (0 on the orthogonal complement of range(D0))
+  Matrix A;              ///< n x n when E >= n, else empty
+  Matrix U;              ///< E < n: D1 (n x E); else empty
+  Eigen::CompleteOrthogonalDecomposition<Matrix> D0;  ///< E < n: of D0 (n x E); else not computed
   long rank = 0;         ///< numerical rank of D0 (the pivots above rcond of the largest)
   double cond = 0;       ///< |T_11| / |T_rr| of the decomposition's triangular factor (an estimate of cond(D0) on its range)
   double residual = 0;   ///< ||Â D0 - D1||_F / ||D1||_F (0 when the fit interpolates: E <= rank)
+  /// out = Â Q (Q has n rows).
+  void apply(const Matrix& Q, Matrix& out) const {
+    if (A.size()) {
+      out.noalias() = A * Q;
+    } else if (rank == 0) {
+      out = Matrix::Zero(U.rows(), Q.cols());
+    } else {
+      const Matrix C = D0.solve(Q);
+      out.noalias() = U * C;
+    }
+  }
+  /// Â as a dense n x n matrix.
+  Matrix matrix() const {
+    if (A.size()) return A;
+    Matrix out;
+    apply(Matrix::Identity(U.rows(), U.rows()), out);
+    return out;
+  }
 };
-/// Â = D1 D0^+ by a complete orthogonal decomposition of D0^T (E x n). rcond: the threshold of the
+/// Â = D1 D0^+ by a complete orthogonal decomposition: of D0^T (E x n) when E >= n (Â^T is the
+/// minimum-norm least-squares solution of D0^T X = D1^T), of D0 (n x E) otherwise. rcond: the threshold of the
 /// numerical rank relative to the largest pivot (0: Eigen's default, max(E, n) x machine epsilon).
 /// std::invalid_argument for shapes that differ, E < 1 or non-finite entries.
 LayerFit fit_layer(const Matrix& D0, const Matrix& D1, double rcond = 0.0);
@@ -125,7 +150,11 @@ struct EstimateOptions {
   /// perturbation directions is the one to compare with).
   Matrix Q0;
   long H = 0;             ///< Steklov window of the intervals (0: no intervals)
-  bool with_dichotomy = false;  ///< also the full-dimension dichotomy and C (dichotomy(), O(L^2 n^3 / stride))
+  /// Also the full-dimension spectrum, verdict and C (dichotomy(), O(L n^3 + L^2 n^3 / stride)) when
+  /// every fit has rank n; with a fit of rank < n (E < n) the directions outside the span are not
+  /// estimated (the fit annihilates them), so there is no full-dimension spectrum (has_dichotomy
+  /// false, dich.why_no_C says why).
+  bool with_dichotomy = false;
   double split = 1.0;     ///< growth scale of that dichotomy
   long stride = 1;        ///< starts of its growth envelope
 };
@@ -135,7 +164,8 @@ struct Estimate {
   cocycle::QrResult qr;               ///< the top-k QR of the Â cocycle from Q0
   cocycle::LyapunovSpectrum spectrum; ///< exponents over [burn_in, L), in QR order
   std::vector<cocycle::Interval> intervals;  ///< Bohl interval per QR column (H > 0)
-  Dichotomy dich;                     ///< with_dichotomy
+  Dichotomy dich;                     ///< with_dichotomy and has_dichotomy
+  bool has_dichotomy = false;         ///< dich computed (with_dichotomy and every fit of rank n)
   long min_rank = 0;                  ///< smallest rank of the fits
   double max_cond = 0;                ///< largest cond of the fits
 };
