@@ -1,5 +1,5 @@
 """coupling-all: every coupling preset's own figure (drawn in its folder) and one summary figure of
-all checks (coupling_all.png): per preset the number of checks that pass and fail, per check family
+all checks (coupling_all.png): per preset the number of checks that pass, fail and do not apply, per check family
 (the R-number / flag) the same, and per preset the checks by reference kind (what each value is
 compared against: paper, closed form, independent implementation, consistency, bound, qualitative).
 The presets' figures are drawn through the registry: `draw(kind, dir)` is handed in by the package
@@ -20,25 +20,36 @@ def plot_coupling_all(d, draw):
 
     fig, ax = plt.subplots(1, 3, figsize=(20, max(4.5, 0.32 * max(len(presets), 12))))
     names = [r["preset"] for r in presets]
-    ok = [int(r["checks"]) - int(r["failed"]) for r in presets]
+    # A check that does not apply with the preset's defaults (pass = n/a) is neither passed nor failed.
+    na = {n: 0 for n in names}
+    for r in rows:
+        m = re.search(r"\[([^\]]+)\]$", r["check"])
+        if m and m.group(1) in na and r["pass"] == "n/a":
+            na[m.group(1)] += 1
     bad = [int(r["failed"]) for r in presets]
+    nas = [na[n] for n in names]
+    ok = [int(r["checks"]) - b - a for r, b, a in zip(presets, bad, nas)]
     y = range(len(names))
     ax[0].barh(list(y), ok, color="C2", label="pass")
     ax[0].barh(list(y), bad, left=ok, color="C3", label="fail")
+    ax[0].barh(list(y), nas, left=[a + b for a, b in zip(ok, bad)], color="0.7", label="not applicable")
     ax[0].set_yticks(list(y))
     ax[0].set_yticklabels(names, fontsize=8)
     ax[0].invert_yaxis()
     ax[0].set_xlabel("checks")
-    ax[0].set_title("checks per preset: %d of %d pass" % (sum(ok), sum(ok) + sum(bad)))
-    ax[0].set_xlim(0, 1.05 * max([a + b for a, b in zip(ok, bad)] + [1]))
+    title = "checks per preset: %d of %d pass" % (sum(ok), sum(ok) + sum(bad) + sum(nas))
+    if sum(nas):
+        title += ", %d not applicable" % sum(nas)
+    ax[0].set_title(title)
+    ax[0].set_xlim(0, 1.05 * max([a + b + c for a, b, c in zip(ok, bad, nas)] + [1]))
     ax[0].legend(loc="lower right")
 
     fam = {}
     for r in rows:
         m = re.match(r"([A-Z]+[0-9]+)", r["check"])
         key = m.group(1) if m else r["check"].split()[0]
-        p, f = fam.get(key, (0, 0))
-        fam[key] = (p + (r["pass"] == "true"), f + (r["pass"] != "true"))
+        p, f, a = fam.get(key, (0, 0, 0))
+        fam[key] = (p + (r["pass"] == "true"), f + (r["pass"] == "false"), a + (r["pass"] == "n/a"))
 
     def order(k):
         m = re.match(r"([A-Z]+)([0-9]+)", k)
@@ -48,6 +59,8 @@ def plot_coupling_all(d, draw):
     yk = range(len(keys))
     ax[1].barh(list(yk), [fam[k][0] for k in keys], color="C2", label="pass")
     ax[1].barh(list(yk), [fam[k][1] for k in keys], left=[fam[k][0] for k in keys], color="C3", label="fail")
+    ax[1].barh(list(yk), [fam[k][2] for k in keys], left=[fam[k][0] + fam[k][1] for k in keys], color="0.7",
+               label="not applicable")
     ax[1].set_yticks(list(yk))
     ax[1].set_yticklabels(keys, fontsize=8)
     ax[1].invert_yaxis()

@@ -70,6 +70,7 @@ const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std:
     {"coupling-margin", {{"L", "depth"}}},
     {"coupling-trajectory", {{"L", "depth"}}},
     {"coupling-data", {{"P", "block"}, {"exact_P", "exact_block"}}},
+    {"coupling-e7", {{"T", "tokens"}, {"L", "depth"}, {"P", "block"}}},
 };
 
 // A value the new key accepts, for the hint (the old key is refused before any value is read).
