@@ -59,22 +59,22 @@ def plot_e1(d):
                 continue
             steps = sorted({int(r["step"]) for r in rows})
             mean = [_mean_sd([num(r["heldout_loss"]) for r in rows if int(r["step"]) == s])[0] for s in steps]
-            ax[0].plot(steps, mean, color=c, ls=ls, marker=marker[q], ms=3.5, lw=1.4,
-                       label="%s, $\\rho$ %s" % (_q_label(q), "learned" if mode == "learn" else "off"))
+            ax[0].plot(steps, mean, color=c, ls=ls, marker=marker[q], ms=3.5, lw=1.4, label=_q_label(q) if mode == "learn" else None)
             hi_y = max(hi_y, mean[-1])
         bayes, local = ref[q]
         ax[0].axhline(bayes, color=c, ls=":", lw=1.1)
         ax[0].axhline(local, color=c, ls="-.", lw=0.8, alpha=0.6)
         lo_y, hi_y = min(lo_y, bayes), max(hi_y, local)
     if math.isfinite(lo_y):
-        pad = 0.25 * (hi_y - lo_y) + 0.01
-        ax[0].set_ylim(lo_y - pad, hi_y + 2.5 * pad)
+        # Room above the last values for the legend; the first steps (from ln V) run off the top.
+        span = hi_y - lo_y + 0.01
+        ax[0].set_ylim(lo_y - 0.15 * span, hi_y + 0.55 * span)
     ax[0].set_xlabel("optimizer step")
     ax[0].set_ylabel("held-out loss (nats / token, tokens after block 1)")
     ax[0].set_title("(a) size %s: gate learned (solid) vs off (dashed); dotted: Bayes $R_{\\rm full}$,\n"
                     "dash-dotted: gate-off floor $R_{\\rm off}$ (mean over seeds; before the last step: first 256 sequences)"
                     % big, fontsize=9)
-    ax[0].legend(fontsize=6.5, ncol=2, loc="upper right")
+    ax[0].legend(fontsize=7, ncol=3, loc="upper right", framealpha=0.9)
 
     # (b) the trained gate against q.
     learn = [r for r in runs if r["rho"] == "learn"]
@@ -124,12 +124,15 @@ def plot_e1(d):
             style_note = True
     ax[2].set_xscale("log")
     ax[2].set_yscale("log")
+    pos = [num(r["excess"]) for r in runs if num(r["excess"]) > 0]
+    if pos:  # room below the points for the legend
+        ax[2].set_ylim(min(pos) / 4.0, max(pos) * 1.5)
     ax[2].set_xlabel("trained parameters (count; log scale)")
     ax[2].set_ylabel("excess loss: held-out $-\\,R_{\\rm full}$ (nats / token; log scale)")
     ax[2].set_title("(c) $\\log(\\mathrm{excess}) = c - \\alpha \\log(\\mathrm{params})$, every seed a point\n"
                     "filled, solid: gate learned ($\\alpha$, 95 % CI); open, dashed: gate off", fontsize=9)
     if style_note:
-        ax[2].legend(fontsize=7, title="gate learned", title_fontsize=7, loc="best", framealpha=0.85)
+        ax[2].legend(fontsize=7, title="gate learned", title_fontsize=7, loc="lower left", ncol=2, framealpha=0.9)
     fig.suptitle("E1, conditional scaling law: block HMM with S = %s states, V = %s, P = %s, %s blocks; %s steps"
                  % (cfg.get("states", "?"), cfg.get("vocab", "?"), cfg.get("block", "?"), cfg.get("blocks", "?"), cfg.get("steps", "?")),
                  fontsize=10)
