@@ -14,7 +14,8 @@
 //                     bound        an inequality of the paper (the value must lie below / above it)
 //                     qualitative  a sign, an ordering or a trend the paper states
 //   reference       the reference itself, named (e.g. "-A^{-1} h", "green_explicit (kernel sum)")
-//   pass            true, false or n/a (last, as before the reference columns were added)
+//   pass            true, false or n/a (last, as before the reference columns were added); n/a with a
+//                   value is a three-way decision at a boundary that came out undecided (CheckTable::undecided)
 // A quantity without a criterion is not a check: it goes to the preset's own CSV or the manifest.
 // `coupling-all` joins the tables into summary.csv with the same columns and counts the rows by kind.
 #include <array>
@@ -68,7 +69,8 @@ inline const TableDecl& checks_table() {
                  {"bound", "an inequality of the paper"},
                  {"qualitative", "a sign, an ordering or a trend the paper states"}}),
        text("reference", "the reference itself, named"),
-       category("pass", "the verdict", {{"true", "the criterion holds"}, {"false", "it does not"}, {"n/a", "not applicable in this run"}})}};
+       category("pass", "the verdict", {{"true", "the criterion holds"}, {"false", "it does not"},
+                 {"n/a", "not applicable in this run (value empty), or a three-way decision that came out undecided (value given)"}})}};
   return t;
 }
 
