@@ -2,6 +2,7 @@
 #include "tokdyn/runtime/inputs.hpp"
 
 #include <filesystem>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -58,6 +59,16 @@ void write_input_vector(RunContext& ctx, const std::string& file, const Eigen::V
   const std::size_t n = static_cast<std::size_t>(v.size());
   if (!declare_input(ctx, file, {n}, 8.0 * static_cast<double>(n), what)) return;
   write_npy(ctx.dir / "inputs" / file, v.data(), {n});
+}
+
+bool write_input_ids(RunContext& ctx, const std::string& file, const std::vector<std::int64_t>& ids, const std::vector<std::size_t>& shape,
+                     const std::string& what) {
+  std::size_t n = 1;
+  for (std::size_t s : shape) n *= s;
+  if (n != ids.size()) throw std::logic_error(fmt::format("write_input_ids: {} ids for a shape of {} entries", ids.size(), n));
+  if (!declare_input(ctx, file, shape, 8.0 * static_cast<double>(n), what)) return false;
+  write_npy(ctx.dir / "inputs" / file, ids.data(), shape);
+  return true;
 }
 
 void write_input_injection(RunContext& ctx, const std::string& prefix, const closed_loop::Injection& psi, const std::string& what) {

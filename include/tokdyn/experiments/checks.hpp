@@ -14,7 +14,8 @@
 //                     bound        an inequality of the paper (the value must lie below / above it)
 //                     qualitative  a sign, an ordering or a trend the paper states
 //   reference       the reference itself, named (e.g. "-A^{-1} h", "green_explicit (kernel sum)")
-//   pass            true, false or n/a (last, as before the reference columns were added)
+//   pass            true, false or n/a (last, as before the reference columns were added); n/a with a
+//                   value is a three-way decision at a boundary that came out undecided (CheckTable::undecided)
 // A quantity without a criterion is not a check: it goes to the preset's own CSV or the manifest.
 // `coupling-all` joins the tables into summary.csv with the same columns and counts the rows by kind.
 #include <array>
@@ -68,7 +69,8 @@ inline const TableDecl& checks_table() {
                  {"bound", "an inequality of the paper"},
                  {"qualitative", "a sign, an ordering or a trend the paper states"}}),
        text("reference", "the reference itself, named"),
-       category("pass", "the verdict", {{"true", "the criterion holds"}, {"false", "it does not"}, {"n/a", "not applicable in this run"}})}};
+       category("pass", "the verdict", {{"true", "the criterion holds"}, {"false", "it does not"},
+                 {"n/a", "not applicable in this run (value empty), or a three-way decision that came out undecided (value given)"}})}};
   return t;
 }
 
@@ -119,6 +121,24 @@ class CheckTable {
     ++failed_;
     count(ref.kind, 1);
   }
+  /// A three-way decision at a boundary that came out "undecided" (the value's confidence interval
+  /// reaches both sides of the criterion within its tolerance): the value is written, pass = n/a,
+  /// and `expected` should say why neither verdict is reached.
+  void undecided(const std::string& check, const std::string& statement, const std::string& quantity, double value,
+                 const std::string& expected, const Ref& ref) {
+    if (!std::isfinite(value)) {
+      not_applicable(check, statement, quantity, fmt::format("not computable here: the value is {} ({})", value, expected), ref);
+      return;
+    }
+    csv_.cell(check).cell(statement).cell(quantity).cell(value).cell(expected);
+    csv_.cell(std::string(ref_kind_name(ref.kind))).cell(ref.what).cell(std::string("n/a"));
+    csv_.end_row();
+    rows_.push_back({check, statement, quantity, fmt::format("{:.17g}", value), expected, ref_kind_name(ref.kind), ref.what, "n/a"});
+    ++total_;
+    ++na_;
+    ++undecided_;
+    count(ref.kind, 2);
+  }
   /// A check that does not apply to this run (its value cannot be computed): `why` says so.
   void not_applicable(const std::string& check, const std::string& statement, const std::string& quantity,
                       const std::string& why, const Ref& ref) {
@@ -149,9 +169,12 @@ class CheckTable {
     if (failed_)
       ctx.warnings.push_back(fmt::format("{} check(s) of {} failed: see checks.csv (docs/reproduction.md explains each known difference "
                                          "from the papers)", failed_, preset));
-    if (na_)
+    if (na_ > undecided_)
       ctx.warnings.push_back(
-          fmt::format("{} check(s) of {} not applicable with these parameters: see checks.csv", na_, preset));
+          fmt::format("{} check(s) of {} not applicable with these parameters: see checks.csv", na_ - undecided_, preset));
+    if (undecided_)
+      ctx.warnings.push_back(fmt::format("{} check(s) of {} undecided (pass = n/a: the confidence interval reaches both verdicts): see checks.csv",
+                                         undecided_, preset));
   }
 
  private:
@@ -162,7 +185,7 @@ class CheckTable {
   }
   CsvWriter csv_;
   std::vector<std::vector<std::string>> rows_;  ///< the rows as written (value with 17 digits, as CsvWriter prints it)
-  int failed_ = 0, total_ = 0, na_ = 0;
+  int failed_ = 0, total_ = 0, na_ = 0, undecided_ = 0;
   std::array<std::array<int, 3>, 6> by_kind_{};  ///< per kind: passed, failed, not applicable
 };
 
