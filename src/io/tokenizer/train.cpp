@@ -125,7 +125,7 @@ BpeTrainResult train_bpe(const std::vector<std::string>& texts, const BpeTrainOp
   auto add_pairs = [&](std::size_t w, std::int64_t sign, bool record) {
     const auto& s = words[w];
     for (std::size_t i = 0; i + 1 < s.size(); ++i) {
-      const auto key = pair_key(s[i], s[i + 1]);
+      const auto key = bpe_train_detail::pair_key(s[i], s[i + 1]);
       pair_count[key] += sign * freq[w];
       if (record) pair_where[key].push_back(static_cast<std::int32_t>(w));
     }
@@ -140,7 +140,7 @@ BpeTrainResult train_bpe(const std::vector<std::string>& texts, const BpeTrainOp
   while (static_cast<std::int64_t>(id_to_token.size()) < target && !heap.empty()) {
     const HeapEntry top = heap.top();
     heap.pop();
-    const auto key = pair_key(top.a, top.b);
+    const auto key = bpe_train_detail::pair_key(top.a, top.b);
     const auto it = pair_count.find(key);
     const std::int64_t now = it == pair_count.end() ? 0 : it->second;
     if (now != top.count) {  // stale: counts only fall between pushes of the same pair
@@ -170,7 +170,7 @@ BpeTrainResult train_bpe(const std::vector<std::string>& texts, const BpeTrainOp
       for (std::size_t i = 0; i + 1 < s.size(); ++i) has = has || (s[i] == top.a && s[i + 1] == top.b);
       if (!has) continue;
       for (std::size_t i = 0; i + 1 < s.size(); ++i) {
-        const auto k2 = pair_key(s[i], s[i + 1]);
+        const auto k2 = bpe_train_detail::pair_key(s[i], s[i + 1]);
         if (!before.count(k2)) before[k2] = pair_count[k2];
       }
       add_pairs(static_cast<std::size_t>(w), -1, false);
@@ -186,7 +186,7 @@ BpeTrainResult train_bpe(const std::vector<std::string>& texts, const BpeTrainOp
       }
       s = std::move(out);
       for (std::size_t i = 0; i + 1 < s.size(); ++i) {
-        const auto k2 = pair_key(s[i], s[i + 1]);
+        const auto k2 = bpe_train_detail::pair_key(s[i], s[i + 1]);
         if (!before.count(k2)) before[k2] = pair_count[k2];
         auto& wl = pair_where[k2];
         if (wl.empty() || wl.back() != w) wl.push_back(w);
