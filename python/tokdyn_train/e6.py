@@ -167,21 +167,19 @@ class Curvature:
         return self._flat(hv).detach().numpy().copy()
 
     def shifted(self, v: np.ndarray, h: float):
-        """(gradient, logits) of the loss at W + h v (fresh graph, for finite differences)."""
+        """(gradient, logits) of the loss at W + h v, on a copy of the model (the operator's own
+        graph and weights stay untouched), for finite differences."""
+        import copy
         torch = _torch()
-        parts = self.split(v)
+        m = copy.deepcopy(self.model)
+        params = [p for _, p in m.named_parameters()]
         with torch.no_grad():
-            for p, d in zip(self.params, parts):
+            for p, d in zip(params, self.split(v)):
                 p.add_(h * d)
-        try:
-            logits = self.model(self.inp)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.tgt.reshape(-1))
-            g = torch.autograd.grad(loss, self.params, allow_unused=True)
-            return self._flat(g).detach().numpy().copy(), logits.detach()
-        finally:
-            with torch.no_grad():
-                for p, d in zip(self.params, parts):
-                    p.sub_(h * d)
+        logits = m(self.inp)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.tgt.reshape(-1))
+        g = torch.autograd.grad(loss, params, allow_unused=True)
+        return self._flat(g).detach().numpy().copy(), logits.detach()
 
 
 class Cocycle:
