@@ -28,6 +28,10 @@
 
 namespace tokdyn::cocycle {
 
+/// ||M||_2 = sqrt(lambda_max(M^T M)) by a symmetric eigensolver (values only): far faster than a
+/// Jacobi SVD at a model's state sizes (hundreds), accurate to round-off relative to ||M||_2.
+double curvature_modes_norm2(const Matrix& M);
+
 /// Orthonormal basis (T d x T (d - 1)) of the complement of the T directions e_t (x) 1_d (state
 /// index t d + i, token-major), block diagonal: each token's block is the same d x (d - 1) basis.
 /// std::invalid_argument for tokens < 1 or d < 2.
