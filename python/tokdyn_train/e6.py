@@ -318,6 +318,8 @@ def analyse_step(a) -> Dict:
     op = Curvature(model, ids_t, a.curvature)
     if a.k > op.n:
         raise InputError(f"k = {a.k}: more than the model's {op.n} parameters")
+    if a.max_iter is not None and a.max_iter < a.k:
+        raise InputError(f"max-iter = {a.max_iter}: fewer Lanczos steps than k = {a.k}")
     res = lanczos_top(op.matvec, op.n, a.k, tol=a.tol, max_iter=a.max_iter, seed=a.seed)
     rng = np.random.default_rng(a.seed + 1)
     R = rng.standard_normal((op.n, a.random))

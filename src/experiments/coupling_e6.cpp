@@ -229,22 +229,30 @@ std::vector<std::int64_t> corpus_ids(const fs::path& corpus, const fs::path& tok
 // ------------------------------------------------------------------------------------------------
 // One step.
 
-std::vector<Matrix> read_stack(const fs::path& file, long lead_index, long& lead, long& layers, long& n) {
-  std::vector<std::size_t> shape;
-  const std::vector<double> v = read_npy_double(file, shape, std::uint64_t(1) << 31);
-  if (shape.size() == 3) shape.insert(shape.begin(), 1);
-  if (shape.size() != 4 || shape[2] != shape[3]) throw std::runtime_error(fmt::format("coupling-e6: '{}' has an unexpected shape", file.string()));
-  lead = static_cast<long>(shape[0]);
-  layers = static_cast<long>(shape[1]);
-  n = static_cast<long>(shape[2]);
-  std::vector<Matrix> out;
-  const std::size_t per = static_cast<std::size_t>(n * n);
-  for (long l = 0; l < layers; ++l) {
-    const double* p = v.data() + (static_cast<std::size_t>(lead_index * layers + l)) * per;
-    out.emplace_back(Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(p, n, n));
+/// A float64 .npy [lead, layers, n, n] (or [layers, n, n]: lead 1) written by the helper.
+struct Stack {
+  std::vector<double> data;
+  long lead = 0, layers = 0, n = 0;
+  explicit Stack(const fs::path& file) {
+    std::vector<std::size_t> shape;
+    data = read_npy_double(file, shape, std::uint64_t(1) << 34);
+    if (shape.size() == 3) shape.insert(shape.begin(), 1);
+    if (shape.size() != 4 || shape[2] != shape[3]) throw std::runtime_error(fmt::format("coupling-e6: '{}' has an unexpected shape", file.string()));
+    lead = static_cast<long>(shape[0]);
+    layers = static_cast<long>(shape[1]);
+    n = static_cast<long>(shape[2]);
   }
-  return out;
-}
+  /// The layers' matrices of entry i (row-major in the file).
+  std::vector<Matrix> at(long i) const {
+    std::vector<Matrix> out;
+    const std::size_t per = static_cast<std::size_t>(n * n);
+    for (long l = 0; l < layers; ++l) {
+      const double* p = data.data() + static_cast<std::size_t>(i * layers + l) * per;
+      out.emplace_back(Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(p, n, n));
+    }
+    return out;
+  }
+};
 
 struct Fractions {
   double slow = kNaN, fast = kNaN, pm = kNaN, mp = kNaN, fast_range = kNaN, block_sum = kNaN, neutral = kNaN, norm = kNaN;
@@ -298,6 +306,9 @@ void run_e6(const Params& p, RunContext& ctx) {
   const long k = p.get_int("k"), nrand = p.get_int("random"), first = p.get_int("first"), last = p.get_int("last");
   const double proj_tol = p.get_double("proj_tol"), lanczos_tol = p.get_double("lanczos_tol"), margin_tol = p.get_double("unit_margin");
   const std::string curvature = p.get_string("curvature");
+  const double max_pnorm = p.get_double("max_projector_norm");
+  if (p.get_int("lanczos_max") > 0 && p.get_int("lanczos_max") < k)
+    throw InputError(fmt::format("parameter 'lanczos_max' = {}: fewer Lanczos steps than k = {} eigenpairs", p.get_int("lanczos_max"), k));
   if (tokens > context) throw InputError(fmt::format("parameter 'tokens' = {}: longer than 'context' = {}", tokens, context));
   if (last >= 0 && last <= first)
     throw InputError(fmt::format("parameters 'first' = {} and 'last' = {}: expected first < last (or last = -1: the model's depth)", first, last));
@@ -381,9 +392,15 @@ void run_e6(const Params& p, RunContext& ctx) {
     auto t = ctx.phase("dichotomy");
     const nlohmann::json info = nlohmann::json::parse(read_regular_file(out / "info.json", 1 << 24, "coupling-e6 helper info.json"));
     const long T = info.at("tokens").get<long>(), d = info.at("d").get<long>();
-    long lead = 0, Lw = 0, N = 0;
     // J.npy: the layer Jacobians D_x F_l(x_l) = I + A(l) (the cocycle's maps B(l)).
-    std::vector<Matrix> A = read_stack(out / "J.npy", 0, lead, Lw, N);
+    std::vector<Matrix> A;
+    long Lw = 0, N = 0;
+    {
+      const Stack J(out / "J.npy");
+      Lw = J.layers;
+      N = J.n;
+      A = J.at(0);
+    }
     for (Matrix& M : A) M -= Matrix::Identity(N, N);
     // LayerNorm's neutral directions (F19): the quotient when every A(l) annihilates them.
     const double ones = cocycle::ones_kernel_residual(A, T, d);
@@ -415,7 +432,6 @@ void run_e6(const Params& p, RunContext& ctx) {
     }
     r.dichotomy = bundles.has_value();
     if (r.dichotomy) {
-      any_dichotomy = true;
       const cocycle::ProjectorResiduals pr = cocycle::projector_residuals(coc, *bundles);
       worst_idem = std::max(worst_idem, pr.idempotence);
       worst_comp = std::max(worst_comp, pr.complement);
@@ -427,6 +443,15 @@ void run_e6(const Params& p, RunContext& ctx) {
             .cell(j < pr.invariance_l.size() ? pr.invariance_l[j] : kNaN);
         proj.end_row();
       }
+      // Nearly tangent bundles (||P_+|| ~ 1 / sin angle): the split is ill-conditioned, the block
+      // norms grow like ||P_+||^2 ||dA||^2, and the fractions say nothing: undecided.
+      const double pmax = *std::max_element(pr.p_plus_norm.begin(), pr.p_plus_norm.end());
+      if (pmax > max_pnorm) {
+        r.dichotomy = false;
+        r.why = fmt::format("the bundles are nearly tangent: max ||P_+(l)|| = {:.4g} > max_projector_norm = {:.4g} (the split is "
+                            "ill-conditioned)", pmax, max_pnorm);
+      }
+      any_dichotomy = true;
     }
     // The directions: top-k eigenvectors, then the random baseline.
     const std::vector<double> lam = info.at("eigenvalues").get<std::vector<double>>();
@@ -436,10 +461,11 @@ void run_e6(const Params& p, RunContext& ctx) {
     for (int set = 0; set < 2; ++set) {
       const fs::path f = out / (set == 0 ? "dA_top.npy" : "dA_random.npy");
       const long count = set == 0 ? static_cast<long>(lam.size()) : static_cast<long>(rq.size());
+      const Stack stack(f);
+      if (stack.lead != count || stack.layers != Lw || stack.n != N)
+        throw std::runtime_error(fmt::format("coupling-e6: '{}' does not match J.npy", f.string()));
       for (long i = 0; i < count; ++i) {
-        long ld = 0, Ld = 0, Nd = 0;
-        const std::vector<Matrix> dA = read_stack(f, i, ld, Ld, Nd);
-        if (ld != count || Ld != Lw || Nd != N) throw std::runtime_error(fmt::format("coupling-e6: '{}' does not match J.npy", f.string()));
+        const std::vector<Matrix> dA = stack.at(i);
         std::vector<Matrix> dq;
         double full = 0, quot = 0;
         for (const Matrix& E : dA) {
@@ -478,7 +504,7 @@ void run_e6(const Params& p, RunContext& ctx) {
     all_converged = all_converged && converged;
     for (double x : res) worst_res = std::max(worst_res, x);
     frac.cell(sd.step).cell(info.at("loss").get<double>()).cell(std::string(r.dichotomy ? "found" : "undecided")).cell(r.why);
-    if (r.dichotomy) frac.cell(bundles->k);
+    if (bundles) frac.cell(bundles->k);
     else frac.empty();
     frac.cell(n)        .cell(end_margin).cell(lam.front()).cell(lam.back())
         .cell(r.slow_top.mean).cell(r.slow_top.sd).cell(r.slow_rand.mean).cell(r.slow_rand.sd).cell(r.fast_top.mean).cell(r.fast_rand.mean)
@@ -494,7 +520,7 @@ void run_e6(const Params& p, RunContext& ctx) {
     worst_dA = std::max(worst_dA, info.at("dA_fd_rel_error").get<double>());
     step_notes.push_back({{"step", sd.step}, {"loss", info.at("loss")}, {"n_params", info.at("n_params")}, {"family", info.at("family")},
                           {"lanczos_iterations", info.at("lanczos_iterations")}, {"ones_kernel_residual", ones}, {"quotient", use_q},
-                          {"dichotomy", r.dichotomy}, {"why", r.why}, {"k_plus", r.dichotomy ? bundles->k : -1}});
+                          {"dichotomy", r.dichotomy}, {"why", r.why}, {"k_plus", bundles ? bundles->k : -1}});
     ctx.notes["model"] = {{"family", info.at("family")}, {"n_params", info.at("n_params")}, {"n_layer", info.at("n_layer")}, {"d", d},
                           {"tokens", T}, {"state_dim", N}, {"quotient_dim", n}, {"window", {info.at("first"), info.at("last")}}};
     results.push_back(r);
@@ -527,7 +553,7 @@ void run_e6(const Params& p, RunContext& ctx) {
                     "LayerNorm: A(l) (e_t x 1_d) = 0 for every token t (the quotient's premise)", "max_l,t |A(l) u_t| / |A(l)|_F",
                     [&] { return worst_ones; }, "<= 1e-10", [](double v) { return v <= 1e-10; },
                     closed_form("D LayerNorm(x) 1_d = 0 (F19)"));
-  const std::string no_dich = any_dichotomy ? "" : "no step has a dichotomy (see fractions.csv: why)";
+  const std::string no_dich = any_dichotomy ? "" : "no step has two-sided bundles (see fractions.csv: why)";
   const std::string ps = "P_+(l) of find_two_sided_bundles (two-sided constant extension, App. B.1)";
   checks.add_unless(no_dich, "E6 P", ps + " is a projection", "max ||P_+^2 - P_+|| / ||P_+||", [&] { return worst_idem; },
                     fmt::format("<= proj_tol = {:.3g}", proj_tol), [&](double v) { return v <= proj_tol; }, closed_form("P^2 = P"));
@@ -610,6 +636,8 @@ std::vector<ParamSpec> e6_params() {
       p_double("growth_scale", 1.0, "the dichotomy is taken at this growth scale: of gamma^-1 (I + A(l)) (1: the paper's (A4); "
                "the same gamma at every step)", 0.01, 100.0, true),
       p_double("unit_margin", 1e-6, "an end map with an eigenvalue | |lambda| - 1 | <= unit_margin: no dichotomy (undecided)", 1e-12, 0.5),
+      p_double("max_projector_norm", 10.0, "a dichotomy whose projectors have max ||P_+(l)||_2 above this (bundles within ~1/value "
+               "rad of each other) is ill-conditioned: its step is undecided", 1.0, 1e12),
       p_double("proj_tol", 1e-8, "tolerance of the projector checks (P^2 = P, P_+ + P_- = I, invariance)", 1e-15, 1.0),
       p_int("seed", 0, "seed of the Lanczos start, the random directions and the smoke model", 0, kMaxSeed),
       p_int("smoke_steps", 40, "training steps of the in-run tiny gpt2 (checkpoint empty)", 1, 100000).when("checkpoint", {""}),
@@ -631,7 +659,7 @@ OutputDecl e6_outputs() {
         index("index", "rank among the top-k (0: the largest eigenvalue), or the random direction's number", 0),
         real("curvature", "eigenvalue (top) or Rayleigh quotient v^T H v (random)"),
         real("residual", "|H v - lambda v| / |lambda_1| of the Ritz pair").may_be_empty("a random direction"),
-        category("dichotomy", "whether the step's cocycle has a dichotomy", {{"found", "two-sided bundles exist: P_±(l)"}, {"undecided", "none: see fractions.csv why"}}),
+        category("dichotomy", "whether the step's cocycle has a usable dichotomy", {{"found", "two-sided bundles exist, max ||P_+|| <= max_projector_norm"}, {"undecided", "none, or an ill-conditioned one: see fractions.csv why"}}),
         frac_col("slow_fraction", "sum_l |P_+(l+1) dA(l) P_+(l)|_F^2 / sum_l |dA(l)|_F^2 (persistent block: slow-mode)"),
         frac_col("fast_fraction", "sum_l |P_-(l+1) dA(l) P_-(l)|_F^2 / sum_l |dA(l)|_F^2 (decaying block)"),
         frac_col("cross_plus_minus", "sum_l |P_+(l+1) dA(l) P_-(l)|_F^2 / sum_l |dA(l)|_F^2 (skew block)"),
@@ -642,9 +670,9 @@ OutputDecl e6_outputs() {
         real("norm_dA", "sqrt(sum_l |dA(l)|_F^2) for the unit direction v, on R^(tokens d)")}},
       {"fractions.csv", "one checkpoint step: the loss, the dichotomy, and the mean fractions of the top-k and of the random directions",
        {integer("step", "training step of the checkpoint"), real("loss", "the loss batch's mean next-token cross-entropy", "nats/token"),
-        category("dichotomy", "whether the step's cocycle has a dichotomy", {{"found", "two-sided bundles exist"}, {"undecided", "none (why)"}}),
-        text("why", "why there is no dichotomy").may_be_empty("there is one"),
-        integer("k_plus", "dim V_par: the persistent bundle's dimension").may_be_empty("undecided"),
+        category("dichotomy", "whether the step's cocycle has a usable dichotomy", {{"found", "two-sided bundles exist, max ||P_+|| <= max_projector_norm"}, {"undecided", "none, or an ill-conditioned one (why)"}}),
+        text("why", "why there is no usable dichotomy").may_be_empty("there is one"),
+        integer("k_plus", "dim V_par: the persistent bundle's dimension").may_be_empty("no two-sided bundles"),
         integer("dim", "the cocycle's state dimension (tokens (d - 1) on the quotient, tokens d without)"),
         real("end_margin", "min over the end maps B(first), B(last-1) of | |lambda| - 1 | (their distance from the unit circle)").may_be_empty("not computable (eigensolver)"),
         real("lambda_max", "the largest curvature eigenvalue"), real("lambda_k", "the k-th largest"),
@@ -654,7 +682,7 @@ OutputDecl e6_outputs() {
         frac_col("fast_range_top_mean", "mean fast-range fraction (P_- dA) of the top-k"), frac_col("fast_range_random_mean", "the same, random directions"),
         integer("lanczos_iterations", "Lanczos steps (curvature products) taken"),
         flag("lanczos_converged", "every top-k Ritz estimate fell below lanczos_tol |lambda_1|")}},
-      {"projectors.csv", "one fibre (depth) of the window at one step with a dichotomy: the projector P_+ and its residuals (no rows when no step has one)",
+      {"projectors.csv", "one fibre (depth) of the window at one step with two-sided bundles (ill-conditioned ones too): the projector P_+ and its residuals (no rows when no step has any)",
        {integer("step", "training step"), index("layer", "depth of the fibre (first .. last)", 0), real("p_plus_norm", "||P_+||_2 (1 for an orthogonal projector)"),
         real("idempotence", "||P_+^2 - P_+|| / ||P_+||"),
         real("invariance", "||P_+(l+1) B(l) - B(l) P_+(l)|| / (||B|| ||P_+||)").may_be_empty("the last fibre (no layer after it)")}}};
@@ -672,7 +700,7 @@ const ExperimentRegistration reg_coupling_e6{with_outputs(
                           "Coupling paper (A6), E6: top Hessian / Gauss-Newton eigenvectors of a trained model mapped to dA(l) and split by the "
                           "dichotomy projectors P_± (slow vs fast mode) over training, against random directions",
                           e6_params(), run_e6, "coupling-e6"},
-               {{"smoke_steps", "4"}, {"smoke_every", "2"}, {"k", "2"}, {"random", "2"}, {"tokens", "3"}, {"batch", "2"}, {"context", "9"},
+               {{"smoke_steps", "2"}, {"smoke_every", "2"}, {"steps", "2"}, {"k", "2"}, {"random", "2"}, {"tokens", "3"}, {"batch", "2"}, {"context", "9"},
                 {"lanczos_max", "60"}}),
     e6_outputs())};
 
