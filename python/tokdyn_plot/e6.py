@@ -1,6 +1,7 @@
 """coupling-e6 (coupling paper (A6), E6): e6.png. Left: the mean slow fraction of the top-k
 curvature eigenvectors' generator perturbations over training steps, against the random-direction
-baseline (bars: the sample standard deviation); steps without a dichotomy are marked on the axis.
+baseline (bars: the sample standard deviation), and dotted the slow share of the four blocks' sum;
+steps without a usable dichotomy are marked on the axis.
 Middle: the same for the fast-range fraction (P_- dA, the paper's fast mode). Right: the top-k
 curvature eigenvalues per step (and the random directions' Rayleigh quotients)."""
 import math
@@ -23,6 +24,9 @@ def plot_e6(d):
         if any(not math.isnan(y) for y in yt + yr):
             a.errorbar(steps, yt, yerr=et, marker="o", color="C3", capsize=3, label="top-k curvature eigenvectors")
             a.errorbar(steps, yr, yerr=er, marker="s", color="C0", capsize=3, ls="--", label="random directions")
+            if top == "slow_top_mean":  # the shares of the four blocks' sum (in [0, 1] for oblique projectors too)
+                a.plot(steps, [num(r["slow_share_top_mean"]) for r in frac], ":", color="C3", label="top-k: slow share")
+                a.plot(steps, [num(r["slow_share_random_mean"]) for r in frac], ":", color="C0", label="random: slow share")
         else:
             a.text(0.5, 0.5, "no step has a dichotomy (fractions.csv: why)", ha="center", va="center", transform=a.transAxes)
         und = [s for s, r in zip(steps, frac) if r["dichotomy"] != "found"]
@@ -30,7 +34,7 @@ def plot_e6(d):
             a.plot(und, [0.0] * len(und), "kx", ms=9, label="no dichotomy (undecided)")
         a.set_xlabel("training step")
         a.set_title(title, fontsize=10)
-        a.set_ylim(0, 1.05)
+        a.set_ylim(bottom=0)
         a.legend(fontsize=8)
     for direction, rows in by(eig, "direction").items():
         xs = [int(r["step"]) for r in rows]

@@ -255,7 +255,8 @@ struct Stack {
 };
 
 struct Fractions {
-  double slow = kNaN, fast = kNaN, pm = kNaN, mp = kNaN, fast_range = kNaN, block_sum = kNaN, neutral = kNaN, norm = kNaN;
+  double slow = kNaN, fast = kNaN, pm = kNaN, mp = kNaN, fast_range = kNaN, block_sum = kNaN, slow_share = kNaN, fast_share = kNaN, neutral = kNaN,
+         norm = kNaN;
 };
 
 struct Stats {
@@ -290,7 +291,7 @@ struct StepResult {
   long step = 0;
   bool dichotomy = false;
   std::string why;
-  Stats slow_top, slow_rand, fast_top, fast_rand, range_top, range_rand;
+  Stats slow_top, slow_rand, fast_top, fast_rand, range_top, range_rand, share_top, share_rand;
 };
 
 /// The closest |lambda| to 1 among the eigenvalues of M, as | |lambda| - 1 |.
@@ -358,10 +359,10 @@ void run_e6(const Params& p, RunContext& ctx) {
   }
 
   CsvWriter eig = ctx.table("eigen.csv");
-  eig.blank_nonfinite({"residual", "slow_fraction", "fast_fraction", "cross_plus_minus", "cross_minus_plus", "fast_range_fraction", "block_sum"});
+  eig.blank_nonfinite({"residual", "slow_fraction", "fast_fraction", "cross_plus_minus", "cross_minus_plus", "fast_range_fraction", "block_sum", "slow_share", "fast_share"});
   CsvWriter frac = ctx.table("fractions.csv");
   frac.blank_nonfinite({"slow_top_mean", "slow_top_sd", "slow_random_mean", "slow_random_sd", "fast_top_mean", "fast_random_mean",
-                        "fast_range_top_mean", "fast_range_random_mean", "end_margin"});
+                        "fast_range_top_mean", "fast_range_random_mean", "slow_share_top_mean", "slow_share_random_mean", "end_margin"});
   CsvWriter proj = ctx.table("projectors.csv");
   proj.blank_nonfinite({"invariance"});
   CheckTable checks(ctx.dir / "checks.csv");
@@ -457,7 +458,7 @@ void run_e6(const Params& p, RunContext& ctx) {
     const std::vector<double> lam = info.at("eigenvalues").get<std::vector<double>>();
     const std::vector<double> res = info.at("residuals").get<std::vector<double>>();
     const std::vector<double> rq = info.at("random_rayleigh").get<std::vector<double>>();
-    std::vector<double> slow_t, slow_r, fast_t, fast_r, range_t, range_r;
+    std::vector<double> slow_t, slow_r, fast_t, fast_r, range_t, range_r, share_t, share_r;
     for (int set = 0; set < 2; ++set) {
       const fs::path f = out / (set == 0 ? "dA_top.npy" : "dA_random.npy");
       const long count = set == 0 ? static_cast<long>(lam.size()) : static_cast<long>(rq.size());
@@ -484,13 +485,17 @@ void run_e6(const Params& p, RunContext& ctx) {
           fr.mp = s.cross_minus_plus();
           fr.fast_range = s.fast_range_fraction();
           fr.block_sum = s.block_sum();
+          fr.slow_share = s.slow_share();
+          fr.fast_share = s.fast_share();
+          (set == 0 ? share_t : share_r).push_back(fr.slow_share);
           (set == 0 ? slow_t : slow_r).push_back(fr.slow);
           (set == 0 ? fast_t : fast_r).push_back(fr.fast);
           (set == 0 ? range_t : range_r).push_back(fr.fast_range);
         }
         eig.cell(sd.step).cell(std::string(set == 0 ? "top" : "random")).cell(i).cell(set == 0 ? lam[static_cast<std::size_t>(i)] : rq[static_cast<std::size_t>(i)])
             .cell(set == 0 ? res[static_cast<std::size_t>(i)] : kNaN).cell(std::string(r.dichotomy ? "found" : "undecided"))
-            .cell(fr.slow).cell(fr.fast).cell(fr.pm).cell(fr.mp).cell(fr.fast_range).cell(fr.block_sum).cell(fr.neutral).cell(fr.norm);
+            .cell(fr.slow).cell(fr.fast).cell(fr.pm).cell(fr.mp).cell(fr.fast_range).cell(fr.block_sum).cell(fr.slow_share)
+            .cell(fr.fast_share).cell(fr.neutral).cell(fr.norm);
         eig.end_row();
       }
     }
@@ -500,6 +505,8 @@ void run_e6(const Params& p, RunContext& ctx) {
     r.fast_rand = stats(fast_r);
     r.range_top = stats(range_t);
     r.range_rand = stats(range_r);
+    r.share_top = stats(share_t);
+    r.share_rand = stats(share_r);
     const bool converged = info.at("lanczos_converged").get<bool>();
     all_converged = all_converged && converged;
     for (double x : res) worst_res = std::max(worst_res, x);
@@ -508,7 +515,7 @@ void run_e6(const Params& p, RunContext& ctx) {
     else frac.empty();
     frac.cell(n)        .cell(end_margin).cell(lam.front()).cell(lam.back())
         .cell(r.slow_top.mean).cell(r.slow_top.sd).cell(r.slow_rand.mean).cell(r.slow_rand.sd).cell(r.fast_top.mean).cell(r.fast_rand.mean)
-        .cell(r.range_top.mean).cell(r.range_rand.mean).cell(info.at("lanczos_iterations").get<long>()).cell(std::string(converged ? "true" : "false"));
+        .cell(r.range_top.mean).cell(r.range_rand.mean).cell(r.share_top.mean).cell(r.share_rand.mean).cell(info.at("lanczos_iterations").get<long>()).cell(std::string(converged ? "true" : "false"));
     frac.end_row();
     // The helper's own checks.
     worst_known = std::max(worst_known, info.at("known_spectrum").at("max_rel_eig_error").get<double>());
@@ -666,6 +673,8 @@ OutputDecl e6_outputs() {
         frac_col("cross_minus_plus", "sum_l |P_-(l+1) dA(l) P_+(l)|_F^2 / sum_l |dA(l)|_F^2 (skew block)"),
         frac_col("fast_range_fraction", "sum_l |P_-(l+1) dA(l)|_F^2 / sum_l |dA(l)|_F^2 (the paper's fast-mode: range in the decaying bundle)"),
         frac_col("block_sum", "sum of the four block fractions (1 for orthogonal projectors; oblique ones differ)"),
+        frac_col("slow_share", "the persistent block's share of the four blocks' sum: slow_fraction / block_sum, in [0, 1]"),
+        frac_col("fast_share", "the decaying block's share: fast_fraction / block_sum"),
         real("neutral_fraction", "1 - sum_l |Q^T dA Q|_F^2 / sum_l |dA|_F^2: the part along LayerNorm's neutral directions, dropped by the quotient (0 without)"),
         real("norm_dA", "sqrt(sum_l |dA(l)|_F^2) for the unit direction v, on R^(tokens d)")}},
       {"fractions.csv", "one checkpoint step: the loss, the dichotomy, and the mean fractions of the top-k and of the random directions",
@@ -680,6 +689,7 @@ OutputDecl e6_outputs() {
         frac_col("slow_random_mean", "mean slow fraction of the random directions"), frac_col("slow_random_sd", "its sample standard deviation"),
         frac_col("fast_top_mean", "mean fast (decaying block) fraction of the top-k"), frac_col("fast_random_mean", "the same, random directions"),
         frac_col("fast_range_top_mean", "mean fast-range fraction (P_- dA) of the top-k"), frac_col("fast_range_random_mean", "the same, random directions"),
+        frac_col("slow_share_top_mean", "mean slow share (of the four blocks' sum) of the top-k"), frac_col("slow_share_random_mean", "the same, random directions"),
         integer("lanczos_iterations", "Lanczos steps (curvature products) taken"),
         flag("lanczos_converged", "every top-k Ritz estimate fell below lanczos_tol |lambda_1|")}},
       {"projectors.csv", "one fibre (depth) of the window at one step with two-sided bundles (ill-conditioned ones too): the projector P_+ and its residuals (no rows when no step has any)",

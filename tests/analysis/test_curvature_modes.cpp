@@ -54,6 +54,7 @@ TEST(CurvatureModes, ExactSlowAndFastPerturbations) {
   }
   const BlockSplit s = split_blocks(slow, t.b.P_plus);
   EXPECT_NEAR(s.slow_fraction(), 1.0, 1e-12);
+  EXPECT_NEAR(s.slow_share(), 1.0, 1e-12);
   EXPECT_LE(s.fast_range_fraction(), 1e-20 + 1e-24);
   EXPECT_NEAR(s.fast_fraction(), 0.0, 1e-20);
   const BlockSplit f = split_blocks(fast, t.b.P_plus);
@@ -71,6 +72,8 @@ TEST(CurvatureModes, ExactSlowAndFastPerturbations) {
   for (long l = 0; l < L; ++l) generic.push_back(random_matrix(n, 100 + static_cast<unsigned>(l)));
   const BlockSplit g = split_blocks(generic, t.b.P_plus);
   EXPECT_GT(g.block_sum(), 1.0 + 1e-3);
+  EXPECT_NEAR(g.slow_share() * g.block_sum(), g.slow_fraction(), 1e-12);
+  EXPECT_LE(g.slow_share() + g.fast_share(), 1.0);
   EXPECT_GE(g.slow_fraction(), 0.0);
   // Orthogonal projectors (a diagonal cocycle): the four blocks add up to the whole.
   std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix(Eigen::Vector4d(1.2, 1.1, 0.7, 0.5).asDiagonal()));

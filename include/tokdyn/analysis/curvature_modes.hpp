@@ -11,7 +11,9 @@
 //   fast-mode (the paper's)       P_-(l+1) dA(l): range in the decaying bundle
 // Over a window of layers, each is summed as squared Frobenius norms and divided by
 // sum_l ||dA(l)||_F^2 (the fractions of E6). The projectors are oblique in general, so the four
-// block fractions need not add up to 1 (they do when P_± are orthogonal); a perturbation that is
+// block fractions need not add up to 1 (they do when P_± are orthogonal; a block's norm can reach
+// ||P_±||^2 ||dA||^2, so a fraction can exceed 1; the shares divide by the four blocks' sum instead
+// and stay in [0, 1]); a perturbation that is
 // exactly slow-mode (dA = P_+ E P_+) has slow fraction 1, exactly fast-mode (dA = P_- E) has fast
 // range fraction 1, whatever the angle between the bundles.
 //
@@ -53,6 +55,10 @@ struct BlockSplit {
   double fast_range_fraction() const { return fast_range / total; }
   /// (pp + pm + mp + mm) / total: 1 for orthogonal projectors.
   double block_sum() const { return (pp + pm + mp + mm) / total; }
+  /// The blocks' shares of their own sum, in [0, 1] whatever the projectors' obliqueness (equal to
+  /// the fractions for orthogonal ones): pp / (pp + pm + mp + mm), mm / (...).
+  double slow_share() const { return pp / (pp + pm + mp + mm); }
+  double fast_share() const { return mm / (pp + pm + mp + mm); }
 };
 
 /// dA[l] (l = 0..L-1, each n x n) against projectors P_plus[l] (l = 0..L: the fibre of depth l).
