@@ -66,7 +66,7 @@ def lanczos_top(matvec: Callable[[np.ndarray], np.ndarray], n: int, k: int, *, t
         raise ValueError(f"lanczos: k = {k!r}; expected an integer in [1, n = {n}]")
     if not (tol > 0 and np.isfinite(tol)):
         raise ValueError(f"lanczos: tol = {tol!r}; expected a positive number")
-    m_max = int(min(n, max_iter if max_iter is not None else max(4 * k + 40, 2 * k + 80)))
+    m_max = int(min(n, max_iter if max_iter is not None else 8 * k + 100))
     if m_max < k:
         raise ValueError(f"lanczos: max_iter = {max_iter}; expected at least k = {k}")
     rng = np.random.default_rng(seed)
