@@ -26,6 +26,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -35,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokdyn/analysis/cocycle.hpp"
+#include "tokdyn/analysis/depth_spectra.hpp"
 #include "tokdyn/analysis/curvature_modes.hpp"
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/core/constants.hpp"
@@ -46,6 +48,7 @@
 #include "tokdyn/io/npy.hpp"
 #include "tokdyn/io/tokenizer.hpp"
 #include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/runtime/model_registry.hpp"
 
 extern char** environ;
 
@@ -294,6 +297,52 @@ struct StepResult {
   Stats slow_top, slow_rand, fast_top, fast_rand, range_top, range_rand, share_top, share_rand;
 };
 
+/// The layer Jacobians against tokdyn's own C++ model of the family (models/decoder: its exact
+/// double tangents along its own fp32 trajectory of the same token ids): max over the window's
+/// layers and `count` seeded Gaussian tangents v of |J_cpp(l) v - J_torch(l) v| / |J_torch(l) v|.
+/// NaN when tokdyn has no model of that name.
+double cpp_jacobian_error(const std::string& family, const fs::path& step_dir, const std::vector<std::int64_t>& ids_row, long T, long d,
+                          const std::vector<Matrix>& J, long first, const fs::path& work, std::uint64_t seed, int count = 4) {
+  const auto names = model_names();
+  if (std::find(names.begin(), names.end(), family) == names.end()) return kNaN;
+  const ModelDescriptor& desc = model_descriptor(family);
+  Params P;
+  for (const ParamSpec& ps : desc.knobs) P.values_[ps.key] = ps.def;
+  P.values_["tokens"] = T;
+  P.values_["seed"] = 0L;
+  P.values_["checkpoint"] = step_dir.string();
+  const fs::path ids_file = work / "jacobian_ids.npy";
+  write_npy(ids_file, ids_row.data(), {1, static_cast<std::size_t>(T)});
+  P.values_["token_ids"] = ids_file.string();
+  RunContext sub;
+  sub.dir = work / "jacobian_model";
+  fs::create_directories(sub.dir);
+  const ModelInstance inst = build_model(family, P, sub);
+  const TangentStep step = inst.step ? inst.step : apply_and_jvp(*inst.map);
+  std::mt19937_64 g(seed + 0x6a09e667ULL);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  Batch Z = inst.Z0, Znext;
+  double worst = 0.0;
+  const long layers = static_cast<long>(J.size());
+  for (long l = 1; l <= first + layers; ++l) {  // tokdyn's layer l is block l - 1
+    Tokens V(count * T, d), W;
+    for (Eigen::Index i = 0; i < V.size(); ++i) V.data()[i] = nd(g);
+    const Batch Zrep{Z.Z.replicate(count, 1), count, static_cast<int>(T)};
+    step(l, Z, Zrep, V, Znext, W);
+    const long b = l - 1;
+    if (b >= first) {
+      for (int j = 0; j < count; ++j) {
+        const Eigen::Map<const Eigen::VectorXd> v(V.data() + static_cast<std::ptrdiff_t>(j) * T * d, T * d);
+        const Eigen::Map<const Eigen::VectorXd> w(W.data() + static_cast<std::ptrdiff_t>(j) * T * d, T * d);
+        const Eigen::VectorXd ref = J[static_cast<std::size_t>(b - first)] * v;
+        worst = std::max(worst, (w - ref).norm() / std::max(ref.norm(), std::numeric_limits<double>::min()));
+      }
+    }
+    Z = Znext;
+  }
+  return worst;
+}
+
 /// The closest |lambda| to 1 among the eigenvalues of M, as | |lambda| - 1 |.
 double unit_margin(const Matrix& M) {
   const Eigen::EigenSolver<Matrix> es(M, false);
@@ -367,6 +416,15 @@ void run_e6(const Params& p, RunContext& ctx) {
   proj.blank_nonfinite({"invariance"});
   CheckTable checks(ctx.dir / "checks.csv");
 
+  double worst_cpp = 0;
+  std::string cpp_why;
+  std::vector<std::int64_t> ids_row;
+  {
+    std::vector<std::size_t> shape;
+    const std::vector<std::int64_t> all = read_npy_int(ids_file, shape);
+    if (shape.size() != 2 || static_cast<long>(shape[1]) < tokens) throw std::runtime_error("coupling-e6: ids.npy has an unexpected shape");
+    ids_row.assign(all.begin(), all.begin() + tokens);
+  }
   double worst_known = 0, worst_angle = 0, worst_dense = 0, worst_sym = 0, worst_fd = 0, worst_dA = 0, worst_res = 0, worst_ones = 0;
   double worst_idem = 0, worst_comp = 0, worst_sum = 0, worst_trace = 0, worst_inv = 0;
   bool all_converged = true, quotient_used = false, any_dichotomy = false;
@@ -401,6 +459,17 @@ void run_e6(const Params& p, RunContext& ctx) {
       Lw = J.layers;
       N = J.n;
       A = J.at(0);
+    }
+    // The same Jacobians from tokdyn's C++ model of the family (an independent implementation).
+    if (cpp_why.empty()) {
+      try {
+        const double e = cpp_jacobian_error(info.at("family").get<std::string>(), sd.dir, ids_row, T, d, A, first, work.path,
+                                            static_cast<std::uint64_t>(p.get_int("seed")));
+        if (std::isnan(e)) cpp_why = fmt::format("tokdyn has no C++ model of the family '{}'", info.at("family").get<std::string>());
+        else worst_cpp = std::max(worst_cpp, e);
+      } catch (const std::exception& e) {
+        cpp_why = fmt::format("tokdyn's C++ model did not load the checkpoint: {}", e.what());
+      }
     }
     for (Matrix& M : A) M -= Matrix::Identity(N, N);
     // LayerNorm's neutral directions (F19): the quotient when every A(l) annihilates them.
@@ -557,6 +626,10 @@ void run_e6(const Params& p, RunContext& ctx) {
              worst_fd <= 1e-6, consistency("central differences of PyTorch gradients / logits"));
   checks.add("E6 dA", "dA(l) = d/de D_x F_l(x_l; W + e v) by forward over forward mode", "|dA - (A(W + h v) - A(W - h v)) / 2h| / |dA|, h = 1e-4, v = v_1 (worst step)",
              worst_dA, "<= 1e-5", worst_dA <= 1e-5, consistency("central differences of the forward-mode Jacobians A(W +- h v)"));
+  checks.add_unless(cpp_why, "E6 J", "the layer Jacobians J(l) = D_x F_l(x_l) of the PyTorch model",
+                    "max_l,v |J_tokdyn(l) v - J_torch(l) v| / |J_torch(l) v| (4 Gaussian v per layer, worst step)", [&] { return worst_cpp; },
+                    "<= 1e-4 (tokdyn's trajectory is fp32, PyTorch's float64)", [](double v) { return v <= 1e-4; },
+                    independent("tokdyn's C++ model of the family (models/decoder): exact double tangents along its fp32 trajectory"));
   checks.add_unless(quotient_used ? "" : "no quotient was taken (quotient = none, or a model without LayerNorm's neutral directions)", "F19",
                     "LayerNorm: A(l) (e_t x 1_d) = 0 for every token t (the quotient's premise)", "max_l,t |A(l) u_t| / |A(l)|_F",
                     [&] { return worst_ones; }, "<= 1e-10", [](double v) { return v <= 1e-10; },

@@ -134,7 +134,9 @@ def test_preset_smoke_end_to_end():
             checks = list(csv.DictReader(f))
         assert not [c for c in checks if c["pass"] == "false"], checks
         ids = {c["check"] for c in checks}
-        assert {"E6 Lanczos", "E6 curvature", "E6 dA", "F19", "E6 P", "A6 last step", "A6 trend"} <= ids
+        assert {"E6 Lanczos", "E6 curvature", "E6 dA", "E6 J", "F19", "E6 P", "A6 last step", "A6 trend"} <= ids
+        # PyTorch's layer Jacobians against tokdyn's own C++ GPT-2 (an independent implementation)
+        assert [c for c in checks if c["check"] == "E6 J"][0]["pass"] == "true"
         f19 = [c for c in checks if c["check"] == "F19"][0]
         assert f19["pass"] == "true"  # gpt2: LayerNorm, so the quotient is taken
         man = json.load(open(os.path.join(out, "manifest.json")))
