@@ -1,6 +1,6 @@
 // Preset coupling-all: the computable content of "Attention is Just Another Name for Coupling?" in
 // one command. Runs every coupling-paper preset of both parts (every registered preset named
-// coupling-*, except coupling-e1, which trains models and runs only when listed) at its defaults, each into its own folder <preset>/ with its CSV files, manifest.json
+// coupling-*, except coupling-e1 and coupling-e6, which train models and run only when listed) at its defaults, each into its own folder <preset>/ with its CSV files, manifest.json
 // and figure, and joins their verdict tables into checks.csv (check, statement, quantity, value,
 // expected, reference_kind, reference, pass; the check id is suffixed with the preset that made it) and presets.csv (one row
 // per preset: checks, failed, wall time).
@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 /// Coupling presets that train models (minutes to an hour at their defaults): run only when listed
 /// by name, not by `presets=all`.
-bool coupling_trains(const Experiment* e) { return e->name == "coupling-e1"; }
+bool coupling_trains(const Experiment* e) { return e->name == "coupling-e1" || e->name == "coupling-e6"; }
 
 /// The coupling presets coupling-all can run, in registry order (coupling-all itself excluded).
 std::vector<const Experiment*> coupling_presets() {
@@ -165,7 +165,7 @@ OutputDecl coupling_all_outputs() {
 const ExperimentRegistration reg_coupling_all{with_outputs(with_smoke(Experiment{
     "coupling-all",
     "Coupling paper, everything computable: every coupling-* preset at its defaults, one summary.csv of all checks and every figure",
-    {p_string("presets", "all", "'all' (every coupling preset except coupling-e1, which trains models: list it by name) or a comma-separated list of coupling presets to run")},
+    {p_string("presets", "all", "'all' (every coupling preset except coupling-e1 and coupling-e6, which train models: list them by name) or a comma-separated list of coupling presets to run")},
     run_all,
     "coupling-all",
     [](const Params& p) {
