@@ -337,7 +337,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     m["blas_core"] = blas_core();  // OpenBLAS's kernels (blas_core.hpp): results' last bits depend on them
     if (!blas_core_detected().empty()) m["blas_core_detected"] = blas_core_detected();
     m["notes"] = ctx.notes;
-    // A point of `tokdyn sweep` (apps/tokdyn/sweep.cpp): which sweep, point, rank and host ran it.
+    // A point of `tokdyn sweep` (apps/tokdyn/sweep_runner.cpp): which sweep, point, rank and host ran it.
     if (const char* sp = std::getenv("TOKDYN_SWEEP_POINT"); sp != nullptr && *sp != '\0') {
       nlohmann::json point = nlohmann::json::parse(sp, nullptr, /*allow_exceptions=*/false);
       if (point.is_object()) m["sweep_point"] = std::move(point);
