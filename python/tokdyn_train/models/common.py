@@ -235,8 +235,17 @@ class _ContiguousMatmul(torch.autograd.Function):
 
 
 def cmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Batched a @ b, fast on CPU whatever the operands' strides (_ContiguousMatmul)."""
+    """Batched a @ b, fast on CPU whatever the operands' strides (_ContiguousMatmul). Under a
+    functorch transform (jacfwd, jvp, vmap: coupling-e6's Hessian-vector products), which cannot
+    trace an autograd.Function in torch 1.13, the plain product: the same value."""
+    if _functorch_active():
+        return torch.matmul(a, b)
     return _ContiguousMatmul.apply(a, b)
+
+
+def _functorch_active() -> bool:
+    probe = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(probe()) if probe is not None else False
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -396,3 +405,50 @@ class CausalLM(nn.Module):
         for b in self.blocks():
             h = b(h)
         return self.logits_from_hidden(h)
+
+
+class DecoderLM(CausalLM):
+    """A decoder-only transformer (GPT-2, GPT-NeoX, Llama): their layouts differ only by Hugging
+    Face's attribute names, which a subclass names here: BODY (the module holding the token
+    embedding EMBED, the block list LAYERS and the final norm NORM) and HEAD (the untied output
+    head; the embedding's transpose when tied). The subclass's arch has d, vocab and positions."""
+
+    BODY = EMBED = LAYERS = NORM = HEAD = ""
+
+    def attach(self, arch: Any, body: nn.Module, tied: bool) -> None:
+        """Registers the body, then the head (the parameter order initialisation draws in)."""
+        self.arch = arch
+        setattr(self, self.BODY, body)
+        setattr(self, self.HEAD, None if tied else nn.Linear(arch.d, arch.vocab, bias=False))
+
+    def body(self) -> nn.Module:
+        return getattr(self, self.BODY)
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return getattr(self.body(), self.EMBED)(ids)
+
+    def blocks(self) -> Sequence[nn.Module]:
+        return getattr(self.body(), self.LAYERS)
+
+    def max_tokens(self) -> Optional[int]:
+        return self.arch.positions
+
+    def final_norm(self, h: torch.Tensor) -> torch.Tensor:
+        return getattr(self.body(), self.NORM)(h)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        out = getattr(self, self.HEAD)
+        w = getattr(self.body(), self.EMBED).weight if out is None else out.weight
+        return torch.matmul(h, w.t())
+
+    def init_normal(self, init: Init, is_norm: Callable[[str], bool], std_of: Callable[[str], float]) -> None:
+        """The Hugging Face initialisation of the three families, in registration order: norm
+        weights 1 and norm biases 0 (is_norm(name)), other biases 0, every other tensor
+        N(0, std_of(name)^2)."""
+        for name, p in self.named_parameters():
+            if is_norm(name):
+                init.const(p, 1.0 if name.endswith("weight") else 0.0)
+            elif name.endswith(".bias"):
+                init.const(p, 0.0)
+            else:
+                init.normal(p, std_of(name))

@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping
 import torch
 import torch.nn as nn
 
-from .common import ACTIVATIONS, CausalLM, ConfigReader, Init, LayerNorm, causal_attention
+from .common import ACTIVATIONS, ConfigReader, DecoderLM, Init, LayerNorm, causal_attention
 
 NAME = "gpt2"
 SIZES = ("tiny", "small")
@@ -140,31 +140,18 @@ class Body(nn.Module):
         self.ln_f = LayerNorm(a.d, a.eps)
 
 
-class GPT2(CausalLM):
+class GPT2(DecoderLM):
     family = NAME
+    BODY, EMBED, LAYERS, NORM, HEAD = "transformer", "wte", "h", "ln_f", "lm_head"
 
     def __init__(self, config: Mapping[str, Any]):
         super().__init__(config)
-        self.arch = a = parse_config(config)
-        self.transformer = Body(a)
-        self.lm_head = None if a.tied else nn.Linear(a.d, a.vocab, bias=False)
+        a = parse_config(config)
+        self.attach(a, Body(a), a.tied)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(ids.shape[1], device=ids.device)
         return self.transformer.wte(ids) + self.transformer.wpe(pos)[None]
-
-    def blocks(self):
-        return self.transformer.h
-
-    def max_tokens(self):
-        return self.arch.positions
-
-    def final_norm(self, h: torch.Tensor) -> torch.Tensor:
-        return self.transformer.ln_f(h)
-
-    def head(self, h: torch.Tensor) -> torch.Tensor:
-        w = self.transformer.wte.weight if self.lm_head is None else self.lm_head.weight
-        return torch.matmul(h, w.t())
 
     def init_weights(self, init: Init) -> None:
         """As GPT2LMHeadModel initialises: every weight N(0, initializer_range^2), the residual
@@ -172,12 +159,5 @@ class GPT2(CausalLM):
         biases 0, LayerNorm weights 1 (parameters in registration order)."""
         std = self.arch.init_std
         proj = std / math.sqrt(2.0 * self.arch.n_layer)
-        for name, p in self.named_parameters():
-            if ".ln_" in name or name.startswith("transformer.ln_f"):
-                init.const(p, 1.0 if name.endswith("weight") else 0.0)
-            elif name.endswith(".bias"):
-                init.const(p, 0.0)
-            elif name.endswith("c_proj.weight"):
-                init.normal(p, proj)
-            else:
-                init.normal(p, std)
+        self.init_normal(init, lambda n: ".ln_" in n or n.startswith("transformer.ln_f"),
+                         lambda n: proj if n.endswith("c_proj.weight") else std)

@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping, Tuple
 import torch
 import torch.nn as nn
 
-from .common import (ACTIVATIONS, CausalLM, ConfigReader, Init, RMSNorm, apply_rotary, causal_attention,
+from .common import (ACTIVATIONS, ConfigReader, DecoderLM, Init, RMSNorm, apply_rotary, causal_attention,
                      read_rope_scaling, rotary_cos_sin, rotary_frequencies)
 
 NAME = "llama"
@@ -145,38 +145,16 @@ class Body(nn.Module):
         self.norm = RMSNorm(a.d, a.eps)
 
 
-class Llama(CausalLM):
+class Llama(DecoderLM):
     family = NAME
+    BODY, EMBED, LAYERS, NORM, HEAD = "model", "embed_tokens", "layers", "norm", "lm_head"
 
     def __init__(self, config: Mapping[str, Any]):
         super().__init__(config)
-        self.arch = a = parse_config(config)
-        self.model = Body(a)
-        self.lm_head = None if a.tied else nn.Linear(a.d, a.vocab, bias=False)
-
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model.embed_tokens(ids)
-
-    def blocks(self):
-        return self.model.layers
-
-    def max_tokens(self):
-        return self.arch.positions
-
-    def final_norm(self, h: torch.Tensor) -> torch.Tensor:
-        return self.model.norm(h)
-
-    def head(self, h: torch.Tensor) -> torch.Tensor:
-        w = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return torch.matmul(h, w.t())
+        a = parse_config(config)
+        self.attach(a, Body(a), a.tied)
 
     def init_weights(self, init: Init) -> None:
         """As LlamaForCausalLM initialises: weights and embeddings N(0, initializer_range^2),
         biases 0, RMSNorm weights 1 (parameters in registration order)."""
-        for name, p in self.named_parameters():
-            if "layernorm" in name or name == "model.norm.weight":
-                init.const(p, 1.0)
-            elif name.endswith(".bias"):
-                init.const(p, 0.0)
-            else:
-                init.normal(p, self.arch.init_std)
+        self.init_normal(init, lambda n: "layernorm" in n or n == "model.norm.weight", lambda n: self.arch.init_std)

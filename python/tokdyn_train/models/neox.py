@@ -13,7 +13,7 @@ from typing import Any, Dict, Mapping, Tuple
 import torch
 import torch.nn as nn
 
-from .common import (ACTIVATIONS, CausalLM, ConfigReader, Init, LayerNorm, apply_rotary, causal_attention,
+from .common import (ACTIVATIONS, ConfigReader, DecoderLM, Init, LayerNorm, apply_rotary, causal_attention,
                      read_rope_scaling, rotary_cos_sin, rotary_frequencies)
 
 NAME = "neox"
@@ -149,38 +149,16 @@ class Body(nn.Module):
         self.final_layer_norm = LayerNorm(a.d, a.eps)
 
 
-class NeoX(CausalLM):
+class NeoX(DecoderLM):
     family = NAME
+    BODY, EMBED, LAYERS, NORM, HEAD = "gpt_neox", "embed_in", "layers", "final_layer_norm", "embed_out"
 
     def __init__(self, config: Mapping[str, Any]):
         super().__init__(config)
-        self.arch = a = parse_config(config)
-        self.gpt_neox = Body(a)
-        self.embed_out = None if a.tied else nn.Linear(a.d, a.vocab, bias=False)
-
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.gpt_neox.embed_in(ids)
-
-    def blocks(self):
-        return self.gpt_neox.layers
-
-    def max_tokens(self):
-        return self.arch.positions
-
-    def final_norm(self, h: torch.Tensor) -> torch.Tensor:
-        return self.gpt_neox.final_layer_norm(h)
-
-    def head(self, h: torch.Tensor) -> torch.Tensor:
-        w = self.gpt_neox.embed_in.weight if self.embed_out is None else self.embed_out.weight
-        return torch.matmul(h, w.t())
+        a = parse_config(config)
+        self.attach(a, Body(a), a.tied)
 
     def init_weights(self, init: Init) -> None:
         """As GPTNeoXForCausalLM initialises: weights and embeddings N(0, initializer_range^2),
         biases 0, LayerNorm weights 1 (parameters in registration order)."""
-        for name, p in self.named_parameters():
-            if "layernorm" in name or "layer_norm" in name:
-                init.const(p, 1.0 if name.endswith("weight") else 0.0)
-            elif name.endswith(".bias"):
-                init.const(p, 0.0)
-            else:
-                init.normal(p, self.arch.init_std)
+        self.init_normal(init, lambda n: "layernorm" in n or "layer_norm" in n, lambda n: self.arch.init_std)
