@@ -8,8 +8,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 model=${1:?usage: scripts/train.sh mamba2|gpt2|neox|llama [tokdyn train flags]}
 shift
 case "$model" in
-  mamba2) steps=1500 ;;   # 3.1M tokens (about 2.8 epochs of the corpus)
-  gpt2|neox|llama) steps=600 ;;   # 1.2M tokens (about 1.1 epochs)
+  mamba2) steps=1500 ;;   # 3.07M tokens (about 3.1 epochs of the corpus)
+  gpt2|neox|llama) steps=1000 ;;   # 2.05M tokens (about 2.1 epochs)
   *) echo "scripts/train.sh: expected mamba2, gpt2, neox or llama, got '$model'" >&2; exit 2 ;;
 esac
 "$here/scripts/setup.sh" "$here/build" >&2

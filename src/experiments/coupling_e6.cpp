@@ -10,10 +10,6 @@
 // by forward mode, and the checks of those; this file reads them and does the dichotomy with
 // tokdyn's cocycle machinery (cocycle::find_two_sided_bundles -> P_+(l)), the block fractions
 // (analysis/curvature_modes.hpp), the tables, the checks and the (A6) verdict.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +38,7 @@
 #include "tokdyn/core/constants.hpp"
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/core/interrupt.hpp"
+#include "tokdyn/runtime/child_jobs.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/csv.hpp"
 #include "tokdyn/io/file.hpp"
@@ -50,7 +47,6 @@
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
 
-extern char** environ;
 
 namespace tokdyn {
 namespace coupling_e6 {
@@ -87,82 +83,25 @@ struct WorkDir {
 void run_helper(const std::vector<std::string>& helper_args, const fs::path& work) {
   const char* py_env = std::getenv("TOKDYN_PYTHON");
   const std::string python = (py_env && *py_env) ? py_env : "/usr/bin/python3";
-  std::vector<std::string> args{python, "-m", "tokdyn_train.e6"};
-  args.insert(args.end(), helper_args.begin(), helper_args.end());
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string s(*e);
-    if (s.rfind("PYTHONPATH=", 0) == 0 || s.rfind("OMP_NUM_THREADS=", 0) == 0 || s.rfind("OPENBLAS_NUM_THREADS=", 0) == 0 ||
-        s.rfind("MKL_NUM_THREADS=", 0) == 0)
-      continue;
-    env.push_back(s);
-  }
-  env.push_back(std::string("PYTHONPATH=") + TOKDYN_BINARY_DIR "/python:" TOKDYN_SOURCE_DIR "/python");
-  env.push_back("OMP_NUM_THREADS=1");
-  env.push_back("OPENBLAS_NUM_THREADS=1");
-  env.push_back("MKL_NUM_THREADS=1");
-  std::vector<char*> argv, envp;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  const std::string err_path = (work / "helper-stderr.txt").string();
-  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (err_fd < 0) throw std::runtime_error(fmt::format("coupling-e6: cannot create '{}': {}", err_path, std::strerror(errno)));
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  sigaddset(&defaults, SIGHUP);
-  sigaddset(&defaults, SIGPIPE);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = 0;
-  int rc = 0;
-  std::unique_ptr<interrupt::ChildGuard> child;
-  {
-    interrupt::CriticalSection cs;
-    rc = posix_spawn(&pid, python.c_str(), &fa, &attr, argv.data(), envp.data());
-    if (rc == 0) child = std::make_unique<interrupt::ChildGuard>(pid);
-  }
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  ::close(err_fd);
-  if (rc != 0)
-    throw InputError(fmt::format("coupling-e6 needs {} with python3-torch (Debian's): cannot run it ({})", python, std::strerror(rc)));
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(std::string("coupling-e6: waitpid: ") + std::strerror(errno));
-    if (interrupt::interrupting()) interrupt::wait_for_exit();
-  }
-  if (interrupt::interrupting()) interrupt::wait_for_exit();
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  std::string text;
-  {
-    std::ifstream in(err_path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  const auto nl = text.find_last_of('\n');
-  std::string last = nl == std::string::npos ? text : text.substr(nl + 1);
+  if (python.find('/') != std::string::npos && ::access(python.c_str(), X_OK) != 0)
+    throw InputError(fmt::format("coupling-e6 needs {} with python3-torch (Debian's): cannot run it ({})", python, std::strerror(errno)));
+  ChildJob job;
+  job.argv = {python, "-m", "tokdyn_train.e6"};
+  job.argv.insert(job.argv.end(), helper_args.begin(), helper_args.end());
+  job.env = {std::string("PYTHONPATH=") + TOKDYN_BINARY_DIR "/python:" TOKDYN_SOURCE_DIR "/python", "OMP_NUM_THREADS=1",
+             "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1"};
+  job.stderr_file = work / "helper-stderr.txt";
+  const ChildExit ex = run_child(job);
+  if (ex.ok()) return;
+  std::string last = ex.last_line;
   if (last.rfind("error: ", 0) == 0) last = last.substr(7);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) throw InputError(last.empty() ? "coupling-e6: the PyTorch helper refused its input" : last);
-  if (text.find("No module named 'torch'") != std::string::npos || text.find("No module named 'functorch'") != std::string::npos)
+  if (ex.signal == 0 && ex.code == 2) throw InputError(last.empty() ? "coupling-e6: the PyTorch helper refused its input" : last);
+  std::ifstream in(job.stderr_file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().find("No module named 'torch'") != std::string::npos || text.str().find("No module named 'functorch'") != std::string::npos)
     throw InputError("coupling-e6 needs PyTorch for /usr/bin/python3 (apt-get install python3-torch)");
-  const std::string why = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status)) : fmt::format("exit status {}", WEXITSTATUS(status));
+  const std::string why = ex.signal ? fmt::format("killed by signal {}", ex.signal) : fmt::format("exit status {}", ex.code);
   throw std::runtime_error(fmt::format("coupling-e6: the PyTorch helper failed ({}): {}", why, last));
 }
 

@@ -171,6 +171,12 @@ void run_child_jobs(const std::vector<ChildJob>& jobs, int parallel, const std::
   }
 }
 
+ChildExit run_child(const ChildJob& job) {
+  ChildExit out;
+  run_child_jobs({job}, 1, [&](std::size_t, const ChildExit& ex) { out = ex; });
+  return out;
+}
+
 PythonCommand python_command(const std::string& module) {
   const char* py_env = std::getenv("TOKDYN_PYTHON");
   const std::string python = (py_env && *py_env) ? py_env : "/usr/bin/python3";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli_checks.hpp"
+#include "preset_run.hpp"
 #include "test_util.hpp"
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/runtime/experiment.hpp"
@@ -23,19 +24,13 @@ using tokdyn::testing::TempDir;
 
 namespace {
 
-using Sets = std::vector<std::pair<std::string, std::string>>;
+using tokdyn::testing::Sets;
 
 const Sets kSmall = {{"depth", "120"},        {"R11_window", "60"}, {"H", "5,20"},
                      {"green_L", "40"},   {"switch_L", "500"},  {"sectors", "3"}};
 
-fs::path run_small(const TempDir& tmp, const std::string& name, int threads, Sets extra = {}) {
-  const Experiment* e = find_experiment("coupling-dichotomy");
-  EXPECT_NE(e, nullptr);
-  Sets sets = kSmall;
-  sets.insert(sets.end(), extra.begin(), extra.end());
-  const fs::path out = tmp.path() / name;
-  run_experiment(*e, resolve_params(*e, sets), out, threads, /*figures=*/false, /*show_progress=*/false);
-  return out;
+fs::path run_small(const TempDir& tmp, const std::string& name, int threads, const Sets& extra = {}) {
+  return tokdyn::testing::run_preset(tmp.path(), "coupling-dichotomy", name, threads, tokdyn::testing::merged_sets(kSmall, extra));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_checks.hpp"
+#include "preset_run.hpp"
 #include "test_util.hpp"
 #include "tokdyn/analysis/duality.hpp"
 #include "tokdyn/analysis/frozen_kernel.hpp"
@@ -32,12 +33,8 @@ const std::vector<double> kM = {-0.8, -0.8, -0.5, -0.5}, kV = {1.0, 1.0, 0.2, 0.
 
 using Sets = std::vector<std::pair<std::string, std::string>>;
 
-fs::path run_small(const TempDir& tmp, const std::string& preset, const std::string& name, int threads, Sets sets) {
-  const Experiment* e = find_experiment(preset);
-  EXPECT_NE(e, nullptr);
-  const fs::path out = tmp.path() / name;
-  run_experiment(*e, resolve_params(*e, sets), out, threads, /*figures=*/false, /*show_progress=*/false);
-  return out;
+fs::path run_small(const TempDir& tmp, const std::string& preset, const std::string& name, int threads, const Sets& sets) {
+  return tokdyn::testing::run_preset(tmp.path(), preset, name, threads, sets);
 }
 
 const Sets kDual = {{"g4_L", "40"}, {"depth", "16"}, {"remark6_L", "24"}, {"probes", "2"}};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli_checks.hpp"
+#include "preset_run.hpp"
 #include "test_util.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 
@@ -22,19 +23,13 @@ using tokdyn::testing::TempDir;
 
 namespace {
 
-using Sets = std::vector<std::pair<std::string, std::string>>;
+using tokdyn::testing::Sets;
 
 const Sets kSmall = {{"depth", "12"}, {"k", "3"}, {"tokens", "3"}, {"ensembles", "3,6,24"}, {"noise", "0,1e-7,1e-4"},
                      {"linear_depth", "16"}};
 
-fs::path run_small(const TempDir& tmp, const std::string& name, int threads, Sets extra = {}) {
-  const Experiment* e = find_experiment("coupling-e7");
-  EXPECT_NE(e, nullptr);
-  Sets sets = kSmall;
-  sets.insert(sets.end(), extra.begin(), extra.end());
-  const fs::path out = tmp.path() / name;
-  run_experiment(*e, resolve_params(*e, sets), out, threads, /*figures=*/false, /*show_progress=*/false);
-  return out;
+fs::path run_small(const TempDir& tmp, const std::string& name, int threads, const Sets& extra = {}) {
+  return tokdyn::testing::run_preset(tmp.path(), "coupling-e7", name, threads, tokdyn::testing::merged_sets(kSmall, extra));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/core/linalg.hpp"
 
+#include "preset_run.hpp"
 #include "test_util.hpp"
 #include "thread_util.hpp"
 
@@ -25,24 +26,11 @@ using namespace tokdyn;
 
 namespace {
 
-fs::path run_small(const std::string& tag, int threads, std::vector<std::pair<std::string, std::string>> extra = {}) {
-  const Experiment* e = find_experiment("ssm-random-silu");
-  EXPECT_NE(e, nullptr);
-  std::vector<std::pair<std::string, std::string>> sets{{"runs", "4"}, {"depth", "60"}, {"tokens", "12"},
-                                                        {"n", "48"},   {"m", "16"},     {"seed", "3"}};
-  for (auto& kv : extra) {  // an extra value replaces the small default (a key is set once)
-    auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& s) { return s.first == kv.first; });
-    if (it != sets.end())
-      it->second = kv.second;
-    else
-      sets.push_back(kv);
-  }
-  const Params p = resolve_params(*e, sets);
-  const fs::path out = fs::temp_directory_path() / ("tokdyn_test_rs_" + tag + "_" + std::to_string(::getpid()));
-  run_experiment(*e, p, out, threads, /*figures=*/false, /*show_progress=*/false);
-  return out;
+fs::path run_small(const std::string& tag, int threads, const tokdyn::testing::Sets& extra = {}) {
+  const tokdyn::testing::Sets small{{"runs", "4"}, {"depth", "60"}, {"tokens", "12"}, {"n", "48"}, {"m", "16"}, {"seed", "3"}};
+  return tokdyn::testing::run_preset(fs::temp_directory_path(), "ssm-random-silu", "tokdyn_test_rs_" + tag + "_" + std::to_string(::getpid()),
+                                     threads, tokdyn::testing::merged_sets(small, extra));
 }
-
 
 /// metrics.csv as variant -> layer -> (lambda1_mean, pr_mean).
 std::map<std::string, std::vector<std::pair<double, double>>> metrics(const fs::path& dir) {

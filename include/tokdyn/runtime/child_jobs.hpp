@@ -39,6 +39,9 @@ struct ChildExit {
 void run_child_jobs(const std::vector<ChildJob>& jobs, int parallel,
                     const std::function<void(std::size_t, const ChildExit&)>& on_done);
 
+/// One child, waited for: run_child_jobs({job}, 1, ...)'s exit (the same errors and interrupts).
+ChildExit run_child(const ChildJob& job);
+
 /// The argv prefix {python, "-m", module} and environment entries (PYTHONPATH with tokdyn's
 /// python/ folder first) for running one of tokdyn's Python modules.
 struct PythonCommand {
