@@ -5,6 +5,7 @@ takes `plt` from here. Uses Debian's /usr/bin/python3 with python3-numpy and pyt
 import csv
 import json
 import os
+import textwrap
 
 import matplotlib
 
@@ -44,6 +45,9 @@ def save(fig, axes, d, out, dpi=130):
     for a in axes:
         a.grid(alpha=0.3)
     fig.tight_layout()
+    lines = getattr(fig, "tokdyn_footer_lines", 0)
+    if lines:  # tight_layout leaves fig.text out: make room for the footer below the x labels
+        fig.subplots_adjust(bottom=fig.subplotpars.bottom + lines * FOOTER_PT * 1.3 / 72 / fig.get_size_inches()[1])
     fig.savefig(os.path.join(d, out), dpi=dpi)
     plt.close(fig)
 
@@ -63,6 +67,18 @@ def manifest(d):
         return {}
 
 
+FOOTER_PT = 7
+
+
+def footer(fig, text, color="0.3"):
+    """`text` at the bottom of the figure, wrapped to its width (every character inside the canvas);
+    save() makes room for it."""
+    width = max(40, int(fig.get_size_inches()[0] * 72 / (FOOTER_PT * 0.55)))
+    lines = textwrap.wrap(text, width)
+    fig.text(0.5, 0.005, "\n".join(lines), ha="center", va="bottom", fontsize=FOOTER_PT, color=color)
+    fig.tokdyn_footer_lines = len(lines)
+
+
 def synthetic_note(fig, man):
     """Say on the figure when no checkpoint was given (a freshly initialised model ran)."""
     notes = man.get("notes", {})
@@ -77,12 +93,12 @@ def synthetic_note(fig, man):
             text += ", held-out loss %.2f nats/token" % held
         if tb.get("unigram_entropy") is not None:
             text += " (unigram entropy %.2f)" % tb["unigram_entropy"]
-        fig.text(0.5, 0.005, text, ha="center", va="bottom", fontsize=7, color="0.3")
+        footer(fig, text)
         return
     if notes.get("synthetic_model"):
         text = notes.get("synthetic_model_note") or ("no checkpoint given: a freshly initialised Mamba-2 (tokdyn make-checkpoint) "
                                                      "ran, not trained weights")
-        fig.text(0.5, 0.005, "untrained model: " + text, ha="center", va="bottom", fontsize=7, color="C3")
+        footer(fig, "untrained model: " + text, color="C3")
 
 
 def paper_values(man, key=None):
