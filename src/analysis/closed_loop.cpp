@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -335,6 +336,9 @@ std::vector<double> cross_block_chain(const Problem& p, double rho, int blocks, 
 Solution newton(const Problem& p, double rho, const Seq& guess, const IterOptions& opt) {
   Solution s;
   s.rho = rho;
+  // Until Newton has an iterate: NaN of the solution's shape, so that a caller which uses u without
+  // looking at `converged` computes NaN (an n/a check), never reads out of bounds.
+  s.u = Seq::Constant(p.d, p.L + 1, std::numeric_limits<double>::quiet_NaN());
   const EndOutcome eo = find_end_equilibria(p, rho);
   if (!eo) {
     s.why_not = eo.why_not;

@@ -228,27 +228,42 @@ void run_trajectory(const Params& p, RunContext& ctx) {
     const Matrix Bm = af->jacobian(0, Vector::Zero(dw));
     const Vector exact = -r * (A + r * Bm).partialPivLu().solve(c);
     const cl::Solution s = cl::newton(pw, r);
-    const double err = (s.u.colwise() - exact).colwise().norm().maxCoeff() / exact.norm();
-    checks.add("R18 weight-tied", "psi = c + B u: u* = -rho (A + rho B)^{-1} c at every layer", "max relative error", err, "<= 1e-10",
-               s.converged && err <= 1e-10, closed_form("-rho (A + rho B)^{-1} c (weight-tied, LU)"));
+    // The exact checks' tolerance: 1e-10, or what double precision allows through an eigenbasis of
+    // condition number kappa (the projectors and the transported maps carry kappa^2 eps); past 1e-3
+    // the comparison decides nothing and is n/a.
+    const double kappa = p.get_double("kappa"), attainable = 100.0 * kappa * kappa * std::numeric_limits<double>::epsilon();
+    const double tol_exact = std::max(1e-10, attainable);
+    const std::string precision_na =
+        tol_exact > 1e-3 ? fmt::format("kappa = {:.3g} leaves about 100 kappa^2 eps = {:.2g} of double precision: nothing to compare", kappa, attainable)
+                         : std::string();
+    const std::string expected_exact = fmt::format("<= {:.3g}", tol_exact);
+    const std::string newton_na = s.converged ? std::string() : "Newton did not converge" + (s.why_not.empty() ? std::string() : ": " + s.why_not);
+    checks.add_unless(precision_na.empty() ? newton_na : precision_na, "R18 weight-tied", "psi = c + B u: u* = -rho (A + rho B)^{-1} c at every layer",
+                      "max relative error", [&] { return (s.u.colwise() - exact).colwise().norm().maxCoeff() / exact.norm(); }, expected_exact,
+                      [&](double err) { return err <= tol_exact; }, closed_form("-rho (A + rho B)^{-1} c (weight-tied, LU)"));
     // First order in the weight-tied case: G psi(0) = -A^{-1} psi(0) (Prop 11).
     const Seq g1 = cl::first_order(pw);
     const Vector wt = -A.partialPivLu().solve(c);
-    const double e1 = (g1.colwise() - wt).colwise().norm().maxCoeff() / wt.norm();
-    checks.add("R19 weight-tied", "Prop 11 weight-tied: G psi(0) = -A^{-1} psi(0)", "max relative error", e1, "<= 1e-10", e1 <= 1e-10,
-               closed_form("-A^{-1} psi(0) (weight-tied, LU)"));
+    checks.add_unless(precision_na, "R19 weight-tied", "Prop 11 weight-tied: G psi(0) = -A^{-1} psi(0)", "max relative error",
+                      [&] { return (g1.colwise() - wt).colwise().norm().maxCoeff() / wt.norm(); }, expected_exact,
+                      [&](double e1) { return e1 <= tol_exact; }, closed_form("-A^{-1} psi(0) (weight-tied, LU)"));
     // Genericity: psi(0) in V_perp (P_+ psi(0) = 0) gives d_+ = 0; a generic psi(0) does not.
     const Matrix& Pp = o1.bundles.P_plus[0];
     const Vector c_perp = c - Pp * c;
     const double rg = 0.1 * r;
     const cl::Solution s_perp = cl::newton(cl::make_problem(B1, cl::affine(c_perp, Matrix::Zero(dw, dw))), rg);
     const cl::Solution s_gen = cl::newton(cl::make_problem(B1, cl::affine(c, Matrix::Zero(dw, dw))), rg);
-    const double dp_perp = d_plus(s_perp.u, o1.bundles, 0) / sup_interior(s_perp.u, 0);
-    const double dp_gen = d_plus(s_gen.u, o1.bundles, 0) / sup_interior(s_gen.u, 0);
-    checks.add("R19 genericity", "Prop 11: psi(0) in V_perp (weight-tied) gives d_+ = 0", "d_+ / |u*|_inf", dp_perp, "<= 1e-12",
-               dp_perp <= 1e-12, closed_form("0: P_+ u* = -rho A^{-1} P_+ c_perp = 0 (weight-tied)"));
-    checks.add("R19 genericity", "Prop 11: a generic psi(0) moves the persistent component", "d_+ / |u*|_inf", dp_gen, ">= 1e-3",
-               dp_gen >= 1e-3, qualitative("Prop 11: generic psi(0) gives d_+ != 0"));
+    const auto unsolved = [](const cl::Solution& x) {
+      return x.converged ? std::string() : "Newton did not converge" + (x.why_not.empty() ? std::string() : ": " + x.why_not);
+    };
+    const double tol_zero = std::max(1e-12, attainable);
+    checks.add_unless(precision_na.empty() ? unsolved(s_perp) : precision_na, "R19 genericity",
+                      "Prop 11: psi(0) in V_perp (weight-tied) gives d_+ = 0", "d_+ / |u*|_inf",
+                      [&] { return d_plus(s_perp.u, o1.bundles, 0) / sup_interior(s_perp.u, 0); }, fmt::format("<= {:.3g}", tol_zero),
+                      [&](double v) { return v <= tol_zero; }, closed_form("0: P_+ u* = -rho A^{-1} P_+ c_perp = 0 (weight-tied)"));
+    checks.add_unless(unsolved(s_gen), "R19 genericity", "Prop 11: a generic psi(0) moves the persistent component", "d_+ / |u*|_inf",
+                      [&] { return d_plus(s_gen.u, o1.bundles, 0) / sup_interior(s_gen.u, 0); }, ">= 1e-3",
+                      [](double v) { return v >= 1e-3; }, qualitative("Prop 11: generic psi(0) gives d_+ != 0"));
   }
 
   // ---- looped LTI (G2, all-contracting (A4°)) -------------------------------------------------------

@@ -375,6 +375,55 @@ TEST(CouplingClosedLoop, PresetsRunSmall) {
   EXPECT_LE(std::stod(th["rho_max_C2"]), std::stod(th["rho_crit"]));
 }
 
+// Issue 38: kappa = 1e8, the top of its declared range, was a segmentation fault (a Newton that
+// stopped before its first iterate returned an empty u, which the weight-tied checks indexed).
+// Every kappa of the range runs; a check that cannot be made is n/a with the reason, a Solution's
+// u always has its shape, and the exact checks' tolerance follows what kappa leaves of double
+// precision (100 kappa^2 eps).
+TEST(CouplingClosedLoop, TrajectoryRunsAcrossKappasDeclaredRange) {
+  TempDir d;
+  for (const std::string kappa : {"1", "1e3", "1e5", "1e8"}) {
+    const std::string out = "k" + kappa;
+    const CliResult r = run_cli(d.path(), {"run", "coupling-trajectory", "--out", out, "--no-figures", "--quiet", "--set", "depth=80",
+                                           "--set", "exclude=15", "--set", "kappa=" + kappa});
+    ASSERT_EQ(r.code, 0) << "kappa " << kappa << ": " << r.err;
+    const auto rows = tokdyn::testing::read_csv_rows(d.path() / out / "checks.csv");
+    int weight_tied = 0;
+    for (const auto& row : rows) {
+      if (row.at("check").find("weight-tied") == std::string::npos && row.at("check").find("genericity") == std::string::npos) continue;
+      ++weight_tied;
+      if (row.at("pass") == "n/a") {
+        EXPECT_TRUE(row.at("expected").find("Newton did not converge") != std::string::npos ||
+                    row.at("expected").find("double precision") != std::string::npos)
+            << "kappa " << kappa << ": " << row.at("check") << ": " << row.at("expected");
+      } else {
+        EXPECT_EQ(row.at("pass"), "true") << "kappa " << kappa << ": " << row.at("check") << " = " << row.at("value");
+      }
+    }
+    EXPECT_EQ(weight_tied, 4) << "kappa " << kappa;
+    if (kappa == "1e8") {
+      for (const auto& row : rows) {
+        if (row.at("check") == "R19 weight-tied") {
+          EXPECT_EQ(row.at("pass"), "n/a") << "kappa 1e8 leaves nothing to compare";
+        }
+      }
+    }
+  }
+}
+
+TEST(CouplingClosedLoop, NewtonWithoutEndEquilibriaKeepsTheSolutionsShape) {
+  // A + rho B singular at the ends (A = -B, rho = 1): no end equilibrium, so no iterate; u is NaN of shape d x (L + 1).
+  const long dd = 2, L = 6;
+  std::vector<Matrix> B(static_cast<std::size_t>(L), Matrix::Identity(dd, dd) * 0.5);
+  const cl::Problem prob = cl::make_problem(B, cl::affine(Vector::Ones(dd), Matrix::Identity(dd, dd) * 0.5));
+  const cl::Solution s = cl::newton(prob, 1.0);
+  EXPECT_FALSE(s.converged);
+  EXPECT_FALSE(s.why_not.empty());
+  ASSERT_EQ(s.u.rows(), dd);
+  ASSERT_EQ(s.u.cols(), L + 1);
+  EXPECT_TRUE(s.u.array().isNaN().all());
+}
+
 }  // namespace
 
 // The residual and the closed-loop maps run their layers on every core (one layer per thread):

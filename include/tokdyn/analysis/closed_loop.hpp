@@ -125,7 +125,7 @@ struct IterOptions {
   double tol = 1e-13;  ///< on the step, relative to 1 + ||u||_inf
 };
 struct Solution {
-  Seq u;
+  Seq u;  ///< d x (L + 1) always: the last iterate, NaN when Newton stopped before its first one (why_not)
   double rho = 0;
   std::vector<double> history;  ///< Picard: ||u^{n+1} - u^n||_inf; Newton: ||R(u^n)||_inf (n = 0, 1, ...)
   int iterations = 0;
