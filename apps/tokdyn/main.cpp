@@ -43,7 +43,7 @@ namespace {
 
 const Experiment& preset_or_throw(const std::string& name) {
   const Experiment* e = find_experiment(name);
-  if (!e) throw InputError(fmt::format("unknown preset '{}' (see `tokdyn presets`)", name));
+  if (!e) throw InputError(unknown_preset_message(name));
   return *e;
 }
 

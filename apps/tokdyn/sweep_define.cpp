@@ -304,7 +304,7 @@ Definition define(const Options& o) {
     read_sweep_table(d, grids, zips, points_file);
   } else {
     d.e = find_experiment(o.target);
-    if (!d.e) throw InputError(fmt::format("unknown preset '{}' (see `tokdyn presets`)", o.target));
+    if (!d.e) throw InputError(unknown_preset_message(o.target));
   }
   const Experiment& e = *d.e;
   std::set<std::string> used;

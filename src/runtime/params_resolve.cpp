@@ -3,6 +3,7 @@
 // hint, dependent defaults, parameters that do not apply refused, path parameters checked; and the
 // preset a config file names. The parsing of each value is in params_values.cpp.
 #include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/core/suggest.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -44,7 +45,7 @@ std::string unknown_key_message(const Experiment& e, const std::string& key) {
   if (key == "sweep")  // a config written for `tokdyn sweep` (docs/sweeps.md), given to `tokdyn run`
     return fmt::format("a [sweep] table is read by `tokdyn sweep FILE.toml`, not by `tokdyn run` (one run has one value per parameter; "
                        "preset '{}')", e.name);
-  return fmt::format("unknown parameter '{}' for preset '{}' (known: {})", key, e.name,
+  return fmt::format("unknown parameter '{}' for preset '{}'{} (known: {})", key, e.name, did_you_mean(key, known),
                      known.empty() ? std::string("none") : join(known, ", "));
 }
 
@@ -205,7 +206,7 @@ const Experiment& experiment_of_toml(const fs::path& file) {
   const Experiment* e = find_experiment(name->get());
   if (!e)
     throw InputError(
-        one_line(fmt::format("{}unknown preset '{}' (see `tokdyn presets`)", file_prefix(file, n), name->get())));
+        one_line(file_prefix(file, n) + unknown_preset_message(name->get())));
   return *e;
 }
 

@@ -2,6 +2,7 @@
 // booleans, choices, lists as "1,2,3" or "[1, 2, 3]") and from a TOML node, with the messages that
 // name the parameter, where it came from and what was expected (every bad value is one InputError
 // line). Called by resolve_params (params_resolve.cpp); declared in params_internal.hpp.
+#include "tokdyn/core/suggest.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 
 #include <algorithm>
@@ -58,7 +59,7 @@ void check_double(const Origin& o, const ParamSpec& s, double v, const std::stri
 
 void check_string(const Origin& o, const ParamSpec& s, const std::string& v) {
   if (!s.choices.empty() && std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end())
-    bad(o, s.key, fmt::format("expected one of: {} (got '{}')", join(s.choices, ", "), v));
+    bad(o, s.key, fmt::format("expected one of: {} (got '{}'){}", join(s.choices, ", "), v, did_you_mean(v, s.choices)));
 }
 
 /// For a scalar given several values ("0.5,1,2"): where several values go.

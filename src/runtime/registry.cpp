@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/core/suggest.hpp"
 
 namespace tokdyn {
 
@@ -96,6 +97,12 @@ const Experiment* find_experiment(const std::string& name) {
   for (const auto& e : registry())
     if (e->name == name) return e.get();
   return nullptr;
+}
+
+std::string unknown_preset_message(const std::string& name) {
+  std::vector<std::string> names;
+  for (const Experiment* e : experiments()) names.push_back(e->name);
+  return fmt::format("unknown preset '{}' (see `tokdyn presets`){}", name, did_you_mean(name, names));
 }
 
 }  // namespace tokdyn

@@ -252,6 +252,8 @@ inline Experiment with_smoke(Experiment e, std::vector<std::pair<std::string, st
 /// All registered experiments (registered by the experiment translation units).
 std::vector<const Experiment*> experiments();
 const Experiment* find_experiment(const std::string& name);
+/// "unknown preset 'NAME' (see `tokdyn presets`)", with "; did you mean 'X'?" for a near miss.
+std::string unknown_preset_message(const std::string& name);
 /// Registers at static-initialisation time: `static ExperimentRegistration reg{...};`
 struct ExperimentRegistration {
   explicit ExperimentRegistration(Experiment e);
