@@ -58,7 +58,7 @@ sources_of() {  # the translation units of one target
       src/models/decoder/neox.cpp src/models/decoder/llama.cpp src/models/decoder/checkpoint.cpp src/io/safetensors.cpp \
       src/io/safetensors_writer.cpp src/io/json_strict.cpp src/io/file.cpp src/core/linalg.cpp src/core/rng.cpp src/core/error.cpp src/engine/dynamics.cpp \
       fuzz/fuzz_decoder_config.cpp ;;
-    params) echo src/runtime/params.cpp src/runtime/params_values.cpp src/runtime/params_resolve.cpp src/io/outputs.cpp src/runtime/registry.cpp src/core/error.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
+    params) echo src/runtime/params.cpp src/runtime/params_values.cpp src/runtime/params_resolve.cpp src/io/outputs.cpp src/runtime/registry.cpp src/core/error.cpp src/core/suggest.cpp src/io/file.cpp src/io/json_strict.cpp fuzz/fuzz_params.cpp ;;
     tokenizer_json) echo src/io/tokenizer/parse.cpp src/io/tokenizer/pipeline.cpp src/io/tokenizer/bpe.cpp src/io/tokenizer/unicode.cpp \
       src/io/json_strict.cpp src/io/file.cpp src/core/error.cpp src/core/sha256.cpp fuzz/fuzz_tokenizer_json.cpp ;;
   esac

@@ -194,6 +194,7 @@ struct RunArgs {
   bool no_figures = false;
   bool quiet = false;
   bool inputs = false;
+  std::string progress = "auto";
 };
 
 /// An integer option: one line naming the option and the expected range.
@@ -227,6 +228,10 @@ int run_command(const RunArgs& a) {
     throw InputError("--out: an empty path; expected a results folder (or no --out for results/<preset>)");
   const fs::path out = a.out.empty() ? fs::path("results") / e->name : fs::path(a.out);
 
+  if (a.quiet && a.progress != "auto" && a.progress != "none")
+    throw InputError(fmt::format("--progress={} and --quiet: expected one of them (--quiet is --progress=none)", a.progress));
+  set_progress_mode(a.progress == "bar" ? ProgressMode::Bar : a.progress == "lines" ? ProgressMode::Lines
+                    : a.progress == "none" ? ProgressMode::None : ProgressMode::Auto);
   const auto t0 = std::chrono::steady_clock::now();
   const RunOutcome r = run_experiment(*e, p, out, a.threads, !a.no_figures, !a.quiet, a.overwrite, a.inputs);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -371,7 +376,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_flag("--overwrite", ra.overwrite, "Replace the previous tokdyn result in the output directory");
   run->add_flag("--no-figures", ra.no_figures, "Do not draw figures");
-  run->add_flag("--quiet,-q", ra.quiet, "No progress line");
+  run->add_flag("--quiet,-q", ra.quiet, "No progress line (= --progress=none)");
+  run->add_option("--progress", ra.progress,
+                  "bar: one line redrawn in place; lines: a plain line every few seconds (TOKDYN_PROGRESS_SECONDS, default 5); "
+                  "none; auto (default): bar on a terminal, lines otherwise")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
+      ->capture_default_str();
   run->add_flag("--inputs", ra.inputs,
                 "Write every randomly drawn input to inputs/ however large (by default only files up to 16 MiB)");
 

@@ -34,7 +34,7 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates) {
   if (word.empty()) return {};
-  const std::size_t allowed = word.size() <= 4 ? 1 : word.size() <= 8 ? 2 : 3;
+  const std::size_t allowed = word.size() <= 2 ? 0 : word.size() <= 4 ? 1 : word.size() <= 8 ? 2 : 3;
   std::size_t best = std::numeric_limits<std::size_t>::max();
   std::string out;
   for (const std::string& c : candidates) {

@@ -1,6 +1,9 @@
 // The run lifecycle: resources checked, output folder prepared (output_folder.hpp), the experiment
 // run into its temporary folder, manifest.json written, figures drawn, the folder published.
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -54,16 +57,37 @@ std::string host_name() {
 
 namespace {
 
-// A single updating progress line on stderr (only used when stderr is a terminal).
+std::atomic<int> g_progress_mode{static_cast<int>(ProgressMode::Auto)};
+
+/// Seconds between two plain progress lines (TOKDYN_PROGRESS_SECONDS, default 5).
+double progress_interval() {
+  const char* v = std::getenv("TOKDYN_PROGRESS_SECONDS");
+  if (v && *v) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end && *end == '\0' && s > 0 && std::isfinite(s)) return s;
+  }
+  return 5.0;
+}
+
+// Progress on stderr. Bar: one line redrawn in place (a terminal). Lines: a plain line every few
+// seconds, written by a heartbeat thread so that a phase without fraction updates still shows
+// (batch jobs, Slurm, notebooks); a last line when the run ends if any was written.
 class ProgressLine {
  public:
-  explicit ProgressLine(std::string name) : name_(std::move(name)), start_(Clock::now()) {}
+  ProgressLine(std::string name, bool lines) : name_(std::move(name)), lines_(lines), start_(Clock::now()) {
+    if (lines_) heartbeat_ = std::thread([this] { beat(); });
+  }
+  ~ProgressLine() { stop(); }
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
 
   void update(double f) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!(f >= 0.0)) f = 0.0;  // also maps NaN to 0
     f = std::min(f, 1.0);
     best_ = std::max(best_, f);
+    if (lines_) return;  // the heartbeat writes
     const auto now = Clock::now();
     if (shown_ && now - last_ < std::chrono::milliseconds(200)) return;
     last_ = now;
@@ -71,17 +95,23 @@ class ProgressLine {
   }
 
   void finish() {
+    stop();
     std::lock_guard<std::mutex> lock(mu_);
     if (!shown_) return;
     best_ = 1.0;
+    if (lines_) {
+      write_line(Clock::now(), "done");
+      return;
+    }
     draw(Clock::now());
     std::fputc('\n', stderr);
     std::fflush(stderr);
   }
 
   void abandon() {  // leave the line, so that an error message starts on a fresh one
+    stop();
     std::lock_guard<std::mutex> lock(mu_);
-    if (!shown_) return;
+    if (!shown_ || lines_) return;
     std::fputc('\n', stderr);
     std::fflush(stderr);
   }
@@ -89,22 +119,55 @@ class ProgressLine {
  private:
   using Clock = std::chrono::steady_clock;
 
+  std::string eta_text(double elapsed) const {
+    return best_ > 0.0 ? fmt::format("{:.1f}s", elapsed * (1.0 - best_) / best_) : std::string("?");
+  }
+
   void draw(Clock::time_point now) {
     const double elapsed = std::chrono::duration<double>(now - start_).count();
-    std::string eta = "?";
-    if (best_ > 0.0) eta = fmt::format("{:.1f}s", elapsed * (1.0 - best_) / best_);
-    std::fprintf(stderr, "\r[%s] %d%% elapsed %.1fs ETA %s\x1b[K", name_.c_str(), static_cast<int>(best_ * 100.0),
-                 elapsed, eta.c_str());
+    std::fprintf(stderr, "\r[%s] %d%% elapsed %.1fs ETA %s\x1b[K", name_.c_str(), static_cast<int>(best_ * 100.0), elapsed,
+                 eta_text(elapsed).c_str());
     std::fflush(stderr);
     shown_ = true;
   }
 
+  void write_line(Clock::time_point now, const char* what) {
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const std::string line = fmt::format("tokdyn: {} {} {}% elapsed {:.1f}s ETA {}\n", name_, what, static_cast<int>(best_ * 100.0),
+                                         elapsed, best_ >= 1.0 ? std::string("0s") : eta_text(elapsed));
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  void beat() {
+    const auto every = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(progress_interval()));
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      if (wake_.wait_for(lock, every, [this] { return stopping_; })) break;
+      write_line(Clock::now(), "running");
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
   std::string name_;
+  bool lines_ = false;
   Clock::time_point start_;
   Clock::time_point last_{};
   double best_ = 0.0;
   bool shown_ = false;
+  bool stopping_ = false;
   std::mutex mu_;
+  std::condition_variable wake_;
+  std::thread heartbeat_;
 };
 
 void write_manifest(const fs::path& file, const nlohmann::json& j) { write_text_file(file, j.dump(2) + "\n"); }
@@ -272,6 +335,8 @@ nlohmann::json phase_seconds_json(const RunContext& ctx, double wall) {
   return ph;
 }
 
+void set_progress_mode(ProgressMode m) { g_progress_mode = static_cast<int>(m); }
+
 RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& out, int threads, bool figures,
                           bool show_progress, bool overwrite, bool write_inputs) {
   threads = std::max(threads, 1);
@@ -283,7 +348,11 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
   openblas_set_num_threads(threads);
 
   std::unique_ptr<ProgressLine> line;
-  if (show_progress && isatty(2)) line = std::make_unique<ProgressLine>(e.name);
+  const auto mode = static_cast<ProgressMode>(g_progress_mode.load());
+  if (show_progress && mode != ProgressMode::None) {
+    const bool bar = mode == ProgressMode::Bar || (mode == ProgressMode::Auto && isatty(2));
+    line = std::make_unique<ProgressLine>(e.name, !bar);
+  }
 
   RunOutcome outcome;
   outcome.dir = folder.target();

@@ -36,8 +36,9 @@ TEST(Suggest, SuggestsOnlyNearMisses) {
   EXPECT_EQ(closest_name("zzzzqq", presets), "");
   EXPECT_EQ(closest_name("coupling", presets), "");          // a prefix of two: no single guess
   EXPECT_EQ(closest_name("mamba2", presets), "mamba2-fig1");  // the prefix of exactly one
-  EXPECT_EQ(closest_name("ab", {"xy", "ac"}), "ac");
-  EXPECT_EQ(closest_name("ab", {"xy", "cd"}), "");            // 2 edits in a 2-letter word is not a slip
+  EXPECT_EQ(closest_name("abc", {"xyz", "abd"}), "abd");
+  EXPECT_EQ(closest_name("ab", {"xy", "ac"}), "");            // a 1- or 2-letter word: any edit is half of it
+  EXPECT_EQ(closest_name("c", {"a", "b"}), "");
   EXPECT_EQ(did_you_mean("hesian", {"hessian", "gauss-newton"}), "; did you mean 'hessian'?");
   EXPECT_EQ(did_you_mean("newton", {"hessian"}), "");
 }

@@ -11,8 +11,8 @@ namespace tokdyn {
 /// adjacent characters, each 1), case-insensitive.
 std::size_t edit_distance(const std::string& a, const std::string& b);
 
-/// The candidate closest to `word` when it is close enough to be a slip: at most 1 edit for words
-/// of up to 4 characters, 2 up to 8, 3 beyond; or the only candidate `word` is a prefix of (of 3 or
+/// The candidate closest to `word` when it is close enough to be a slip: none for words of 1 or 2
+/// characters, at most 1 edit up to 4, 2 up to 8, 3 beyond; or the only candidate `word` is a prefix of (of 3 or
 /// more characters). Ties go to the first candidate. Empty when none qualifies.
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);
 

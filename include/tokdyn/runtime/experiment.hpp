@@ -297,6 +297,12 @@ struct RunOutcome {
 /// anything but a previous tokdyn result, and that only with `overwrite`), runs into
 /// `<out>.tmp-<pid>`, writes manifest.json (config, seed, version, wall time, threads), draws the
 /// figures, and publishes the folder atomically. On any error nothing is left behind.
+/// How run_experiment shows progress when asked to (show_progress): Auto (the default) draws a bar
+/// when stderr is a terminal and writes a plain line every few seconds otherwise
+/// (TOKDYN_PROGRESS_SECONDS, default 5); Bar, Lines and None force one (`tokdyn run --progress`).
+enum class ProgressMode { Auto, Bar, Lines, None };
+void set_progress_mode(ProgressMode mode);
+
 RunOutcome run_experiment(const Experiment& e, const Params& p, const std::filesystem::path& out, int threads,
                           bool figures, bool show_progress, bool overwrite = false, bool write_inputs = false);
 
