@@ -6,7 +6,7 @@ Middle: the same for the fast-range fraction (P_- dA, the paper's fast mode). Ri
 curvature eigenvalues per step (and the random directions' Rayleigh quotients)."""
 import math
 
-from .common import by, num, plt, read_table, save
+from .common import by, manifest, num, plt, read_table, save, synthetic_note
 
 
 def plot_e6(d):
@@ -15,8 +15,10 @@ def plot_e6(d):
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.6))
     steps = [int(r["step"]) for r in frac]
     for a, (top, rnd, sdt, sdr, title) in zip(ax[:2], [
-            ("slow_top_mean", "slow_random_mean", "slow_top_sd", "slow_random_sd", "slow fraction |P+ dA P+|^2 / |dA|^2"),
-            ("fast_range_top_mean", "fast_range_random_mean", None, None, "fast-range fraction |P- dA|^2 / |dA|^2")]):
+            ("slow_top_mean", "slow_random_mean", "slow_top_sd", "slow_random_sd",
+             r"slow fraction $\|P_+\,\delta A\,P_+\|^2 / \|\delta A\|^2$"),
+            ("fast_range_top_mean", "fast_range_random_mean", None, None,
+             r"fast-range fraction $\|P_-\,\delta A\|^2 / \|\delta A\|^2$")]):
         yt = [num(r[top]) for r in frac]
         yr = [num(r[rnd]) for r in frac]
         et = [num(r[sdt]) for r in frac] if sdt else None
@@ -33,6 +35,7 @@ def plot_e6(d):
         if und:
             a.plot(und, [0.0] * len(und), "kx", ms=9, label="no dichotomy (undecided)")
         a.set_xlabel("training step")
+        a.set_ylabel("mean fraction over directions")
         a.set_title(title, fontsize=10)
         a.set_ylim(bottom=0)
         a.legend(fontsize=8)
@@ -41,13 +44,15 @@ def plot_e6(d):
         ys = [num(r["curvature"]) for r in rows]
         ax[2].scatter(xs, ys, s=18, marker="o" if direction == "top" else "x",
                       color="C3" if direction == "top" else "C0",
-                      label="top-k eigenvalues" if direction == "top" else "random v^T H v")
+                      label="top-k eigenvalues" if direction == "top" else r"random $v^\top H v$")
     ys = [num(r["curvature"]) for r in eig if not math.isnan(num(r["curvature"]))]
     if ys and min(ys) > 0:
         ax[2].set_yscale("log")
     ax[2].set_xlabel("training step")
+    ax[2].set_ylabel("curvature (eigenvalue / Rayleigh quotient)")
     ax[2].set_title("curvature spectrum per step", fontsize=10)
     ax[2].legend(fontsize=8)
+    synthetic_note(fig, manifest(d))
     save(fig, ax, d, "e6.png")
 
 
