@@ -35,7 +35,44 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
+import sys
+
+
+def _interpreter_problem(core_files: Sequence[str], ext_suffix: str, executable: str, version: str,
+                         numpy_error: Optional[str]) -> Optional[str]:
+    """Why this interpreter cannot use this build of tokdyn, in one sentence that says what to do, or
+    None. core_files: the package's compiled modules (_core.<tag>.so); ext_suffix: this
+    interpreter's EXT_SUFFIX; numpy_error: the message of a failed ``import numpy``, or None."""
+    tags = sorted(f[len("_core"):] for f in core_files)
+    built = ", ".join(tags) if tags else "no compiled module (_core) in the package"
+    if tags and ext_suffix not in tags:
+        return (f"tokdyn: this build is for another Python ({built}); this interpreter is {executable} {version} "
+                f"({ext_suffix}): run Debian's /usr/bin/python3, or build tokdyn for this interpreter (docs/python.md)")
+    if numpy_error is not None:
+        return (f"tokdyn: this interpreter ({executable} {version}) cannot import NumPy ({numpy_error}): tokdyn's "
+                "set-up provides /usr/bin/python3 with Debian's python3-numpy (run it with that interpreter), or "
+                "install numpy, pandas and matplotlib for this one (docs/python.md)")
+    return None
+
+
+def _check_interpreter() -> None:
+    import sysconfig
+    here = os.path.dirname(os.path.abspath(__file__))
+    cores = [f[:-3] if f.endswith(".so") else f for f in os.listdir(here) if f.startswith("_core") and f.endswith(".so")]
+    try:
+        import numpy  # noqa: F401
+        numpy_error = None
+    except ImportError as e:
+        numpy_error = str(e)
+    problem = _interpreter_problem([c + ".so" for c in cores], sysconfig.get_config_var("EXT_SUFFIX") or "",
+                                   sys.executable, sys.version.split()[0], numpy_error)
+    if problem:
+        raise ImportError(problem)
+
+
+_check_interpreter()
+
+import numpy as np  # noqa: E402
 
 
 def _use_the_clis_blas_kernels() -> None:

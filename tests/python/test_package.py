@@ -2,6 +2,7 @@
 errors, the GIL and copies. Run by CTest (test `python`) with PYTHONPATH=build/python and TOKDYN_BIN
 = the CLI, so that results can be compared with the CLI's bytes."""
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -462,3 +463,30 @@ def test_stepping_past_the_built_depth_is_a_value_error():
     m = tokdyn.models.transformer(d=4, heads=1, tokens=3, depth=5, tying="untied")
     with pytest.raises(ValueError, match="depth"):
         m.step(m.x0, 6)
+
+
+def test_another_interpreter_is_told_what_to_do():
+    """Issue 38: `import tokdyn` from an interpreter this build cannot serve names the problem and
+    what to do, instead of NumPy's "No module named 'numpy'" from inside the package."""
+    p = tokdyn._interpreter_problem
+    core = ["_core.cpython-311-x86_64-linux-gnu.so"]
+    assert p(core, ".cpython-311-x86_64-linux-gnu.so", "/usr/bin/python3", "3.11.2", None) is None
+    other = p(core, ".cpython-312-x86_64-linux-gnu.so", "/opt/py/bin/python3", "3.12.1", None)
+    assert other.startswith("tokdyn: this build is for another Python (.cpython-311-x86_64-linux-gnu.so)")
+    assert "/opt/py/bin/python3 3.12.1" in other and "/usr/bin/python3" in other and "docs/python.md" in other
+    no_numpy = p(core, ".cpython-311-x86_64-linux-gnu.so", "/venv/bin/python", "3.11.7", "No module named 'numpy'")
+    assert "cannot import NumPy (No module named 'numpy')" in no_numpy and "python3-numpy" in no_numpy
+    assert "\n" not in other + no_numpy
+    # A real other interpreter on PATH without NumPy (this machine has one): the same message, one line.
+    for exe in sorted(set(shutil.which(n) or "" for n in ("python3", "python")) - {"", "/usr/bin/python3"}):
+        if os.path.realpath(exe) == os.path.realpath("/usr/bin/python3"):
+            continue
+        works = subprocess.run([exe, "-c", "import sys"], capture_output=True).returncode == 0
+        has_numpy = subprocess.run([exe, "-c", "import numpy"], capture_output=True).returncode == 0
+        if not works or has_numpy:
+            continue
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tokdyn.__file__)))
+        r = subprocess.run([exe, "-c", "import tokdyn"], capture_output=True, text=True, env=env)
+        assert r.returncode != 0
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith("ImportError: tokdyn: this ") and ("cannot import NumPy" in last or "another Python" in last), last
