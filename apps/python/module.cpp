@@ -5,8 +5,8 @@
 //
 // Conventions: arrays are float64 C-contiguous (converted when not: pybind11's forcecast); the GIL
 // is released while the library computes (callbacks take it back); errors are the CLI's one-line
-// messages, ValueError for bad input (exit code 2) and RuntimeError for the rest (resource,
-// non-finite state, no convergence, internal).
+// messages, as tokdyn.Error's subclasses by the CLI's exit code (tokdyn.InputError, a ValueError, for
+// bad input; ResourceError, NonFiniteError, ConvergenceError, ... RuntimeErrors for the rest).
 //
 // This file holds the module's definition; the bindings are in module_runs.cpp (presets and runs),
 // module_models.cpp (models), module_analyses.cpp (analyses) and module_tokenizers.cpp
@@ -39,7 +39,17 @@ PYBIND11_MODULE(_core, mod) {
       throw;
     } catch (...) {
       const Failure f = failure_of(std::current_exception());
-      PyErr_SetString(f.code == exit_code::bad_input ? PyExc_ValueError : PyExc_RuntimeError, f.line.c_str());
+      // tokdyn's typed errors (python/tokdyn/_errors.py: tokdyn.Error and one subclass per exit
+      // code, each also a ValueError or RuntimeError); the built-ins when the package is absent.
+      PyObject* type = f.code == exit_code::bad_input ? PyExc_ValueError : PyExc_RuntimeError;
+      py::object cls;
+      try {
+        const py::dict by_code = py::module_::import("tokdyn._errors").attr("BY_EXIT_CODE");
+        if (by_code.contains(py::int_(f.code))) cls = by_code[py::int_(f.code)];
+      } catch (const py::error_already_set&) {
+        PyErr_Clear();
+      }
+      PyErr_SetString(cls ? cls.ptr() : type, f.line.c_str());
     }
   });
 

@@ -16,6 +16,7 @@
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/io/outputs.hpp"
 #include "tokdyn/runtime/experiment.hpp"
+#include "tokdyn/core/suggest.hpp"
 
 namespace tokdyn::python {
 namespace {
@@ -24,7 +25,9 @@ const Experiment& preset_named(const std::string& name) {
   if (const Experiment* e = find_experiment(name)) return *e;
   std::vector<std::string> names;
   for (const Experiment* e : experiments()) names.push_back(e->name);
-  throw InputError(fmt::format("preset '{}': unknown; expected one of {} (tokdyn.presets())", name, fmt::join(names, ", ")));
+  const std::string guess = closest_name(name, names);
+  throw InputError(fmt::format("preset '{}': unknown{}; expected one of {} (tokdyn.presets())", name,
+                               guess.empty() ? std::string() : " (did you mean '" + guess + "'?)", fmt::join(names, ", ")));
 }
 
 // ---- presets ----

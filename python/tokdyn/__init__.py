@@ -3,8 +3,9 @@
 Everything runs in tokdyn's C++ core (the module ``tokdyn._core``), with NumPy arrays in and out and
 the GIL released while it computes; the results are the same bits the CLI writes.
 
-Errors: ``ValueError`` for bad input (what the CLI reports with exit code 2), ``RuntimeError`` for
-the rest (resources, non-finite state, no convergence), each with the CLI's one-line message.
+Errors: ``tokdyn.Error`` and one subclass per exit code of the CLI (``InputError``, also a
+``ValueError``, for bad input; ``ResourceError``, ``NonFiniteError``, ``ConvergenceError``, ``BusyError``,
+``FiguresError``, ``InternalError``, also ``RuntimeError``), each with the CLI's one-line message.
 
 Quick tour::
 
@@ -107,11 +108,14 @@ from . import _core  # noqa: E402  (after the BLAS kernels are chosen)
 __version__ = _core.__version__
 __all__ = ["presets", "show", "run", "load", "sweep", "load_sweep", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",
            "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum", "Tokenizer", "Encoding",
-           "train", "train_tokenizer"]
+           "train", "train_tokenizer", "Error", "InputError", "ResourceError", "NonFiniteError", "ConvergenceError",
+           "BusyError", "FiguresError", "InternalError"]
 
 # The package's names by what they hold: presets and results (_presets), sweeps (_sweeps), models
 # (_models), analyses (_analyses); the tokenizers below. The private helpers are the package's too
 # (tokdyn.training imports _binary).
+from ._errors import (BusyError, ConvergenceError, Error, FiguresError, InputError, InternalError,  # noqa: E402,F401
+                      NonFiniteError, ResourceError)
 from ._presets import Result, Taps, _text, load, presets, run, show  # noqa: E402,F401
 from ._sweeps import _axis_text, _binary, load_sweep, sweep  # noqa: E402,F401
 from ._models import SCHEDULE_KNOBS, Model, _Models, model_names, models  # noqa: E402,F401

@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
+from ._errors import InputError
 from ._models import Model
 
 
@@ -83,7 +84,7 @@ def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0, *, 
     windows' spectra); otherwise both are None and ``why_not`` says why.
     """
     if not bundles and slack != 0.1:
-        raise ValueError("cocycle_spectra: slack sets the constants' rates; it applies only with bundles=True")
+        raise InputError("cocycle_spectra: slack sets the constants' rates; it applies only with bundles=True")
     return dict(_core.cocycle_spectra(np.asarray(B, dtype=np.float64), int(k), int(H), int(burn_in), bool(bundles),
                                       float(slack)))
 
@@ -112,13 +113,13 @@ def depth_spectrum(model_or_step: Union[Model, Callable], jvp: Optional[Callable
     V = None if V0 is None else np.asarray(V0, dtype=np.float64)
     if isinstance(model_or_step, Model):
         if jvp is not None:
-            raise ValueError("depth_spectrum(model, ...): a registry model brings its own exact jvp; give jvp only with a step callable")
+            raise InputError("depth_spectrum(model, ...): a registry model brings its own exact jvp; give jvp only with a step callable")
         if on_sphere:
-            raise ValueError("depth_spectrum(model, ...): on_sphere is the model's own (Model.on_sphere); give it only with callables")
+            raise InputError("depth_spectrum(model, ...): on_sphere is the model's own (Model.on_sphere); give it only with callables")
         X = None if X0 is None else np.asarray(X0, dtype=np.float64)
         return dict(_core.depth_spectrum_model(model_or_step._m, int(depth), int(k), int(burn_in), int(seed), int(H), X, V))
     if jvp is None or X0 is None:
-        raise ValueError("depth_spectrum(step, jvp, X0, depth, k): give the step and jvp callables and the start state X0 [rows, d]")
+        raise InputError("depth_spectrum(step, jvp, X0, depth, k): give the step and jvp callables and the start state X0 [rows, d]")
     return dict(_core.depth_spectrum_callbacks(model_or_step, jvp, np.asarray(X0, dtype=np.float64), int(depth), int(k),
                                                int(burn_in), bool(on_sphere), int(seed), int(H), V))
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _core
+from ._errors import InputError
 from ._presets import _text
 
 
@@ -112,7 +113,7 @@ class Model:
             allowed = SCHEDULE_KNOBS.get(self.name, ())
             bad = sorted(set(schedule) - set(allowed))
             if bad:
-                raise ValueError(f"schedule: {', '.join(bad)} not a schedule knob of model {self.name}; expected "
+                raise InputError(f"schedule: {', '.join(bad)} not a schedule knob of model {self.name}; expected "
                                  + (", ".join(allowed) if allowed else "none (one weight-tied layer at every depth step)"))
             m = Model(self.name, **{**self._given, **schedule})
         X = m.x0 if X0 is None else np.asarray(X0, dtype=np.float64)
@@ -134,7 +135,7 @@ class Model:
         [runs, rows, d] starts from a given state. The last entry is the residual stream after the
         last layer, without the final norm (Hugging Face's last hidden state has it applied)."""
         if token_ids is not None and X0 is not None:
-            raise ValueError("hidden_states: give token_ids (embedded as the start) or X0 (a start state), not both")
+            raise InputError("hidden_states: give token_ids (embedded as the start) or X0 (a start state), not both")
         m = self
         if token_ids is not None or switches:
             knobs = {**self._given, **switches}
@@ -154,12 +155,12 @@ class Model:
         ``depth`` defaults to the model's number of layers (``notes["model_config"]``) or 1; ``token_ids``
         [tokens] or [batch, tokens]; ``heads`` default all."""
         if "attention" not in " ".join(self.tap_names):
-            raise ValueError(f"attentions: model {self.name} has no attention tap; expected one of "
+            raise InputError(f"attentions: model {self.name} has no attention tap; expected one of "
                              + ", ".join(n for n in _core.model_names() if "attention" in json.loads(_core.model_schema_json(n))["taps"]))
         m = self
         if token_ids is not None:
             if X0 is not None:
-                raise ValueError("attentions: give token_ids or X0, not both")
+                raise InputError("attentions: give token_ids or X0, not both")
             knobs = {**self._given, "token_ids": np.asarray(token_ids, dtype=np.int64)}
             knobs.pop("tokens", None)
             m = Model(self.name, **knobs)

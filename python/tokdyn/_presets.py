@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
+from ._errors import InputError
 
 
 def _text(value: Any) -> str:
@@ -95,7 +96,7 @@ class Result:
         self.dir = Path(path)
         manifest = self.dir / "manifest.json"
         if not manifest.is_file():
-            raise ValueError(f"{self.dir}: no manifest.json; expected a tokdyn results folder")
+            raise InputError(f"{self.dir}: no manifest.json; expected a tokdyn results folder")
         with open(manifest) as f:
             self.manifest: Dict[str, Any] = json.load(f)
         self.preset: str = self.manifest.get("preset", "")

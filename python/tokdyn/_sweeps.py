@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from ._errors import BY_EXIT_CODE, InternalError
 from ._presets import _text
 
 
@@ -32,7 +33,7 @@ def _binary() -> str:
         pass
     found = shutil.which("tokdyn")
     if not found:
-        raise RuntimeError("tokdyn.sweep: the tokdyn binary was not found; set TOKDYN_BIN or put tokdyn on PATH")
+        raise InternalError("tokdyn.sweep: the tokdyn binary was not found; set TOKDYN_BIN or put tokdyn on PATH")
     return found
 
 
@@ -107,10 +108,8 @@ def sweep(preset: str, out: Optional[Union[str, os.PathLike]] = None, *, grid: O
         if tmp is not None:
             os.unlink(tmp.name)
     line = (r.stderr.strip().splitlines() or [""])[-1].removeprefix("tokdyn: ")
-    if r.returncode == 2:
-        raise ValueError(line)
     if r.returncode not in (0, 8):
-        raise RuntimeError(line or f"tokdyn sweep exited with {r.returncode}")
+        raise BY_EXIT_CODE.get(r.returncode, InternalError)(line or f"tokdyn sweep exited with {r.returncode}")
     df = load_sweep(out)
     if r.returncode == 8:
         bad = int((df["status"] != "ok").sum())

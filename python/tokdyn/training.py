@@ -47,5 +47,6 @@ def train_tokenizer(corpus: PathLike, out: PathLike, vocab_size: int = 4096, *, 
         args += ["--special", s]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
-        raise ValueError(r.stderr.strip().removeprefix("tokdyn: error: ").removeprefix("error: "))
+        from ._errors import BY_EXIT_CODE, InternalError
+        raise BY_EXIT_CODE.get(r.returncode, InternalError)(r.stderr.strip().removeprefix("tokdyn: error: ").removeprefix("error: "))
     return json.loads(r.stdout)

@@ -108,6 +108,21 @@ def test_errors_are_value_and_runtime_errors(tmp_path):
         tokdyn.cocycle_spectra(np.tile(np.eye(2) * 2, (4, 1, 1)), bundles=False, slack=0.2)
     with pytest.raises(ValueError, match="not both"):
         m.hidden_states([1, 2, 3], depth=2, X0=m.x0)
+    # Typed errors (issue 38): one class per exit code under tokdyn.Error, still ValueError / RuntimeError.
+    with pytest.raises(tokdyn.InputError) as bad:
+        tokdyn.run("rope-flow", tmp_path / "c", beta=-1)
+    assert isinstance(bad.value, tokdyn.Error) and isinstance(bad.value, ValueError) and bad.value.exit_code == 2
+    with pytest.raises(tokdyn.InputError, match=r"unknown \(did you mean 'rope-flow'\?\)"):
+        tokdyn.run("rope-flw")
+    with pytest.raises(tokdyn.InputError):
+        tokdyn.depth_spectrum(m, m.jvp, depth=5, k=1)  # raised by the package's Python
+    with pytest.raises(tokdyn.NonFiniteError) as nf:
+        tokdyn.depth_spectrum(lambda X, l: X * np.nan, lambda X, V, l: V, np.ones((2, 2)), 5, 1)
+    assert isinstance(nf.value, RuntimeError) and nf.value.exit_code == 4
+    assert {c.exit_code for c in (tokdyn.InternalError, tokdyn.InputError, tokdyn.ResourceError, tokdyn.NonFiniteError,
+                                  tokdyn.FiguresError, tokdyn.BusyError, tokdyn.ConvergenceError)} == {1, 2, 3, 4, 5, 6, 7}
+    for name in ("Error", "InputError", "NonFiniteError", "ConvergenceError"):
+        assert name in tokdyn.__all__
     # A callback's own exception reaches the caller as itself.
     def boom(X, l):
         raise KeyError("from the callback")
