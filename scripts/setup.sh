@@ -11,7 +11,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libboost-dev libonig-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
       python3-numpy python3-matplotlib python3-scipy clang libclang-rt-14-dev
       python3-dev pybind11-dev python3-pandas python3-pytest python3-torch
-      libopenmpi-dev openmpi-bin bible-kjv bible-kjv-text)
+      libopenmpi-dev openmpi-bin bible-kjv bible-kjv-text chromium mkdocs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

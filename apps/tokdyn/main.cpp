@@ -31,6 +31,8 @@
 #include "tokdyn/core/interrupt.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/runtime/output_folder.hpp"
+#include "tokdyn/runtime/provenance.hpp"
+#include "report.hpp"
 #include "sweep.hpp"
 #include "tokenize.hpp"
 #include "train_tokenizer.hpp"
@@ -217,7 +219,12 @@ int run_command(const RunArgs& a) {
 
   const Experiment* e = nullptr;
   std::optional<fs::path> config;
-  if (is_config_file(a.target)) {
+  std::optional<Replay> replay;
+  if (is_manifest_target(a.target)) {  // a run's manifest.json: the same run again (provenance.hpp)
+    replay = replay_of_manifest(a.target, sets);
+    e = replay->experiment;
+    sets = replay->sets;
+  } else if (is_config_file(a.target)) {
     config = fs::path(a.target);
     e = &experiment_of_toml(*config);
   } else {
@@ -339,6 +346,7 @@ int main(int argc, char** argv) {
   keep_freed_memory();  // freed layer buffers stay for the next layer (blas_core.hpp)
   // Then, before any thread exists: interrupts end runs cleanly (interrupt.hpp).
   interrupt::install();
+  set_command_line(argc, argv);  // recorded in every manifest (provenance.hpp)
   CLI::App app{"tokdyn: token dynamics in deep sequence models"};
   app.set_version_flag("--version", std::string(TOKDYN_VERSION));
   app.require_subcommand(0, 1);  // none: reported below, so that `tokdyn bogus` names "bogus"
@@ -368,7 +376,7 @@ int main(int argc, char** argv) {
   const unsigned hw = std::thread::hardware_concurrency();
   ra.threads = hw ? static_cast<int>(hw) : 1;
   CLI::App* run = app.add_subcommand("run", "Run a preset or a TOML config file");
-  run->add_option("target", ra.target, "Preset name or config file (.toml)")->required();
+  run->add_option("target", ra.target, "Preset name, config file (.toml), or a run's manifest.json to replay")->required();
   run->add_option("--out,-o", ra.out, "Results directory (default: results/<preset>)");
   run->add_option("--set,-s", ra.sets, "Override a parameter: key=value (repeatable)")->allow_extra_args(false);
   std::string threads_text = std::to_string(ra.threads);
@@ -440,8 +448,15 @@ int main(int argc, char** argv) {
   ttok->add_option("--special", tt.special, "Special tokens, appended after the merges (default: <|endoftext|>)");
   ttok->add_flag("--json", tt.json, "Print the facts as one JSON line");
 
+  report_cli::Options rp;
+  CLI::App* rep = app.add_subcommand("report", "Static HTML pages of results: one run, a sweep, or every run in folders (index.html; "
+                                               "opens from disk)");
+  rep->add_option("dirs", rp.dirs, "Results folders: a run, a sweep, or folders holding them")->required();
+  rep->add_option("--out,-o", rp.out, "The report's folder (default: DIR-report beside DIR; required with several DIRs); a previous "
+                                      "report there is replaced");
+
   // Extra arguments are reported by us, with their count and in order.
-  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok}) sub->allow_extras();
+  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -455,7 +470,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok}) {
+    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep}) {
       const std::vector<std::string> extra = sub->remaining();
       if (!sub->parsed() || extra.empty()) continue;
       std::string list;
@@ -495,6 +510,9 @@ int main(int argc, char** argv) {
       so.threads = static_cast<int>(parse_count("--threads", sw_threads_text, 0, max_threads()));
       so.out_given = sw->count("--out") > 0;
       return sweep::run(so, argc, argv);
+    } else if (app.got_subcommand("report")) {
+      rp.out_given = rep->count("--out") > 0;
+      return report_cli::run(rp);
     } else if (app.got_subcommand("tokenize")) {
       tk.text_given = tok->count("text") > 0;
       return tokenize_cli::run(tk);
@@ -517,7 +535,7 @@ int main(int argc, char** argv) {
       fmt::print("wrote {} ({} {}, seed {}; {:.1f} s)\n", message_line(mc_out), mc_model, mc_size, mc_seed, secs);
     } else {
       return fail(exit_code::bad_input, "error: ",
-                  "a command is required: presets, models, show, outputs, run, sweep, tokenize, train-tokenizer, machine or make-checkpoint (see `tokdyn --help`)");
+                  "a command is required: presets, models, show, outputs, run, sweep, report, tokenize, train-tokenizer, machine or make-checkpoint (see `tokdyn --help`)");
     }
   } catch (...) {
     if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler reports and exits

@@ -33,9 +33,6 @@ using nlohmann::json;
 std::string trim(const std::string& s);
 std::vector<std::string> split(const std::string& s, char sep);
 bool is_integer_text(const std::string& s);
-std::string csv_cell(const std::string& s);
-/// The rows of a CSV file (RFC 4180 quoting); the header is row 0.
-std::vector<std::vector<std::string>> read_csv(const fs::path& file, const std::string& what);
 
 // ---------------------------------------------------------------------------------------------
 // The definition (sweep_define.cpp)

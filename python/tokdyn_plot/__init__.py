@@ -11,6 +11,7 @@ tests/scripts/plot_kinds.py holds both sides to the same set.
 Entry points: python/plot.py KIND DIR (run by tokdyn, src/runtime/figures.cpp) and python3 -m tokdyn_plot
 KIND DIR. Uses Debian's /usr/bin/python3 with python3-numpy and python3-matplotlib."""
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -54,3 +55,19 @@ def main(argv=None, prog="plot.py"):
     if len(argv) != 2:
         sys.exit("usage: %s KIND DIR" % prog)
     draw(argv[0], argv[1])
+    _record_versions()
+
+
+def _record_versions():
+    """The plotting stack's versions, for the run's manifest (versions.plotting): written where
+    tokdyn asks (TOKDYN_PLOT_VERSIONS), nothing otherwise."""
+    path = os.environ.get("TOKDYN_PLOT_VERSIONS")
+    if not path:
+        return
+    import json
+    import platform
+    import matplotlib
+    import numpy
+    with open(path, "w") as f:
+        json.dump({"python": platform.python_version(), "numpy": numpy.__version__,
+                   "matplotlib": matplotlib.__version__}, f)

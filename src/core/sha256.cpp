@@ -2,6 +2,7 @@
 // tests/core/test_sha256.cpp).
 #include "tokdyn/core/sha256.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -47,26 +48,46 @@ void sha256_block(std::array<std::uint32_t, 8>& h, const unsigned char* p) {
 
 }  // namespace
 
-std::string sha256_hex(std::string_view bytes) {
-  std::array<std::uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+Sha256::Sha256() : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+
+void Sha256::update(std::string_view bytes) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   std::size_t n = bytes.size();
-  std::size_t off = 0;
-  for (; off + 64 <= n; off += 64) sha256_block(h, p + off);
+  total_ += n;
+  if (fill_ > 0) {  // complete the buffered block first
+    const std::size_t take = std::min<std::size_t>(64 - fill_, n);
+    std::copy(p, p + take, buf_.begin() + static_cast<std::ptrdiff_t>(fill_));
+    fill_ += take, p += take, n -= take;
+    if (fill_ < 64) return;
+    sha256_block(h_, buf_.data());
+    fill_ = 0;
+  }
+  for (; n >= 64; p += 64, n -= 64) sha256_block(h_, p);
+  std::copy(p, p + n, buf_.begin());
+  fill_ = n;
+}
+
+std::string Sha256::hex() {
   unsigned char tail[128] = {};
-  const std::size_t rest = n - off;
-  for (std::size_t i = 0; i < rest; ++i) tail[i] = p[off + i];
-  tail[rest] = 0x80;
-  const std::size_t blocks = rest + 9 <= 64 ? 1 : 2;
-  const std::uint64_t bits = static_cast<std::uint64_t>(n) * 8;
+  std::copy(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(fill_), tail);
+  tail[fill_] = 0x80;
+  const std::size_t blocks = fill_ + 9 <= 64 ? 1 : 2;
+  const std::uint64_t bits = total_ * 8;
   for (int i = 0; i < 8; ++i) tail[blocks * 64 - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
+  std::array<std::uint32_t, 8> h = h_;
   for (std::size_t b = 0; b < blocks; ++b) sha256_block(h, tail + 64 * b);
-  static const char* hex = "0123456789abcdef";
+  static const char* hexdigits = "0123456789abcdef";
   std::string out;
   out.reserve(64);
   for (std::uint32_t v : h)
-    for (int s = 28; s >= 0; s -= 4) out.push_back(hex[(v >> s) & 0xf]);
+    for (int s = 28; s >= 0; s -= 4) out.push_back(hexdigits[(v >> s) & 0xf]);
   return out;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  Sha256 s;
+  s.update(bytes);
+  return s.hex();
 }
 
 }  // namespace tokdyn

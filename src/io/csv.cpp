@@ -206,4 +206,40 @@ void NpyFolderSink::put(const std::string& name, const float* data, const std::v
   write_npy(dir_ / (name + ".npy"), data, shape);
 }
 
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+/// The rows of a CSV file (RFC 4180 quoting); the header is row 0.
+std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& file, const std::string& what) {
+  const std::string text = read_regular_file(file, std::uint64_t{256} << 20, what);
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string cell;
+  bool quoted = false, any = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') cell += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cell += c;
+      continue;
+    }
+    if (c == '"') quoted = true, any = true;
+    else if (c == ',') row.push_back(cell), cell.clear(), any = true;
+    else if (c == '\r') continue;
+    else if (c == '\n') {
+      row.push_back(cell), cell.clear();
+      if (!(row.size() == 1 && row[0].empty() && !any)) rows.push_back(row);
+      row.clear(), any = false;
+    } else cell += c, any = true;
+  }
+  if (quoted) throw InputError(fmt::format("{} '{}': an unterminated quoted cell; expected CSV", what, file.string()));
+  if (any || !cell.empty()) row.push_back(cell), rows.push_back(row);
+  return rows;
+}
+
 }  // namespace tokdyn

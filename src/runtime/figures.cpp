@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "tokdyn/build_info.hpp"
+#include "tokdyn/io/file.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/core/interrupt.hpp"
 #include "tokdyn/runtime/child_jobs.hpp"
@@ -37,7 +38,7 @@ fs::path temp_root() {
 
 }  // namespace
 
-void draw_figures(const std::string& kind, const fs::path& dir) {
+nlohmann::json draw_figures(const std::string& kind, const fs::path& dir) {
   const char* py_env = std::getenv("TOKDYN_PYTHON");
   const char* script_env = std::getenv("TOKDYN_PLOT_SCRIPT");
   const std::string python = (py_env && *py_env) ? py_env : "/usr/bin/python3";
@@ -61,7 +62,8 @@ void draw_figures(const std::string& kind, const fs::path& dir) {
   // in its own process group (a terminal's Ctrl-C reaches tokdyn, which stops it).
   ChildJob job;
   job.argv = {python, script, kind, dir_s};
-  job.env = {"MPLBACKEND=Agg", "MPLCONFIGDIR=" + (work / "mpl").string()};
+  job.env = {"MPLBACKEND=Agg", "MPLCONFIGDIR=" + (work / "mpl").string(),
+             "TOKDYN_PLOT_VERSIONS=" + (work / "versions.json").string()};
   job.stderr_file = work / "stderr.txt";
   ChildExit ex;
   try {
@@ -69,7 +71,13 @@ void draw_figures(const std::string& kind, const fs::path& dir) {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(fail + e.what());
   }
-  if (ex.ok()) return;
+  if (ex.ok()) {
+    try {  // written by the script (tokdyn_plot.main); absent from an older or a user's script
+      return nlohmann::json::parse(read_regular_file(work / "versions.json", 1 << 16, "versions.json"));
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
   const std::string why = ex.signal ? fmt::format("killed by signal {}", ex.signal) : fmt::format("exit status {}", ex.code);
   throw std::runtime_error(fail + (ex.last_line.empty() ? why : ex.last_line));
 }

@@ -198,36 +198,40 @@ OutputFolder::OutputFolder(const fs::path& out, bool overwrite, std::string what
     throw InputError(fmt::format("{}: '{}' is not a directory", shown_, parent_.string()));
   }
 
-  // The lock: one run at a time per output folder.
+  // The lock: one run at a time per output folder. Created and registered for removal inside a
+  // critical section: an interrupt between the open and the registration would leave the file.
   lock_path_ = parent_ / ("." + target_.filename().string() + ".tokdyn-lock");
-  for (int attempt = 0;; ++attempt) {
-    lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (lock_fd_ < 0) {
-      const int e = errno;
-      remove_created_parents();
-      const std::string msg =
-          fmt::format("{}: cannot create the lock file '{}' ({})", shown_, lock_path_.string(), open_failure_text(e));
-      if (is_resource_errno(e)) throw ResourceError(msg);
-      throw InputError(msg);
-    }
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      char buf[32] = {0};
-      const ssize_t n = ::pread(lock_fd_, buf, sizeof buf - 1, 0);
+  {
+    const interrupt::CriticalSection creating;
+    for (int attempt = 0;; ++attempt) {
+      lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (lock_fd_ < 0) {
+        const int e = errno;
+        remove_created_parents();
+        const std::string msg =
+            fmt::format("{}: cannot create the lock file '{}' ({})", shown_, lock_path_.string(), open_failure_text(e));
+        if (is_resource_errno(e)) throw ResourceError(msg);
+        throw InputError(msg);
+      }
+      if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+        char buf[32] = {0};
+        const ssize_t n = ::pread(lock_fd_, buf, sizeof buf - 1, 0);
+        ::close(lock_fd_);
+        lock_fd_ = -1;
+        const std::string holder = n > 0 ? fmt::format(" (pid {})", std::string(buf, static_cast<std::size_t>(n))) : "";
+        throw BusyError(fmt::format("{}: another tokdyn run is writing it{}; wait for it to finish or choose another folder",
+                                    shown_, holder));
+      }
+      // The file may have been unlinked by its previous holder between our open and our lock.
+      struct stat a {}, b {};
+      if (::fstat(lock_fd_, &a) == 0 && ::stat(lock_path_.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+        break;
       ::close(lock_fd_);
       lock_fd_ = -1;
-      const std::string holder = n > 0 ? fmt::format(" (pid {})", std::string(buf, static_cast<std::size_t>(n))) : "";
-      throw BusyError(fmt::format("{}: another tokdyn run is writing it{}; wait for it to finish or choose another folder",
-                                  shown_, holder));
+      if (attempt > 100) throw BusyError(fmt::format("{}: cannot take the lock '{}'", shown_, lock_path_.string()));
     }
-    // The file may have been unlinked by its previous holder between our open and our lock.
-    struct stat a {}, b {};
-    if (::fstat(lock_fd_, &a) == 0 && ::stat(lock_path_.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
-      break;
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    if (attempt > 100) throw BusyError(fmt::format("{}: cannot take the lock '{}'", shown_, lock_path_.string()));
+    lock_guard_ = std::make_unique<interrupt::PathGuard>(lock_path_);
   }
-  lock_guard_ = std::make_unique<interrupt::PathGuard>(lock_path_);
   const std::string pid = std::to_string(static_cast<long>(::getpid()));
   if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);
 

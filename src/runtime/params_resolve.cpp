@@ -111,6 +111,7 @@ Params resolve_params(const Experiment& e, const std::vector<std::pair<std::stri
   for (const auto& s : e.params) p.values_[s.key] = s.def;
 
   if (toml_file) {
+    p.config_file = toml_file->string();
     const toml::table tbl = load_toml(*toml_file);
     for (const auto& [k, node] : tbl) {
       const std::string key(k.str());

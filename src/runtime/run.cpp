@@ -29,6 +29,7 @@
 #include "tokdyn/core/host.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/runtime/output_folder.hpp"
+#include "tokdyn/runtime/provenance.hpp"
 #include "tokdyn/runtime/training_record.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -418,6 +419,8 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
       nlohmann::json point = nlohmann::json::parse(sp, nullptr, /*allow_exceptions=*/false);
       if (point.is_object()) m["sweep_point"] = std::move(point);
     }
+    nlohmann::json provenance = provenance_json(e, p);  // command, set, inputs, versions
+    for (auto& [k, v] : provenance.items()) m[k] = std::move(v);
     if (!ctx.summaries.empty()) m["summaries"] = summaries_json(ctx);
     if (!ctx.warnings.empty()) m["warnings"] = ctx.warnings;
     m["files"] = files_under(tmp);  // the experiment's files (manifest.json itself not listed)
@@ -427,7 +430,7 @@ RunOutcome run_experiment(const Experiment& e, const Params& p, const fs::path& 
     if (figures && !e.figure_kind.empty()) {
       const auto f0 = std::chrono::steady_clock::now();
       try {
-        draw_figures(e.figure_kind, tmp);
+        if (nlohmann::json v = draw_figures(e.figure_kind, tmp); !v.is_null()) m["versions"]["plotting"] = std::move(v);
         // The figures drawn against the declaration (a mismatch is a bug: reported as a figure
         // failure, exit 5, with the results published).
         std::vector<std::string> problems;

@@ -64,6 +64,22 @@ TEST(Sha256, StandardTestVectors) {
   EXPECT_NE(sha256_hex(std::string(55, 'x')), sha256_hex(std::string(56, 'x')));
 }
 
+TEST(Sha256, IncrementalEqualsOneShotAtEveryChunking) {
+  // The streaming form (files hashed in pieces for manifests) against the standard's 1e6 'a' vector
+  // and against one-shot hashing of messages around the block and padding boundaries.
+  Sha256 a;
+  for (int i = 0; i < 1000; ++i) a.update(std::string(1000, 'a'));
+  EXPECT_EQ(a.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  std::string msg;
+  for (int i = 0; i < 300; ++i) msg.push_back(static_cast<char>('a' + (i * 7) % 26));
+  for (std::size_t n : {0, 1, 55, 56, 63, 64, 65, 119, 120, 128, 300})
+    for (std::size_t chunk : {1, 3, 63, 64, 65, 200}) {
+      Sha256 s;
+      for (std::size_t off = 0; off < n; off += chunk) s.update(std::string_view(msg).substr(off, std::min(chunk, n - off)));
+      EXPECT_EQ(s.hex(), sha256_hex(msg.substr(0, n))) << n << " in chunks of " << chunk;
+    }
+}
+
 TEST(Tokenizer, ByteLevelBpeMergesLowestRankFirstThenLeftmost) {
   // Ranks: 0 "l l", 1 "h e", 2 "he ll", 3 "hell o". "hello": ll (rank 0), he (1), hell (2), hello (3).
   const json extra = {{"ll", 95}, {"he", 96}, {"hell", 97}, {"hello", 98}};

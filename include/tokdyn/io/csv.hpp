@@ -14,6 +14,12 @@
 
 namespace tokdyn {
 
+/// One cell quoted RFC-4180 style when it holds a comma, quote or line break.
+std::string csv_cell(const std::string& s);
+/// The rows of a CSV file of at most 256 MiB (RFC 4180 quoting); the header is row 0. Throws
+/// InputError naming `what` and the file.
+std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& file, const std::string& what);
+
 class CsvWriter {
  public:
   CsvWriter(const std::filesystem::path& file, std::vector<std::string> columns);

@@ -117,6 +117,7 @@ class Params {
   nlohmann::json to_json() const;
   std::map<std::string, ParamValue> values_;
   std::set<std::string> explicit_;  ///< keys set by a config file or `--set`
+  std::string config_file;          ///< the TOML file the values came from (empty: none)
 };
 
 /// What an experiment writes into, and how it reports.
@@ -315,7 +316,9 @@ double machine_memory_bytes();
 
 /// Draws figures: runs `/usr/bin/python3 python/plot.py KIND DIR` (the interpreter can be
 /// overridden by TOKDYN_PYTHON). Throws std::runtime_error when plotting fails.
-void draw_figures(const std::string& kind, const std::filesystem::path& dir);
+/// Returns the versions of the plotting stack that drew them ({python, numpy, matplotlib}; null if
+/// the script did not say).
+nlohmann::json draw_figures(const std::string& kind, const std::filesystem::path& dir);
 
 }  // namespace tokdyn
 
