@@ -32,6 +32,7 @@
 #include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/runtime/output_folder.hpp"
 #include "tokdyn/runtime/provenance.hpp"
+#include "plot.hpp"
 #include "report.hpp"
 #include "sweep.hpp"
 #include "tokenize.hpp"
@@ -197,7 +198,12 @@ struct RunArgs {
   bool quiet = false;
   bool inputs = false;
   std::string progress = "auto";
+  std::string figure_format;  ///< --figure-format (empty: png)
+  std::string dpi;            ///< --dpi (empty: each figure's own)
 };
+
+/// --figure-format and --dpi into the process's figure options (figures.cpp).
+void apply_figure_options(const std::string& formats, const std::string& dpi);
 
 /// An integer option: one line naming the option and the expected range.
 long parse_count(const char* option, const std::string& text, long lo, long hi) {
@@ -208,6 +214,13 @@ long parse_count(const char* option, const std::string& text, long lo, long hi) 
   if (ec != std::errc() || p != e || text.empty() || v < lo || v > hi)
     throw InputError(fmt::format("{}: expected an integer from {} to {}, got '{}'", option, lo, hi, text));
   return v;
+}
+
+void apply_figure_options(const std::string& formats, const std::string& dpi) {
+  FigureOptions o;
+  if (!formats.empty()) o.formats = parse_figure_formats("--figure-format", formats);
+  if (!dpi.empty()) o.dpi = static_cast<int>(parse_count("--dpi", dpi, 20, 1200));
+  set_figure_options(std::move(o));
 }
 
 int run_command(const RunArgs& a) {
@@ -235,6 +248,10 @@ int run_command(const RunArgs& a) {
     throw InputError("--out: an empty path; expected a results folder (or no --out for results/<preset>)");
   const fs::path out = a.out.empty() ? fs::path("results") / e->name : fs::path(a.out);
 
+  if (a.no_figures && (!a.figure_format.empty() || !a.dpi.empty()))
+    throw InputError(fmt::format("{} does not apply with --no-figures (no figure is drawn); give one of them",
+                                 a.figure_format.empty() ? "--dpi" : "--figure-format"));
+  apply_figure_options(a.figure_format, a.dpi);
   if (a.quiet && a.progress != "auto" && a.progress != "none")
     throw InputError(fmt::format("--progress={} and --quiet: expected one of them (--quiet is --progress=none)", a.progress));
   set_progress_mode(a.progress == "bar" ? ProgressMode::Bar : a.progress == "lines" ? ProgressMode::Lines
@@ -390,6 +407,8 @@ int main(int argc, char** argv) {
                   "none; auto (default): bar on a terminal, lines otherwise")
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
       ->capture_default_str();
+  run->add_option("--figure-format", ra.figure_format, "Figure files to write: a comma-separated list of png, svg, pdf (default: png)");
+  run->add_option("--dpi", ra.dpi, "Resolution of the raster figures, dots per inch (20 to 1200; default: each figure's own)");
   run->add_flag("--inputs", ra.inputs,
                 "Write every randomly drawn input to inputs/ however large (by default only files up to 16 MiB)");
 
@@ -448,6 +467,13 @@ int main(int argc, char** argv) {
   ttok->add_option("--special", tt.special, "Special tokens, appended after the merges (default: <|endoftext|>)");
   ttok->add_flag("--json", tt.json, "Print the facts as one JSON line");
 
+  std::string plot_dir, plot_formats, plot_dpi;
+  CLI::App* plt = app.add_subcommand("plot", "Draw a run's figures again from its results, in other formats or at another resolution "
+                                             "(the folder is updated atomically; its data files are untouched)");
+  plt->add_option("dir", plot_dir, "A run's results folder")->required();
+  plt->add_option("--figure-format", plot_formats, "A comma-separated list of png, svg, pdf (default: png)");
+  plt->add_option("--dpi", plot_dpi, "Resolution of the raster figures, dots per inch (20 to 1200)");
+
   report_cli::Options rp;
   CLI::App* rep = app.add_subcommand("report", "Static HTML pages of results: one run, a sweep, or every run in folders (index.html; "
                                                "opens from disk)");
@@ -456,7 +482,7 @@ int main(int argc, char** argv) {
                                       "report there is replaced");
 
   // Extra arguments are reported by us, with their count and in order.
-  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep}) sub->allow_extras();
+  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep, plt}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -470,7 +496,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep}) {
+    for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep, plt}) {
       const std::vector<std::string> extra = sub->remaining();
       if (!sub->parsed() || extra.empty()) continue;
       std::string list;
@@ -510,6 +536,9 @@ int main(int argc, char** argv) {
       so.threads = static_cast<int>(parse_count("--threads", sw_threads_text, 0, max_threads()));
       so.out_given = sw->count("--out") > 0;
       return sweep::run(so, argc, argv);
+    } else if (app.got_subcommand("plot")) {
+      apply_figure_options(plot_formats, plot_dpi);
+      return plot_cli::run(plot_dir);
     } else if (app.got_subcommand("report")) {
       rp.out_given = rep->count("--out") > 0;
       return report_cli::run(rp);
@@ -535,7 +564,7 @@ int main(int argc, char** argv) {
       fmt::print("wrote {} ({} {}, seed {}; {:.1f} s)\n", message_line(mc_out), mc_model, mc_size, mc_seed, secs);
     } else {
       return fail(exit_code::bad_input, "error: ",
-                  "a command is required: presets, models, show, outputs, run, sweep, report, tokenize, train-tokenizer, machine or make-checkpoint (see `tokdyn --help`)");
+                  "a command is required: presets, models, show, outputs, run, sweep, report, plot, tokenize, train-tokenizer, machine or make-checkpoint (see `tokdyn --help`)");
     }
   } catch (...) {
     if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler reports and exits

@@ -1,6 +1,7 @@
 // Figures: `python/plot.py KIND DIR` in a child process of its own process group, with a private
 // temporary folder (`$TMPDIR/tokdyn-plot-XXXXXX`: its stderr and matplotlib's cache) that is
 // removed afterwards and on interrupt; an interrupt also stops the child.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -16,8 +17,10 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tokdyn/build_info.hpp"
+#include "tokdyn/core/error.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/core/interrupt.hpp"
@@ -37,6 +40,30 @@ fs::path temp_root() {
 }
 
 }  // namespace
+
+namespace {
+FigureOptions g_figure_options;
+}  // namespace
+
+void set_figure_options(FigureOptions o) { g_figure_options = std::move(o); }
+const FigureOptions& figure_options() { return g_figure_options; }
+
+std::vector<std::string> parse_figure_formats(const std::string& option, const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string f = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (f != "png" && f != "svg" && f != "pdf")
+      throw InputError(fmt::format("{}: expected a comma-separated list of png, svg, pdf; got '{}'", option, f));
+    if (std::find(out.begin(), out.end(), f) != out.end())
+      throw InputError(fmt::format("{}: '{}' is listed twice; give each format once", option, f));
+    out.push_back(f);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 
 nlohmann::json draw_figures(const std::string& kind, const fs::path& dir) {
   const char* py_env = std::getenv("TOKDYN_PYTHON");
@@ -63,7 +90,9 @@ nlohmann::json draw_figures(const std::string& kind, const fs::path& dir) {
   ChildJob job;
   job.argv = {python, script, kind, dir_s};
   job.env = {"MPLBACKEND=Agg", "MPLCONFIGDIR=" + (work / "mpl").string(),
-             "TOKDYN_PLOT_VERSIONS=" + (work / "versions.json").string()};
+             "TOKDYN_PLOT_VERSIONS=" + (work / "versions.json").string(),
+             fmt::format("TOKDYN_FIGURE_FORMATS={}", fmt::join(g_figure_options.formats, ","))};
+  if (g_figure_options.dpi > 0) job.env.push_back(fmt::format("TOKDYN_FIGURE_DPI={}", g_figure_options.dpi));
   job.stderr_file = work / "stderr.txt";
   ChildExit ex;
   try {

@@ -246,9 +246,11 @@ void check_figures(const OutputDecl& o, const fs::path& dir, const std::string& 
         continue;
       }
     }
+    // Declared as .png; drawn in any of the formats asked for (--figure-format).
+    const std::string as_declared = fs::path(rel).replace_extension(".png").string();
     bool declared = false;
     for (const FigureDecl& f : o.figures)
-      if (path_matches(f.file, rel)) {
+      if (path_matches(f.file, as_declared)) {
         declared = true;
         seen.insert(f.file);
       }

@@ -256,3 +256,34 @@ def test_manifests_that_cannot_be_replayed_are_refused_with_one_line(results, tm
         r = tokdyn("run", target, "--out", tmp_path / "o", "-q", check=2)
         assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_plot_redraws_a_runs_figures_and_leaves_its_data_untouched(tmp_path):
+    tokdyn("run", "coupling-frozen-kernel", "--out", tmp_path / "r", "-q", "--dpi", "40")
+    before = {f: (tmp_path / "r" / f).read_bytes() for f in os.listdir(tmp_path / "r") if f.endswith(".csv")}
+    ino = (tmp_path / "r" / "checks.csv").stat().st_ino
+    r = tokdyn("plot", tmp_path / "r", "--dpi", "80")
+    assert r.stdout.startswith("drew 1 figure file in")
+    m = json.load(open(tmp_path / "r" / "manifest.json"))
+    assert m["figures_redrawn"]["dpi"] == 80 and m["figures_redrawn"]["formats"] == ["png"]
+    assert sorted(m["files"]) == sorted(str(p.relative_to(tmp_path / "r")) for p in (tmp_path / "r").rglob("*")
+                                        if p.is_file() and p.name != "manifest.json")
+    assert (tmp_path / "r" / "checks.csv").stat().st_ino == ino  # the data files are the same files
+    assert {f: (tmp_path / "r" / f).read_bytes() for f in before} == before
+    assert not [p for p in tmp_path.iterdir() if p.name != "r"]  # no temporary, no lock left
+    # Still a tokdyn result: a rerun with --overwrite may replace it, and a report reads it.
+    tokdyn("report", tmp_path / "r", "--out", tmp_path / "rep")
+    tokdyn("run", "coupling-frozen-kernel", "--out", tmp_path / "r", "-q", "--no-figures", "--overwrite")
+
+
+def test_bad_plot_and_figure_options_are_one_line_exit_2(results, tmp_path):
+    for args, says in [(("plot", tmp_path / "nope"), "is not a folder"),
+                       (("plot", results / "all" / "sw"), "is a sweep"),
+                       (("plot", tmp_path), "no readable manifest.json"),
+                       (("plot", results / "all" / "fk", "--figure-format", "png,gif"), "expected a comma-separated list of png, svg, pdf"),
+                       (("plot", results / "all" / "fk", "--figure-format", "png,png"), "listed twice"),
+                       (("plot", results / "all" / "fk", "--dpi", "5"), "--dpi"),
+                       (("run", "coupling-frozen-kernel", "--out", tmp_path / "x", "--no-figures", "--dpi", "30"), "does not apply with --no-figures")]:
+        r = tokdyn(*args, check=2)
+        assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()

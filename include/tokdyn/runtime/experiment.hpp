@@ -316,6 +316,16 @@ double machine_memory_bytes();
 
 /// Draws figures: runs `/usr/bin/python3 python/plot.py KIND DIR` (the interpreter can be
 /// overridden by TOKDYN_PYTHON). Throws std::runtime_error when plotting fails.
+/// How figures are saved (`--figure-format`, `--dpi`): formats from png, svg, pdf (each figure once per
+/// format, same base name); dpi 0 keeps each figure's own. Process-wide, like the progress mode.
+struct FigureOptions {
+  std::vector<std::string> formats = {"png"};
+  int dpi = 0;
+};
+void set_figure_options(FigureOptions o);
+const FigureOptions& figure_options();
+/// Parses "png,svg,pdf" (a non-empty list of distinct formats). Throws InputError naming `option`.
+std::vector<std::string> parse_figure_formats(const std::string& option, const std::string& text);
 /// Returns the versions of the plotting stack that drew them ({python, numpy, matplotlib}; null if
 /// the script did not say).
 nlohmann::json draw_figures(const std::string& kind, const std::filesystem::path& dir);
