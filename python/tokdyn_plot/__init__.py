@@ -1,8 +1,10 @@
 """tokdyn figures: draw(KIND, DIR) draws the figures of one results directory from its CSV files
 and manifest.json (figures are always drawn from written results, never from the run's memory).
 
-Layout: `common` holds the shared helpers (CSV reading, grouping, styles, the manifest and the
-paper's values it records, writing a PNG); every other module draws one family of figures, imports
+Layout: `common` holds the shared helpers (CSV reading, grouping, the house style: the Okabe-Ito
+palette and per-series line styles and markers, the manifest and the paper's values it records, the
+footer with the run's parameters, writing a figure in every format of TOKDYN_FIGURE_FORMATS at
+TOKDYN_FIGURE_DPI); every other module draws one family of figures, imports
 only from `common` (and numpy/matplotlib), and declares the kinds it draws in a module-level dict
 KINDS = {"kind": function(dir)}. This file collects them into the registry KINDS (a kind declared
 twice is an error). The kinds are the figure kinds the C++ presets name (Experiment::figure_kind);
@@ -54,6 +56,9 @@ def main(argv=None, prog="plot.py"):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         sys.exit("usage: %s KIND DIR" % prog)
+    from .common import figure_dpi, figure_formats
+    figure_formats()  # a bad TOKDYN_FIGURE_FORMATS or TOKDYN_FIGURE_DPI stops here, before any figure
+    figure_dpi(100)
     draw(argv[0], argv[1])
     _record_versions()
 

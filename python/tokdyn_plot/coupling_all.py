@@ -7,7 +7,7 @@ The presets' figures are drawn through the registry: `draw(kind, dir)` is handed
 import os
 import re
 
-from .common import draws_kinds, plt, read_csv, save
+from .common import GREEN, GREY, VERMILLION, draws_kinds, plt, read_csv, save
 
 
 @draws_kinds
@@ -30,13 +30,15 @@ def plot_coupling_all(d, draw):
     nas = [na[n] for n in names]
     ok = [int(r["checks"]) - b - a for r, b, a in zip(presets, bad, nas)]
     y = range(len(names))
-    ax[0].barh(list(y), ok, color="C2", label="pass")
-    ax[0].barh(list(y), bad, left=ok, color="C3", label="fail")
-    ax[0].barh(list(y), nas, left=[a + b for a, b in zip(ok, bad)], color="0.7", label="not applicable")
+    ax[0].barh(list(y), ok, color=GREEN, label="pass" if sum(ok) else None)
+    ax[0].barh(list(y), bad, left=ok, color=VERMILLION, hatch="xx", edgecolor="white", label="fail" if sum(bad) else None)
+    ax[0].barh(list(y), nas, left=[a + b for a, b in zip(ok, bad)], color=GREY, hatch="..", edgecolor="white",
+               label="not applicable" if sum(nas) else None)
     ax[0].set_yticks(list(y))
     ax[0].set_yticklabels(names, fontsize=8)
     ax[0].invert_yaxis()
-    ax[0].set_xlabel("checks")
+    ax[0].set_xlabel("checks (count)")
+    ax[0].set_ylabel("preset")
     title = "checks per preset: %d of %d pass" % (sum(ok), sum(ok) + sum(bad) + sum(nas))
     if sum(nas):
         title += ", %d not applicable" % sum(nas)
@@ -57,20 +59,24 @@ def plot_coupling_all(d, draw):
 
     keys = sorted(fam, key=order)
     yk = range(len(keys))
-    ax[1].barh(list(yk), [fam[k][0] for k in keys], color="C2", label="pass")
-    ax[1].barh(list(yk), [fam[k][1] for k in keys], left=[fam[k][0] for k in keys], color="C3", label="fail")
-    ax[1].barh(list(yk), [fam[k][2] for k in keys], left=[fam[k][0] + fam[k][1] for k in keys], color="0.7",
-               label="not applicable")
+    ax[1].barh(list(yk), [fam[k][0] for k in keys], color=GREEN)
+    ax[1].barh(list(yk), [fam[k][1] for k in keys], left=[fam[k][0] for k in keys], color=VERMILLION, hatch="xx",
+               edgecolor="white")
+    ax[1].barh(list(yk), [fam[k][2] for k in keys], left=[fam[k][0] + fam[k][1] for k in keys], color=GREY, hatch="..",
+               edgecolor="white")  # colours as in the left panel's legend
     ax[1].set_yticks(list(yk))
     ax[1].set_yticklabels(keys, fontsize=8)
     ax[1].invert_yaxis()
     ax[1].set_xlim(0, 1.05 * max([sum(v) for v in fam.values()] + [1]))
-    ax[1].set_xlabel("checks")
+    ax[1].set_xlabel("checks (count)")
+    ax[1].set_ylabel("statement (check family)")
     ax[1].set_title("checks per statement (R: paper's results, F: flags)")
 
     kinds = ["paper", "closed_form", "independent", "consistency", "bound", "qualitative"]
-    colors = {"paper": "#1b7837", "closed_form": "#5aae61", "independent": "#a6dba0", "consistency": "#c2a5cf",
-              "bound": "#9970ab", "qualitative": "#bbbbbb"}
+    # Okabe-Ito colours and hatches: the six kinds apart in colour and in greyscale
+    colors = {"paper": "#009E73", "closed_form": "#56B4E9", "independent": "#0072B2", "consistency": "#E69F00",
+              "bound": "#CC79A7", "qualitative": "#BBBBBB"}
+    hatches = {"paper": "", "closed_form": "//", "independent": "..", "consistency": "\\\\", "bound": "xx", "qualitative": "--"}
     per = {n: {k: 0 for k in kinds} for n in names}
     for r in rows:
         m = re.search(r"\[([^\]]+)\]$", r["check"])
@@ -79,13 +85,15 @@ def plot_coupling_all(d, draw):
     left = [0] * len(names)
     for k in kinds:
         v = [per[n][k] for n in names]
-        ax[2].barh(list(y), v, left=left, color=colors[k], label="%s (%d)" % (k.replace("_", " "), sum(v)))
+        ax[2].barh(list(y), v, left=left, color=colors[k], hatch=hatches[k], edgecolor="white",
+                   label="%s (%d)" % (k.replace("_", " "), sum(v)) if sum(v) else None)
         left = [a + b for a, b in zip(left, v)]
     ax[2].set_yticks(list(y))
     ax[2].set_yticklabels(names, fontsize=8)
     ax[2].invert_yaxis()
     ax[2].set_xlim(0, 1.05 * max(left + [1]))
-    ax[2].set_xlabel("checks")
+    ax[2].set_xlabel("checks (count)")
+    ax[2].set_ylabel("preset")
     indep = sum(per[n][k] for n in names for k in ("paper", "closed_form", "independent"))
     ax[2].set_title("reference kinds: %d of %d independent of tokdyn" % (indep, sum(left)))
     ax[2].legend(loc="lower right", fontsize=8)

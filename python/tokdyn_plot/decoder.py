@@ -3,7 +3,7 @@ the Gram metrics of The Attention Within §VI (lambda_bar_1, participation ratio
 distance to the attention models' consensus manifold against depth, positions on and off."""
 import os
 
-from .common import by, manifest, num, plt, read_csv, save, synthetic_note
+from .common import VERMILLION, by, footer, manifest, num, plt, read_csv, save, synthetic_note
 
 _STYLE = {"positions_on": dict(color="#0072B2", ls="-", marker="o", label="positions on (as published)"),
           "positions_off": dict(color="#D55E00", ls="--", marker="s", label="positions off")}
@@ -31,6 +31,7 @@ def plot_transformer_clustering(d):
     ax[1].set_ylabel(r"participation ratio $r$")
     ax[2].set_ylabel(r"distance to $\{(x,\dots,x)\}$")
     ax[2].set_xlabel(r"depth step $l$ (layers cycled)")
+    ax[2].legend(fontsize=8)
     ax[0].set_ylim(0, 1.02)
     ax[0].legend(fontsize=8)
     model = p.get("model", "?")
@@ -41,9 +42,9 @@ def plot_transformer_clustering(d):
     if notes.get("trained_by"):
         synthetic_note(fig, man)
     elif notes.get("synthetic_model"):
-        fig.text(0.5, 0.003, "untrained: a freshly initialised %s (tokdyn make-checkpoint), not trained weights" % model,
-                 ha="center", va="bottom", fontsize=7, color="#D55E00")
-    save(fig, ax, d, "clustering.png")
+        footer(fig, "untrained: a freshly initialised %s (tokdyn make-checkpoint), not trained weights" % model, color=VERMILLION)
+    footer(fig, "Lines: mean over runs; bands: ±1 standard deviation over runs.")
+    save(fig, ax, d, "clustering.png", keys=_keys(p))
 
 
 
@@ -86,7 +87,6 @@ def plot_prompt_trajectories(d):
     a0.plot([], [], "o", color="grey", mfc="white", label="layer 0 (embedded)")
     a0.plot([], [], "s", color="grey", label="layer %d" % (L - 1))
     a0.legend(fontsize=7, loc="best")
-    axes = [a0]
     for k, (layer, name) in enumerate(((0, "layer 0"), (L - 1, "layer %d" % (L - 1)))):
         a = fig.add_subplot(gs[k + 1])
         im = a.imshow(cos[layer, 0], vmin=-1, vmax=1, cmap="RdBu_r")
@@ -96,6 +96,8 @@ def plot_prompt_trajectories(d):
         a.set_xticklabels(labels, rotation=90, fontsize=fs)
         a.set_yticklabels(labels, fontsize=fs)
         a.set_title(r"$\langle \hat x_i, \hat x_j \rangle$ at %s" % name, fontsize=9)
+        a.set_xlabel("token $j$")
+        a.set_ylabel("token $i$")
         fig.colorbar(im, ax=a, fraction=0.046, pad=0.04, label="cosine")
     model = p.get("model", "?")
     src = "checkpoint " + os.path.basename(str(p.get("checkpoint", "")).rstrip("/")) if p.get("checkpoint") else \
@@ -106,9 +108,18 @@ def plot_prompt_trajectories(d):
     if notes.get("trained_by"):
         synthetic_note(fig, man)
     elif notes.get("synthetic_model"):
-        fig.text(0.5, 0.003, "untrained model: " + (notes.get("synthetic_model_note") or "freshly initialised weights"),
-                 ha="center", va="bottom", fontsize=7, color="#D55E00")
-    save(fig, [a0], d, "trajectories.png")
+        footer(fig, "untrained model: " + (notes.get("synthetic_model_note") or "freshly initialised weights"), color=VERMILLION)
+    save(fig, [a0], d, "trajectories.png", keys=_keys(p))
+
+
+def _keys(p):
+    """The parameters of a decoder run that say what was computed."""
+    keys = ["model"] + (["checkpoint"] if p.get("checkpoint") else ["size", "model_seed"])
+    keys += [k for k in ("runs", "tokens", "depth", "seed", "update", "layers", "sublayers", "variants", "use_positions",
+                         "prompt", "prompts", "token_ids") if p.get(k) not in (None, "", [])]
+    if p.get("update") == "sphere":
+        keys.append("tau")
+    return keys
 
 
 KINDS = {"transformer-clustering": plot_transformer_clustering, "prompt-trajectories": plot_prompt_trajectories}

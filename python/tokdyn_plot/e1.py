@@ -8,15 +8,11 @@ drawn from the written CSV files only: e1.png with three panels
       markers) and |rho| (open markers), mean +- standard deviation over seeds, per size;
   (c) excess loss (held-out loss - R_full) against parameters (log-log), one colour per q, gate
       learned (filled, solid fit) and off (open, dashed fit), with the fitted exponents alpha.
-Colours: the Okabe-Ito palette (colour-blind safe); every series also has its own marker or line style."""
+Colours: the package's Okabe-Ito palette (colour-blind safe); every series also has its own marker or line style."""
 import math
 import os
 
-from .common import manifest, num, plt, read_csv, save
-
-# Okabe & Ito (2008): distinguishable with every common colour-vision deficiency.
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000"]
-Q_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+from .common import MARKERS as Q_MARKERS, OKABE_ITO, manifest, num, plt, read_csv, save
 SIZE_ORDER = ["s", "m", "l"]
 SIZE_STYLE = {"s": ("#56B4E9", "o"), "m": ("#0072B2", "s"), "l": ("#000000", "^")}
 
@@ -124,6 +120,11 @@ def plot_e1(d):
             style_note = True
     ax[2].set_xscale("log")
     ax[2].set_yscale("log")
+    counts = sorted({num(r["params"]) for r in runs if num(r["excess"]) > 0})
+    if 0 < len(counts) <= 6:  # the model sizes themselves as ticks (not 10^k minor labels that crowd)
+        ax[2].set_xticks(counts, ["{:,}".format(int(c)) if c < 1e7 else "%.3g" % c for c in counts])
+        ax[2].minorticks_off()
+        ax[2].set_xlim(counts[0] / 1.6, counts[-1] * 1.6)
     pos = [num(r["excess"]) for r in runs if num(r["excess"]) > 0]
     if pos:  # room below the points for the legend
         ax[2].set_ylim(min(pos) / 4.0, max(pos) * 1.5)

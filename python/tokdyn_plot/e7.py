@@ -11,9 +11,8 @@ files only: e7.png with six panels
   (5) the error of all n intervals against E (full-rank fits only) and, where both exist, the relative
       error of C;
   (6) the linear check: closed-form exponents log |1 + sigma_i| and the estimate."""
-import os
 
-from .common import by, manifest, num, plt, read_table, save
+from .common import BLUE, VERMILLION, by, compact, manifest, num, plt, read_table, save, series
 
 FLOOR = 1e-17  # errors of exactly 0 are drawn here (log axes)
 
@@ -49,23 +48,25 @@ def plot_coupling_e7(d):
     ax = ax.ravel()
     noises = sorted({num(r["noise"]) for r in err})
     sizes = sorted({num(r["ensemble"]) for r in err})
-    colors = {s: "C%d" % i for i, s in enumerate(noises)}
+    colors = {s: series(i)["color"] for i, s in enumerate(noises)}
+    marks = {s: series(i)["marker"] for i, s in enumerate(noises)}
+    styles = {s: series(i)["ls"] for i, s in enumerate(noises)}
     E_max, s0 = (sizes[-1], noises[0]) if err else (None, None)
     groups = sorted(by(err, "noise").items(), key=lambda kv: num(kv[0]))
 
     # (1) top-k error against E
     for s, rows in groups:
         rows = sorted(rows, key=lambda r: num(r["ensemble"]))
-        ax[0].plot([num(r["ensemble"]) for r in rows], [_pos(num(r["error"])) for r in rows], "o-", ms=5,
-                   color=colors[num(s)], label="noise %g" % num(s))
+        ax[0].plot([num(r["ensemble"]) for r in rows], [_pos(num(r["error"])) for r in rows], ls=styles[num(s)],
+                   marker=marks[num(s)], ms=5, color=colors[num(s)], label="noise %g" % num(s))
     ax[0].set_yscale("log")
     _sizes_axis(ax[0], sizes)
     n = notes.get("n")
     if n:
-        ax[0].axvline(n, color="0.4", ls=":", lw=0.9, label="E = n = %d" % n)
-    ax[0].set_xlabel("ensemble size E")
-    ax[0].set_ylabel("max_i |mu_hat_i - mu_i| over the top k (1/layer)")
-    ax[0].set_title("(E7) top-%s exponent error against E (eps = %g)" % (params.get("k", "k"), params.get("amplitude", float("nan"))))
+        ax[0].axvline(n, color="0.4", ls=":", lw=0.9, label="$E = n = %d$" % n)
+    ax[0].set_xlabel("ensemble size $E$")
+    ax[0].set_ylabel(r"$\max_i |\hat\mu_i - \mu_i|$ over the top $k$ (per layer)")
+    ax[0].set_title(r"(E7) top-%s exponent error against $E$ ($\epsilon = %g$)" % (params.get("k", "k"), params.get("amplitude", float("nan"))))
     ys = [num(r["error"]) for r in err if r["error"] != ""]
     if ys:  # headroom above the curves for the legend
         ax[0].set_ylim(top=max(ys) * 40)
@@ -79,24 +80,27 @@ def plot_coupling_e7(d):
         ax[1].plot(idx, [exact[i] for i in idx], "s", ms=12, mfc="none", mec="k", label="exact (JVP)")
         for j, (s, rows) in enumerate(sorted(by(top, "noise").items(), key=lambda kv: num(kv[0]))):
             off = (j - (len(noises) - 1) / 2) * 0.08
-            ax[1].plot([num(r["index"]) + off for r in rows], [num(r["mu_estimate"]) for r in rows], "o", ms=5,
+            ax[1].plot([num(r["index"]) + off for r in rows], [num(r["mu_estimate"]) for r in rows], marks[num(s)], ms=5,
                        color=colors[num(s)], label="estimate, noise %g" % num(s))
         ax[1].axhline(0.0, color="k", lw=0.8)
         ax[1].set_xticks(idx)
-    ax[1].set_xlabel("QR column i")
-    ax[1].set_ylabel("exponent mu_i (1/layer)")
-    ax[1].set_title("exact and estimated exponents, E = %s" % (int(E_max) if E_max else "?"))
+    ax[1].set_xlabel("QR column $i$")
+    ax[1].set_ylabel(r"exponent $\mu_i$ (per layer)")
+    ax[1].set_title("exact and estimated exponents, $E = %s$" % (int(E_max) if E_max else "?"))
     ax[1].legend(fontsize=8)
 
     # (3) top-k Bohl intervals
     ex = [r for r in ivs if r["source"] == "exact"]
     est = [r for r in ivs if r["source"] == "estimate" and num(r["ensemble"]) == E_max and num(r["noise"]) == s0]
     _intervals(ax[2], ex, -0.1, "k", "exact")
-    _intervals(ax[2], est, 0.1, "C0", "estimate (E = %s, noise %g)" % (int(E_max) if E_max else "?", s0 if s0 is not None else 0))
+    _intervals(ax[2], est, 0.1, BLUE, "estimate ($E = %s$, noise %g)" % (int(E_max) if E_max else "?", s0 if s0 is not None else 0))
     ax[2].axhline(1.0, color="k", lw=0.8, ls="--", label="growth scale 1")
-    ax[2].set_xlabel("QR column i")
+    cols = sorted({int(num(r["index"])) for r in ex + est})
+    if cols:
+        ax[2].set_xticks(cols)
+    ax[2].set_xlabel("QR column $i$")
     ax[2].set_ylabel("Bohl interval (growth scale per layer)")
-    ax[2].set_title("top-k Sacker-Sell (Bohl) intervals, H = %s" % notes.get("H", "?"))
+    ax[2].set_title("top-$k$ Sacker-Sell (Bohl) intervals, $H = %s$" % notes.get("H", "?"))
     lo = [num(r["lower"]) for r in ex + est]
     if lo:  # room below the bars for the legend
         hi = max(num(r["upper"]) for r in ex + est)
@@ -110,17 +114,13 @@ def plot_coupling_e7(d):
         fx = [r for r in full if r["source"] == "exact"]
         fe = [r for r in full if r["source"] == "estimate" and num(r["ensemble"]) == E_max and num(r["noise"]) == s0]
         _intervals(ax[3], fx, -0.15, "k", "exact (dense Jacobians)")
-        _intervals(ax[3], fe, 0.15, "C0", "estimate (E = %d, noise %g)" % (E_max, s0))
-        ax[3].axhline(split, color="C3", lw=0.9, ls="--", label="split = %g" % split)
+        _intervals(ax[3], fe, 0.15, BLUE, "estimate ($E = %d$, noise %g)" % (E_max, s0))
+        ax[3].axhline(split, color=VERMILLION, lw=0.9, ls="--", label="split = %g" % split)
         Ce = next((num(r["C_estimate"]) for r in err if num(r["ensemble"]) == E_max and num(r["noise"]) == s0), float("nan"))
         Cx = ed.get("C")
-        ctext = ("C exact %.4g, estimate %.4g" % (Cx, Ce)) if Cx is not None else "no dichotomy at the split: no C"
-        ax[3].set_title("all n = %s directions: %s" % (n, ctext), fontsize=10)
+        ctext = ("$C$ exact %.4g, estimate %.4g" % (Cx, Ce)) if Cx is not None else "no dichotomy at the split: no $C$"
+        ax[3].set_title("all $n = %s$ directions: %s" % (n, ctext), fontsize=10)
         ax[3].legend(fontsize=8)
-    else:
-        ax[3].text(0.5, 0.5, "no dense reference:\n" + str(notes.get("dense_reference", "")), ha="center", va="center",
-                   fontsize=9, transform=ax[3].transAxes)
-        ax[3].set_title("all n directions")
     ax[3].set_xlabel("QR column (full QR from the identity)")
     ax[3].set_ylabel("Bohl interval (growth scale per layer)")
 
@@ -130,45 +130,38 @@ def plot_coupling_e7(d):
         rows = sorted(rows, key=lambda r: num(r["ensemble"]))
         pts = [(num(r["ensemble"]), num(r["error_full_intervals"])) for r in rows if r["error_full_intervals"] != ""]
         if pts:
-            ax[4].plot([p[0] for p in pts], [_pos(p[1]) for p in pts], "o-", ms=5, color=colors[num(s)],
-                       label="all-n intervals, noise %g" % num(s))
+            ax[4].plot([p[0] for p in pts], [_pos(p[1]) for p in pts], ls="-", marker=marks[num(s)], ms=5, color=colors[num(s)],
+                       label="all-$n$ intervals, noise %g" % num(s))
             drawn = True
         cs = [(num(r["ensemble"]), num(r["C_error"])) for r in rows if r["C_error"] != ""]
         if cs:
-            ax[4].plot([p[0] for p in cs], [_pos(p[1]) for p in cs], "s--", ms=5, color=colors[num(s)], mfc="none",
-                       label="C, noise %g" % num(s))
+            ax[4].plot([p[0] for p in cs], [_pos(p[1]) for p in cs], ls="--", marker=marks[num(s)], ms=5, color=colors[num(s)],
+                       mfc="none", label="$C$, noise %g" % num(s))
             drawn = True
     if drawn:
         ax[4].set_yscale("log")
         ax[4].legend(fontsize=8)
-    else:
-        ax[4].text(0.5, 0.5, "no full-rank fit or no dense reference", ha="center", va="center", fontsize=9,
-                   transform=ax[4].transAxes)
     if sizes:
         _sizes_axis(ax[4], sizes)
-    ax[4].set_xlabel("ensemble size E")
-    ax[4].set_ylabel("max |log end_hat - log end| (1/layer); |C_hat - C| / C")
-    ax[4].set_title("all n directions: interval error (solid), C error (dashed)")
+    ax[4].set_xlabel("ensemble size $E$")
+    ax[4].set_ylabel(r"$\max|\log \widehat{\rm end} - \log {\rm end}|$ (per layer); $|\hat C - C| / C$")
+    ax[4].set_title("all $n$ directions: interval error (solid), $C$ error (dashed)")
 
     # (6) the linear check
     if lin:
         li = [num(r["index"]) for r in lin]
-        ax[5].plot(li, [num(r["mu_closed_form"]) for r in lin], "s", ms=12, mfc="none", mec="k", label="log |1 + sigma_i|")
-        ax[5].plot(li, [num(r["mu_estimate"]) for r in lin], "o", ms=5, color="C0", label="estimate (noise 0)")
+        ax[5].plot(li, [num(r["mu_closed_form"]) for r in lin], "s", ms=12, mfc="none", mec="k", label=r"$\log |1 + \sigma_i|$")
+        ax[5].plot(li, [num(r["mu_estimate"]) for r in lin], "o", ms=5, color=BLUE, label="estimate (noise 0)")
         worst = max(abs(num(r["error"])) for r in lin)
         ln = notes.get("linear", {})
-        ax[5].set_title("linear check (G1, kappa(S) = %s): max error %.2g\nC estimate %.4g, C of the generator B %.4g"
+        ax[5].set_title("linear check (G1, $\\kappa(S) = %s$): max error %.2g\n$C$ estimate %.4g, $C$ of the generator $B$ %.4g"
                         % (params.get("linear_kappa", "?"), worst, ln.get("C") or float("nan"), ln.get("C_from_B") or float("nan")),
                         fontsize=10)
         ax[5].axhline(0.0, color="k", lw=0.8)
         ax[5].set_xticks(li)
         ax[5].legend(fontsize=8)
-    else:
-        ax[5].text(0.5, 0.5, "no linear check (the largest E is below its n)", ha="center", va="center", fontsize=9,
-                   transform=ax[5].transAxes)
-        ax[5].set_title("linear check")
-    ax[5].set_xlabel("QR column i (eigenvectors by decreasing |1 + sigma_i|)")
-    ax[5].set_ylabel("exponent (1/layer)")
+    ax[5].set_xlabel(r"QR column $i$ (eigenvectors by decreasing $|1 + \sigma_i|$)")
+    ax[5].set_ylabel("exponent (per layer)")
 
     failed = notes.get("checks_failed")
     title = "coupling-e7 (model = %s, depth %s): Lyapunov / Sacker-Sell spectra and C from trajectories alone" % (
@@ -176,6 +169,9 @@ def plot_coupling_e7(d):
     if failed is not None:
         title += " — %s" % ("all checks pass" if failed == 0 else "%d check(s) FAILED (checks.csv)" % failed)
     fig.suptitle(title, fontsize=11)
+    compact(fig, ax.reshape(2, 3), {ax[3]: "all $n$ directions: no dense reference (%s)" % notes.get("dense_reference", ""),
+                                    ax[4]: "the all-$n$ interval and $C$ errors: no full-rank fit or no dense reference",
+                                    ax[5]: "the linear check: the largest $E$ is below its $n$"})
     save(fig, ax, d, "e7.png")
 
 
