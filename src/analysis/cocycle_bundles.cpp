@@ -216,50 +216,104 @@ BundleDiagnostics bundle_diagnostics(const Cocycle& c, const Bundles& b) {
   return g;
 }
 
-GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride) {
+GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride, double r_minus_min, double r_plus_max) {
   if (stride < 1) throw std::invalid_argument("growth_envelope: stride must be >= 1");
+  if (!(r_minus_min >= 0) || !(r_plus_max > 0)) throw std::invalid_argument("growth_envelope: expected r_minus_min >= 0 and r_plus_max > 0");
   const long n = static_cast<long>(b.P_plus.size()), d = c.dim(), k = b.k;
   if (static_cast<long>(b.T.size()) < n - 1) throw std::invalid_argument("growth_envelope: bundles without the restricted maps T(l)");
+  // A push from one start stops once its norm, weighted as the constants weigh it at the extreme
+  // rate asked for (g / r_minus_min^j forward, g r_plus_max^j backward), has fallen below
+  // kNegligible of the largest weighted value it reached (after kMinLags layers at least). Under a
+  // dichotomy whose rates lie beyond those extremes the weighted norm only decays from there, so the
+  // rest changes no constant C(r) for r_minus >= r_minus_min (r_plus <= r_plus_max) above round-off,
+  // and a push costs about its decay length, not L. Rates 0 / inf: no truncation (every lag).
+  constexpr double kNegligible = 1e-18;
+  constexpr long kMinLags = 8;
+  const double log_neg = std::log(kNegligible);
+  const bool cut_minus = r_minus_min > 0, cut_plus = std::isfinite(r_plus_max);
+  const double wm = cut_minus ? -std::log(r_minus_min) : 0.0, wp = cut_plus ? std::log(r_plus_max) : 0.0;
+  const long starts = (n + stride - 1) / stride;
   GrowthEnvelope g;
   g.g_minus = Eigen::VectorXd::Zero(n);
   g.g_plus = Eigen::VectorXd::Zero(n);
-  const Matrix I = Matrix::Identity(d, d);
-  Matrix X, Y;
-  for (long s = 0; s < n; s += stride) {
-    // Forward on V_perp: X(l) = P_-(l) Phi(l, s) P_-(s), re-projected every step.
-    X = I - b.P_plus[static_cast<std::size_t>(s)];
-    g.g_minus(0) = std::max(g.g_minus(0), spectral_norm(X));
-    for (long j = s; j + 1 < n; ++j) {
-      c.apply(b.first + j, X, Y);
-      X.noalias() = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * Y;
-      g.g_minus(j + 1 - s) = std::max(g.g_minus(j + 1 - s), spectral_norm(X));
-    }
+  // Starts run in parallel on a stored cocycle (a callback cocycle may not be reentrant); each
+  // thread keeps its own envelope and they are merged by max: the same bits at any thread count.
+  const bool parallel = c.has_matrices() && starts > 1;
+#pragma omp parallel if (parallel)
+  {
+    Eigen::VectorXd gm = Eigen::VectorXd::Zero(n), gp = Eigen::VectorXd::Zero(n);
+    const Matrix I = Matrix::Identity(d, d);
+    Matrix X, Y, W;
+#pragma omp for schedule(dynamic, 1)
+    for (long si = 0; si < starts; ++si) {
+      const long s = si * stride;
+      // Forward on V_perp: X(l) = P_-(l) Phi(l, s) P_-(s), re-projected every step.
+      X = I - b.P_plus[static_cast<std::size_t>(s)];
+      double v = spectral_norm(X);
+      gm(0) = std::max(gm(0), v);
+      double peak = v > 0 ? std::log(v) : -std::numeric_limits<double>::infinity();
+      for (long j = s; j + 1 < n; ++j) {
+        c.apply(b.first + j, X, Y);
+        X.noalias() = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * Y;
+        v = spectral_norm(X);
+        const long lag = j + 1 - s;
+        gm(lag) = std::max(gm(lag), v);
+        if (!cut_minus) continue;
+        const double w = v > 0 ? std::log(v) + static_cast<double>(lag) * wm : -std::numeric_limits<double>::infinity();
+        peak = std::max(peak, w);
+        if (lag >= kMinLags && !(w > peak + log_neg)) break;
+      }
     if (k == 0) continue;
-    // Backward on V_par: Phi(l, s) P_+(s) = U(l) [T(l)^{-1} ... T(s-1)^{-1}] U(s)^T P_+(s).
-    Matrix W = b.U[static_cast<std::size_t>(s)].transpose() * b.P_plus[static_cast<std::size_t>(s)];
-    g.g_plus(0) = std::max(g.g_plus(0), spectral_norm(W));
-    for (long j = s - 1; j >= 0; --j) {
-      W = b.T[static_cast<std::size_t>(j)].partialPivLu().solve(W);
-      g.g_plus(s - j) = std::max(g.g_plus(s - j), spectral_norm(W));
+      // Backward on V_par: Phi(l, s) P_+(s) = U(l) [T(l)^{-1} ... T(s-1)^{-1}] U(s)^T P_+(s).
+      W = b.U[static_cast<std::size_t>(s)].transpose() * b.P_plus[static_cast<std::size_t>(s)];
+      v = spectral_norm(W);
+      gp(0) = std::max(gp(0), v);
+      peak = v > 0 ? std::log(v) : -std::numeric_limits<double>::infinity();
+      for (long j = s - 1; j >= 0; --j) {
+        W = b.T[static_cast<std::size_t>(j)].partialPivLu().solve(W);
+        v = spectral_norm(W);
+        const long lag = s - j;
+        gp(lag) = std::max(gp(lag), v);
+        if (!cut_plus) continue;
+        const double w = v > 0 ? std::log(v) + static_cast<double>(lag) * wp : -std::numeric_limits<double>::infinity();
+        peak = std::max(peak, w);
+        if (lag >= kMinLags && !(w > peak + log_neg)) break;
+      }
+    }
+#pragma omp critical(tokdyn_growth_envelope)
+    {
+      g.g_minus = g.g_minus.cwiseMax(gm);
+      g.g_plus = g.g_plus.cwiseMax(gp);
     }
   }
+  // Logs once (the constants scan them for every rate asked).
+  auto logs = [](const Eigen::VectorXd& v) {
+    Eigen::VectorXd l(v.size());
+    for (long j = 0; j < v.size(); ++j) l(j) = v(j) > 0 ? std::log(v(j)) : -std::numeric_limits<double>::infinity();
+    return l;
+  };
+  g.log_minus = logs(g.g_minus);
+  g.log_plus = logs(g.g_plus);
   return g;
 }
 
+namespace {
+/// max(1, max_j exp(log_g[j] + j * log_r)), from the logs: one exp for the whole scan.
+double envelope_constant(const Eigen::VectorXd& log_g, double log_r) {
+  double best = 0.0;  // log 1
+  for (long j = 0; j < log_g.size(); ++j) best = std::max(best, log_g(j) + static_cast<double>(j) * log_r);
+  return std::exp(best);
+}
+}  // namespace
+
 double constant_minus(const GrowthEnvelope& g, double r_minus) {
   if (!(r_minus > 0)) throw std::invalid_argument("constant_minus: r_minus must be > 0");
-  double C = 1.0;
-  for (long j = 0; j < g.g_minus.size(); ++j)
-    if (g.g_minus(j) > 0) C = std::max(C, std::exp(std::log(g.g_minus(j)) - static_cast<double>(j) * std::log(r_minus)));
-  return C;
+  return envelope_constant(g.log_minus, -std::log(r_minus));
 }
 
 double constant_plus(const GrowthEnvelope& g, double r_plus) {
   if (!(r_plus > 0)) throw std::invalid_argument("constant_plus: r_plus must be > 0");
-  double C = 1.0;
-  for (long j = 0; j < g.g_plus.size(); ++j)
-    if (g.g_plus(j) > 0) C = std::max(C, std::exp(std::log(g.g_plus(j)) + static_cast<double>(j) * std::log(r_plus)));
-  return C;
+  return envelope_constant(g.log_plus, std::log(r_plus));
 }
 
 double green_norm(const Cocycle& c, const Bundles& b) {
@@ -268,19 +322,33 @@ double green_norm(const Cocycle& c, const Bundles& b) {
   Eigen::VectorXd row = Eigen::VectorXd::Zero(n);  // row(l) = sum_s ||G(l, s+1)||
   const Matrix I = Matrix::Identity(d, d);
   Matrix X, Y;
+  // A push ends once its norm is below 1e-18 of the largest it reached (after 8 layers at least):
+  // under the dichotomy it only decays from there, and the terms left out add at most L * 1e-18 of a
+  // row's sum. A window without decay is pushed to its end (the O(L^2 d^3) of the definition);
+  // with it the cost is about L times the decay length.
+  constexpr double kNegligible = 1e-18;
+  constexpr long kMinLags = 8;
   for (long sig = 1; sig < n; ++sig) {  // sig = s + 1, s = 0..n-2 (h lives on the n-1 steps)
     X = I - b.P_plus[static_cast<std::size_t>(sig)];
-    row(sig) += spectral_norm(X);
+    double v = spectral_norm(X), peak = v;
+    row(sig) += v;
     for (long j = sig; j + 1 < n; ++j) {
       c.apply(b.first + j, X, Y);
       X.noalias() = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * Y;
-      row(j + 1) += spectral_norm(X);
+      v = spectral_norm(X);
+      row(j + 1) += v;
+      peak = std::max(peak, v);
+      if (j + 1 - sig >= kMinLags && !(v > kNegligible * peak)) break;
     }
     if (k == 0) continue;
     Matrix W = b.U[static_cast<std::size_t>(sig)].transpose() * b.P_plus[static_cast<std::size_t>(sig)];
+    peak = 0;
     for (long j = sig - 1; j >= 0; --j) {
       W = b.T[static_cast<std::size_t>(j)].partialPivLu().solve(W);
-      row(j) += spectral_norm(W);
+      v = spectral_norm(W);
+      row(j) += v;
+      peak = std::max(peak, v);
+      if (sig - j > kMinLags && !(v > kNegligible * peak)) break;
     }
   }
   return row.maxCoeff();

@@ -238,7 +238,11 @@ double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle&
   if (r_minus == 0) r_minus = g_lo > 0 ? std::exp((1 - slack) * std::log(g_lo)) : slack;
   if (r_plus == 0) r_plus = std::isfinite(g_hi) ? std::exp((1 - slack) * std::log(g_hi)) : std::exp(slack);
   const long stride = P.get_int("stride") == 0 ? std::max<long>(1, static_cast<long>(b.P_plus.size()) / 100) : P.get_int("stride");
-  const auto env = cocycle::growth_envelope(c, b, stride);
+  // The extreme rates asked for (r_-, r_+ and tradeoff.csv's grids below): the envelope's pushes end
+  // where no constant at these rates can change (cocycle.hpp growth_envelope).
+  const double a_lo = g_lo > 0 ? std::log(g_lo) : std::log(1e-3), top = std::isfinite(g_hi) ? std::log(g_hi) : 0.5;
+  const double r_min = std::min(r_minus, std::exp(a_lo * (1 - 1 / 60.0))), r_max = std::max(r_plus, std::exp(top * 59 / 60.0));
+  const auto env = cocycle::growth_envelope(c, b, stride, r_min, r_max);
   const double Cm = cocycle::constant_minus(env, r_minus), Cp = cocycle::constant_plus(env, r_plus);
   const double C = std::max(Cm, Cp);
   {
@@ -252,13 +256,12 @@ double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle&
   {
     CsvWriter w = ctx.table("tradeoff.csv");
     w.blank_nonfinite({"C"});  // empty: no finite constant at this rate
-    const double a = g_lo > 0 ? std::log(g_lo) : std::log(1e-3);
+    const double a = a_lo;
     for (int j = 1; j < 60; ++j) {
       const double r = std::exp(a * (1 - j / 60.0));
       w.cell(std::string("minus")).cell(r).cell(cocycle::constant_minus(env, r)).end_row();
     }
     if (b.k > 0) {
-      const double top = std::isfinite(g_hi) ? std::log(g_hi) : 0.5;
       for (int j = 1; j < 60; ++j) {
         const double r = std::exp(top * j / 60.0);
         w.cell(std::string("plus")).cell(r).cell(cocycle::constant_plus(env, r)).end_row();

@@ -17,6 +17,7 @@
 #include <string>
 #include <optional>
 #include <string>
+#include <limits>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -244,10 +245,18 @@ BundleDiagnostics bundle_diagnostics(const Cocycle& c, const Bundles& b);
 /// sampled starts s (every `stride`-th layer), j = 0..L. Forward pushes are re-projected onto
 /// P_- every step (exact by invariance; keeps the growing part's round-off out); backward uses
 /// the restricted inverse on V_par (T(l)^{-1}).
+/// With r_minus_min > 0 (r_plus_max finite) a push ends once g / r_minus_min^j (g r_plus_max^j) is
+/// below 1e-18 of the largest it reached (after 8 layers at least): the constants below are then
+/// exact to round-off for every r_minus >= r_minus_min (r_plus <= r_plus_max) outside the spectrum,
+/// at a cost of about the decay length per start instead of L (cocycle_bundles.cpp). The defaults
+/// push every start to the end. Starts run in parallel on a stored cocycle (same bits at any thread
+/// count).
 struct GrowthEnvelope {
   Eigen::VectorXd g_minus, g_plus;
+  Eigen::VectorXd log_minus, log_plus;  ///< their logs (-inf for 0)
 };
-GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride = 1);
+GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride = 1, double r_minus_min = 0,
+                               double r_plus_max = std::numeric_limits<double>::infinity());
 /// C_-(r) = max(1, max_j g_minus[j] r^-j); C_+(r) = max(1, max_j g_plus[j] r^j).
 double constant_minus(const GrowthEnvelope& g, double r_minus);
 double constant_plus(const GrowthEnvelope& g, double r_plus);
