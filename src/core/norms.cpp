@@ -8,7 +8,7 @@ namespace tokdyn {
 
 double spectral_norm(const Eigen::MatrixXd& A) {
   if (A.size() == 0) return 0.0;
-  if (A.size() == 1) return std::abs(A(0, 0));
+  if (A.rows() == 1 || A.cols() == 1) return A.norm();  // a vector: its Euclidean norm
   if (A.rows() == 2 && A.cols() == 2) {
     // sigma_max = (|(a+d, b-c)| + |(a-d, b+c)|) / 2: a sum of two hypotenuses, no cancellation
     // (a 2 x 2 layer map is the common case of long cocycles; JacobiSVD costs ~20x more).

@@ -2,12 +2,15 @@
 #include "tokdyn/runtime/provenance.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <cmath>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <Eigen/Core>
@@ -81,9 +84,68 @@ const std::string& command_line() {
   return g_command;
 }
 
+namespace {
+
+/// Files from this size on have their SHA-256 remembered (a checkpoint's weights are hashed once,
+/// not by every run and sweep point that reads them).
+constexpr std::uint64_t kCacheFrom = std::uint64_t{16} << 20;
+
+/// The cache: ${XDG_CACHE_HOME:-$HOME/.cache}/tokdyn/sha256.tsv, one line per hashed file
+/// "sha256 TAB device TAB inode TAB size TAB mtime_ns TAB absolute path", appended with O_APPEND (one
+/// write per line: concurrent runs do not interleave); a file whose device, inode, size or mtime
+/// changed is hashed again. Unwritable: no cache.
+fs::path cache_file() {
+  const char* x = std::getenv("XDG_CACHE_HOME");
+  const char* h = std::getenv("HOME");
+  if (x && *x) return fs::path(x) / "tokdyn" / "sha256.tsv";
+  if (h && *h) return fs::path(h) / ".cache" / "tokdyn" / "sha256.tsv";
+  return {};
+}
+
+std::string cache_key(const struct stat& st, const fs::path& abs) {
+  return fmt::format("{}\t{}\t{}\t{}\t{}", static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino),
+                     static_cast<long long>(st.st_size),
+                     static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + static_cast<long long>(st.st_mtim.tv_nsec), abs.string());
+}
+
+std::string cached_sha(const std::string& key) {
+  const fs::path f = cache_file();
+  std::string found;
+  if (f.empty()) return found;
+  std::ifstream in(f);
+  for (std::string line; std::getline(in, line);)
+    if (line.size() > 65 && line[64] == '\t' && line.compare(65, std::string::npos, key) == 0) found = line.substr(0, 64);
+  return found;
+}
+
+void remember_sha(const std::string& key, const std::string& sha) {
+  const fs::path f = cache_file();
+  if (f.empty()) return;
+  std::error_code ec;
+  fs::create_directories(f.parent_path(), ec);
+  const int fd = ::open(f.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string line = sha + "\t" + key + "\n";
+  (void)!::write(fd, line.data(), line.size());
+  ::close(fd);
+}
+
+}  // namespace
+
 json file_fingerprint(const fs::path& file, std::uintmax_t max_hash_bytes) {
   const OpenedFile f = open_regular_file(file, ~std::uint64_t{0}, fmt::format("input '{}'", file.string()));
   json j = {{"path", file.string()}, {"size", f.size}, {"sha256", nullptr}};
+  std::error_code ec;
+  j["absolute"] = fs::absolute(file, ec).lexically_normal().string();
+  std::string key;
+  if (struct stat st {}; f.size >= kCacheFrom && f.size <= max_hash_bytes && ::fstat(f.fd, &st) == 0) {
+    key = cache_key(st, j["absolute"].get<std::string>());
+    if (const std::string sha = cached_sha(key); !sha.empty()) {
+      ::close(f.fd);
+      j["sha256"] = sha;
+      return j;
+    }
+  }
   if (f.size <= max_hash_bytes) {
     Sha256 h;
     std::string buf(std::size_t{1} << 20, '\0');
@@ -98,6 +160,7 @@ json file_fingerprint(const fs::path& file, std::uintmax_t max_hash_bytes) {
     ::close(f.fd);
     if (got != f.size) throw InputError(fmt::format("input '{}': changed size while it was read", file.string()));
     j["sha256"] = h.hex();
+    if (!key.empty()) remember_sha(key, j["sha256"].get<std::string>());
   } else {
     ::close(f.fd);
   }

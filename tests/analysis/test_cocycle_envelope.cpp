@@ -57,6 +57,11 @@ TEST(CocycleEnvelope, SpectralNormTwoByTwoEqualsSvd) {
     if (t % 5 == 0) A.col(1) = 3.0 * A.col(0);  // rank one
     EXPECT_NEAR(spectral_norm(A), svd_norm(A), 1e-14 * svd_norm(A)) << A;
   }
+  for (const auto& [r, c] : {std::pair{1, 5}, std::pair{4, 1}, std::pair{1, 1}}) {
+    Matrix v(r, c);
+    for (long i = 0; i < v.size(); ++i) v(i) = z(gen);
+    EXPECT_NEAR(spectral_norm(v), svd_norm(v), 1e-15 * svd_norm(v));  // a vector: its Euclidean norm
+  }
   EXPECT_EQ(spectral_norm(Matrix::Zero(2, 2)), 0.0);
   EXPECT_DOUBLE_EQ(spectral_norm(Matrix::Identity(2, 2) * -2.5), 2.5);
   Matrix R(2, 2);
