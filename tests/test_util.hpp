@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tokdyn/io/csv.hpp"
+
 namespace tokdyn::testing {
 
 class TempDir {
@@ -108,29 +110,7 @@ inline CliResult run_cli(const std::filesystem::path& cwd, const std::vector<std
 /// Rows of a CSV file with a header (RFC 4180 quoting, as CsvWriter writes it), each a map from
 /// column name to cell.
 inline std::vector<std::map<std::string, std::string>> read_csv_rows(const std::filesystem::path& f) {
-  const std::string text = slurp(f);
-  std::vector<std::vector<std::string>> lines(1);
-  std::string cell;
-  bool quoted = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') cell += '"', ++i;
-      else if (c == '"') quoted = false;
-      else cell += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      lines.back().push_back(std::move(cell)), cell.clear();
-    } else if (c == '\n') {
-      lines.back().push_back(std::move(cell)), cell.clear();
-      lines.emplace_back();
-    } else {
-      cell += c;
-    }
-  }
-  if (!cell.empty() || !lines.back().empty()) lines.back().push_back(std::move(cell));
-  if (lines.back().empty()) lines.pop_back();
+  const std::vector<std::vector<std::string>> lines = read_csv(f, "test table");  // io/csv.hpp
   std::vector<std::map<std::string, std::string>> rows;
   for (std::size_t r = 1; r < lines.size(); ++r) {
     std::map<std::string, std::string> m;

@@ -252,6 +252,9 @@ int run_command(const RunArgs& a) {
   if (a.no_figures && (!a.figure_format.empty() || !a.dpi.empty()))
     throw InputError(fmt::format("{} does not apply with --no-figures (no figure is drawn); give one of them",
                                  a.figure_format.empty() ? "--dpi" : "--figure-format"));
+  if (e->figure_kind.empty() && (!a.figure_format.empty() || !a.dpi.empty()))
+    throw InputError(fmt::format("{} does not apply to preset {}: it draws no figures", a.figure_format.empty() ? "--dpi" : "--figure-format",
+                                 e->name));
   apply_figure_options(a.figure_format, a.dpi);
   if (a.quiet && a.progress != "auto" && a.progress != "none")
     throw InputError(fmt::format("--progress={} and --quiet: expected one of them (--quiet is --progress=none)", a.progress));

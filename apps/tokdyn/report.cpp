@@ -473,7 +473,11 @@ int run(const Options& o) {
   if (o.out_given && o.out.empty()) throw InputError("--out: an empty path; expected a folder for the report");
   if (!o.out_given && o.dirs.size() > 1) throw InputError("report: several folders need --out REPORT (the report's folder)");
   fs::path out = o.out_given ? fs::path(o.out) : fs::path(roots[0].string() + "-report");
-  // A previous report is replaced; anything else in the way is refused (OutputFolder).
+  // A previous report is replaced; anything else in the way is refused: a run's or a sweep's results
+  // here, and (OutputFolder) any folder tokdyn did not write.
+  if (std::error_code e; fs::exists(out / "manifest.json", e) && read_manifest(out).value("kind", "") != "tokdyn-report")
+    throw InputError(fmt::format("--out '{}': holds tokdyn results, not a previous report; a report is written to a folder of its "
+                                 "own (choose another --out)", out.string()));
   OutputFolder folder(out, /*overwrite=*/true, "--out");
   const fs::path tmp = folder.tmp();
   std::error_code ec;

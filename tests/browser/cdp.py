@@ -380,12 +380,11 @@ class Page:
             b._wait_event(lambda ev: ev.get("sessionId") == self.session and ev.get("method") == "Page.lifecycleEvent"
                           and ev["params"].get("name") == "load" and ev["params"].get("loaderId") == loader
                           and ev["params"].get("frameId") == frame, b.timeout, what)
-        else:  # a same-document navigation: no new loader, so poll the document instead
-            deadline = time.monotonic() + b.timeout
-            while self.eval("document.readyState") != "complete":
-                if time.monotonic() > deadline:
-                    raise BrowserError(f"{what}: not within {b.timeout:g} s")
-                time.sleep(0.02)
+        else:  # a same-document navigation: no new loader, so wait for the document's own load state
+            self.send("Runtime.evaluate", {
+                "expression": "new Promise(r => document.readyState === 'complete' ? r(true)"
+                              " : window.addEventListener('load', () => r(true), {once: true}))",
+                "awaitPromise": True, "returnByValue": True}, timeout=b.timeout)
         self.url = url
         return self
 
@@ -421,25 +420,17 @@ class Page:
             f.write(data)
         return w, h
 
-    def _settled_height(self, quiet=0.25, limit=5.0):
-        """The document's height once fonts and images are decoded and it has not changed for `quiet` s.
-
-        Just after the load event the layout can still move (a page's scripts restyling images, a
-        late image decode), so a full-page capture measured at once could cut the page short."""
+    def _settled_height(self):
+        """The document's height once its fonts are ready, every image is decoded and two animation
+        frames have been laid out (a state the page reports, not a time waited): just after the load
+        event a late image decode could still move the layout, and a full-page capture measured at
+        once could cut the page short."""
         js = ("(async () => { await document.fonts.ready;"
               " await Promise.all(Array.from(document.images).map(i => i.decode().catch(() => null)));"
+              " await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));"
               " return Math.ceil(Math.max(document.documentElement.scrollHeight,"
               " document.body ? document.body.scrollHeight : 0)); })()")
-        deadline = time.monotonic() + limit
-        last, since = self.eval(js), time.monotonic()
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            now = self.eval(js)
-            if now != last:
-                last, since = now, time.monotonic()
-            elif time.monotonic() - since >= quiet:
-                break
-        return int(last or 0)
+        return int(self.eval(js) or 0)
 
     def close(self):
         try:

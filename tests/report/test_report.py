@@ -182,10 +182,13 @@ def test_bad_report_input_is_one_line_exit_2_and_nothing_written(results, tmp_pa
                        ((tmp_path / "empty",), "holds no tokdyn result"),
                        ((results / "all" / "fk", results / "all" / "sw"), "need --out"),
                        ((results / "all" / "fk", "--out", mine), "tokdyn only replaces its own results"),
-                       ((results / "all" / "fk" / "checks.csv",), "is not a folder")]:
+                       ((results / "all" / "fk" / "checks.csv",), "is not a folder"),
+                       ((results / "all" / "fk", "--out", results / "all" / "fk"), "not a previous report"),
+                       ((results / "all" / "fk", "--out", results / "all" / "sw"), "not a previous report")]:
         r = tokdyn("report", *args, check=2)
         assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
     assert sorted(os.listdir(tmp_path)) == ["empty", "mine"] and os.listdir(mine) == ["thesis.tex"]
+    assert (results / "all" / "fk" / "checks.csv").exists() and (results / "all" / "sw" / "sweep.csv").exists()
 
 
 def test_the_pages_load_in_a_browser_with_every_image(results):
@@ -283,7 +286,8 @@ def test_bad_plot_and_figure_options_are_one_line_exit_2(results, tmp_path):
                        (("plot", results / "all" / "fk", "--figure-format", "png,gif"), "expected a comma-separated list of png, svg, pdf"),
                        (("plot", results / "all" / "fk", "--figure-format", "png,png"), "listed twice"),
                        (("plot", results / "all" / "fk", "--dpi", "5"), "--dpi"),
-                       (("run", "coupling-frozen-kernel", "--out", tmp_path / "x", "--no-figures", "--dpi", "30"), "does not apply with --no-figures")]:
+                       (("run", "coupling-frozen-kernel", "--out", tmp_path / "x", "--no-figures", "--dpi", "30"), "does not apply with --no-figures"),
+                       (("run", "ssm-lemma-silu-bias", "--out", tmp_path / "x", "--figure-format", "pdf"), "it draws no figures")]:
         r = tokdyn(*args, check=2)
         assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
     assert not (tmp_path / "x").exists()

@@ -249,15 +249,7 @@ def run(cmd, env=None, timeout=300):
 
 
 def tokdyn(binary, args, env=None):
-    """tokdyn, waiting a little (up to a minute) while the binary is briefly missing or not yet
-    executable (being relinked)."""
-    for attempt in range(60):
-        try:
-            return run([binary] + args, env=env)
-        except OSError:  # ENOENT, EACCES, ETXTBSY: the linker is writing it
-            if attempt == 59:
-                raise
-            time.sleep(1)
+    return run([binary] + args, env=env)
 
 
 def png_size(path):
