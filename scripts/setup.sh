@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Installs tokdyn's build and run dependencies from Debian's packages (once), then configures
-# and builds. Usage: scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+# and builds. Usage: scripts/setup.sh [--target T]... [BUILD_DIR] [extra cmake args...]
+# By default it builds everything (scripts/test.sh: the binary, the tests, the benchmarks, the
+# Python package); each --target T (or the environment's TOKDYN_TARGETS="T1 T2") builds only those
+# CMake targets, e.g. --target tokdyn for the binary alone (scripts/demo.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+targets=()
+if [ -n "${TOKDYN_TARGETS:-}" ]; then read -r -a targets <<<"$TOKDYN_TARGETS"; fi
+while [ $# -gt 0 ]; do
+  case $1 in
+    --target) [ $# -ge 2 ] && [ -n "$2" ] || { echo "setup.sh: --target needs a CMake target name" >&2; exit 2; }
+              targets+=("$2"); shift 2 ;;
+    --target=*) [ -n "${1#--target=}" ] || { echo "setup.sh: --target needs a CMake target name" >&2; exit 2; }
+                targets+=("${1#--target=}"); shift ;;
+    *) break ;;
+  esac
+done
 build=${1:-$here/build}
 shift || true
 
@@ -29,7 +43,11 @@ fi
 if [ ! -f "$build/build.ninja" ] || [ $# -gt 0 ]; then
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
-cmake --build "$build" -j "$(nproc)"
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+else
+  cmake --build "$build" -j "$(nproc)"
+fi
 
 # `import tokdyn` from any folder with Debian's /usr/bin/python3: a .pth file in the user's site
 # folder names the build's package folder (as `pip install --user -e` would; remove the file to undo).
