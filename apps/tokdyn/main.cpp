@@ -27,6 +27,7 @@
 #include "tokdyn/core/blas_core.hpp"
 #include "tokdyn/build_info.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/child_jobs.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/core/interrupt.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
@@ -343,7 +344,7 @@ void print_machine(bool as_json) {
 /// module on its path. Its exit codes are tokdyn's (2 bad input, 4 non-finite loss).
 [[noreturn]] static void exec_train(int argc, char** argv) {
   const char* old = std::getenv("PYTHONPATH");
-  std::string path = std::string(TOKDYN_BINARY_DIR "/python:" TOKDYN_SOURCE_DIR "/python") + (old && *old ? std::string(":") + old : "");
+  const std::string path = python_path(old ? old : "");  // installed beside this binary, else the build's and source's
   ::setenv("PYTHONPATH", path.c_str(), 1);
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();

@@ -34,7 +34,6 @@
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/depth_spectra.hpp"
 #include "tokdyn/analysis/curvature_modes.hpp"
-#include "tokdyn/build_info.hpp"
 #include "tokdyn/core/constants.hpp"
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/core/interrupt.hpp"
@@ -79,7 +78,7 @@ struct WorkDir {
   WorkDir& operator=(const WorkDir&) = delete;
 };
 
-/// Runs `python3 -m tokdyn_train.e6 ARGS` (PYTHONPATH: the build's and the source's python/; one
+/// Runs `python3 -m tokdyn_train.e6 ARGS` (PYTHONPATH: python_path(), tokdyn's own folders; one
 /// thread). Exit 2: InputError with the helper's one line; any other failure: std::runtime_error.
 void run_helper(const std::vector<std::string>& helper_args, const fs::path& work) {
   const char* py_env = std::getenv("TOKDYN_PYTHON");
@@ -89,7 +88,7 @@ void run_helper(const std::vector<std::string>& helper_args, const fs::path& wor
   ChildJob job;
   job.argv = {python, "-m", "tokdyn_train.e6"};
   job.argv.insert(job.argv.end(), helper_args.begin(), helper_args.end());
-  job.env = {std::string("PYTHONPATH=") + TOKDYN_BINARY_DIR "/python:" TOKDYN_SOURCE_DIR "/python", "OMP_NUM_THREADS=1",
+  job.env = {"PYTHONPATH=" + python_path(), "OMP_NUM_THREADS=1",
              "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1"};
   job.stderr_file = work / "helper-stderr.txt";
   const ChildExit ex = run_child(job);

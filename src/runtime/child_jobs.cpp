@@ -8,10 +8,12 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -177,13 +179,63 @@ ChildExit run_child(const ChildJob& job) {
   return out;
 }
 
+namespace {
+
+/// An installation under `prefix` (cmake --install): P/share/tokdyn/python with plot.py and
+/// tokdyn_plot, and P/lib/python3/dist-packages/tokdyn when the Python package was installed.
+std::optional<PythonPaths> installed_python(const std::filesystem::path& prefix) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path sources = prefix / "share" / "tokdyn" / "python";
+  if (!fs::is_regular_file(sources / "plot.py", ec) || !fs::is_regular_file(sources / "tokdyn_plot" / "__init__.py", ec))
+    return std::nullopt;
+  PythonPaths p;
+  p.sources = fs::weakly_canonical(sources, ec);
+  if (ec) p.sources = sources;
+  const fs::path package = prefix / "lib" / "python3" / "dist-packages";
+  if (fs::is_regular_file(package / "tokdyn" / "__init__.py", ec)) {
+    p.package = fs::weakly_canonical(package, ec);
+    if (ec) p.package = package;
+  }
+  p.installed = true;
+  return p;
+}
+
+const int g_python_paths_anchor = 0;  // an object of this code, whose file dladdr names
+
+}  // namespace
+
+const PythonPaths& python_paths() {
+  namespace fs = std::filesystem;
+  static const PythonPaths paths = [] {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec && !exe.empty())  // P/bin/tokdyn
+      if (auto p = installed_python(exe.parent_path().parent_path())) return *p;
+    Dl_info info{};  // P/lib/python3/dist-packages/tokdyn/_core*.so: tokdyn's Python module in any interpreter
+    if (::dladdr(&g_python_paths_anchor, &info) != 0 && info.dli_fname && *info.dli_fname) {
+      const fs::path so = fs::weakly_canonical(info.dli_fname, ec);
+      if (!ec && so != exe && so.has_parent_path())
+        if (auto p = installed_python(so.parent_path() / ".." / ".." / ".." / "..")) return *p;
+    }
+    return PythonPaths{fs::path(TOKDYN_SOURCE_DIR) / "python", fs::path(TOKDYN_BINARY_DIR) / "python", false};
+  }();
+  return paths;
+}
+
+std::string python_path(const std::string& parent) {
+  const PythonPaths& p = python_paths();
+  std::string path = p.package.empty() ? "" : p.package.string() + ":";
+  path += p.sources.string();
+  if (!parent.empty()) path += ":" + parent;
+  return path;
+}
+
 PythonCommand python_command(const std::string& module) {
   const char* py_env = std::getenv("TOKDYN_PYTHON");
   const std::string python = (py_env && *py_env) ? py_env : "/usr/bin/python3";
   const char* pp = std::getenv("PYTHONPATH");
-  std::string path = TOKDYN_SOURCE_DIR "/python";
-  if (pp && *pp) path += std::string(":") + pp;
-  return {{python, "-m", module}, {"PYTHONPATH=" + path}};
+  return {{python, "-m", module}, {"PYTHONPATH=" + python_path(pp ? pp : "")}};
 }
 
 }  // namespace tokdyn

@@ -1,4 +1,5 @@
-// Figures: `python/plot.py KIND DIR` in a child process of its own process group, with a private
+// Figures: `python/plot.py KIND DIR` (an installed tokdyn's P/share/tokdyn/python/plot.py:
+// python_paths(), child_jobs.hpp) in a child process of its own process group, with a private
 // temporary folder (`$TMPDIR/tokdyn-plot-XXXXXX`: its stderr and matplotlib's cache) that is
 // removed afterwards and on interrupt; an interrupt also stops the child.
 #include <algorithm>
@@ -19,7 +20,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "tokdyn/build_info.hpp"
 #include "tokdyn/core/error.hpp"
 #include "tokdyn/io/file.hpp"
 #include "tokdyn/runtime/experiment.hpp"
@@ -69,7 +69,7 @@ nlohmann::json draw_figures(const std::string& kind, const fs::path& dir) {
   const char* py_env = std::getenv("TOKDYN_PYTHON");
   const char* script_env = std::getenv("TOKDYN_PLOT_SCRIPT");
   const std::string python = (py_env && *py_env) ? py_env : "/usr/bin/python3";
-  const std::string script = (script_env && *script_env) ? script_env : TOKDYN_SOURCE_DIR "/python/plot.py";
+  const std::string script = (script_env && *script_env) ? script_env : (python_paths().sources / "plot.py").string();
   const std::string dir_s = dir.string();
   const std::string fail = fmt::format("figure '{}' failed: ", kind);
 

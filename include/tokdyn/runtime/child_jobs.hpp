@@ -7,9 +7,12 @@
 // exception leaves. Children start with an empty signal mask and default handlers, stdin and
 // stdout on /dev/null.
 //
-// `python_command` gives the interpreter and environment for tokdyn's own Python packages
-// (python/ in the source tree), as the figures use them (runtime/figures.cpp): TOKDYN_PYTHON or
-// /usr/bin/python3, PYTHONPATH = <source>/python before the parent's PYTHONPATH.
+// `python_command` gives the interpreter and environment for tokdyn's own Python packages, as the
+// figures use them (runtime/figures.cpp): TOKDYN_PYTHON or /usr/bin/python3, PYTHONPATH = the
+// folders of `python_paths()` before the parent's PYTHONPATH. `python_paths()` finds them beside
+// the running program first (an installed tokdyn, `cmake --install BUILD --prefix P`: P/bin/tokdyn
+// or P/lib/python3/dist-packages/tokdyn/_core*.so, with P/share/tokdyn/python), and only then in
+// the source and build trees it was compiled from, so that an installed tokdyn runs without them.
 #include <cstddef>
 #include <filesystem>
 #include <functional>
@@ -42,8 +45,25 @@ void run_child_jobs(const std::vector<ChildJob>& jobs, int parallel,
 /// One child, waited for: run_child_jobs({job}, 1, ...)'s exit (the same errors and interrupts).
 ChildExit run_child(const ChildJob& job);
 
+/// Where this program's Python lives. `sources`: the folder with plot.py, tokdyn_plot and
+/// tokdyn_train (P/share/tokdyn/python installed, else <source>/python); `package`: the folder
+/// holding the package tokdyn with its module _core (P/lib/python3/dist-packages installed, else
+/// <build>/python; empty for an installation without it). `installed`: found beside the program.
+struct PythonPaths {
+  std::filesystem::path sources;
+  std::filesystem::path package;
+  bool installed = false;
+};
+/// Looked up once: the installation prefix of /proc/self/exe (P/bin/tokdyn), then of the shared
+/// object holding this code (P/lib/python3/dist-packages/tokdyn/_core*.so), then the compile-time
+/// source and build folders.
+const PythonPaths& python_paths();
+
+/// A PYTHONPATH value: python_paths()'s package and sources folders, then `parent` when non-empty.
+std::string python_path(const std::string& parent = "");
+
 /// The argv prefix {python, "-m", module} and environment entries (PYTHONPATH with tokdyn's
-/// python/ folder first) for running one of tokdyn's Python modules.
+/// folders first, python_path()) for running one of tokdyn's Python modules.
 struct PythonCommand {
   std::vector<std::string> argv;
   std::vector<std::string> env;
