@@ -6,6 +6,7 @@ import shutil
 
 import numpy as np
 
+from . import agreement
 from .config import HERE, PY, THREADS
 from .flops import cocycle_flops, green_flops, rope_flow_flops
 from .measure import add_peer, best, fmt_s, load, new_row, phase_seconds
@@ -38,8 +39,12 @@ def w_cocycle(B):
         mu_tok = [float(r["mu"]) for r in csv.DictReader(open(tb["out"] / "lyapunov.csv"))]
         mu_np = pb["json"]["mu"]
         diff = max(abs(x - y) for x, y in zip(mu_tok, mu_np)) if len(mu_tok) == len(mu_np) else float("inf")
-        row["check"] = f"max abs(mu_tokdyn - mu_NumPy) = {diff:.1e} ({'ok' if diff <= 1e-9 else 'DIFFER'})"
-        if not diff <= 1e-9:
+        # Bound from double round-off in the QR loop and the layers' conditioning (agreement.cocycle_bound).
+        kappa = agreement.layer_condition(gen)
+        bound = agreement.cocycle_bound(d, kappa)
+        row["check"] = (f"max abs(mu_tokdyn - mu_NumPy) = {diff:.1e} ({'ok' if diff <= bound else 'DIFFER'}, bound {bound:.1e} "
+                        f"from kappa(B) {kappa:.1f})")
+        if not diff <= bound:
             B.disagree.append((row["workload"], row["check"]))
         row["notes"].append(f"tokdyn --threads {THREADS} (manifest threads: {tb['manifest'].get('threads', '?')}); NumPy "
                             f"OPENBLAS_NUM_THREADS={THREADS}; the generators file ({gen.stat().st_size / 1e6:.0f} MB) is read by both, "
@@ -123,16 +128,24 @@ def w_rope(B):
         fitrow["before"] = ({"time": float(ph[FITS]), "what": f"phase \"{FITS}\"", "same": True} if FITS in ph else
                             {"time": None, "what": "n/a (REF's manifest does not time the fits)"})
     # Agreement of the fitted rates.
+    # Each fit's bound from the two integrators' rtol / atol and SciPy's step count (agreement.rate_fit_bound).
     tok_fits = {(int(r["n"]), int(r["m"]), float(r["beta"])): r for r in csv.DictReader(open(tb["out"] / "rate_fits.csv"))}
-    dfit = 0.0
+    dfit, ratio, worst = 0.0, 0.0, None
     for f in pb["json"]["fits"]:
         t = tok_fits.get((f["n"], f["m"], float(f["beta"])))
         if t is None:
-            dfit = float("inf")
+            dfit = ratio = float("inf")
             continue
-        dfit = max(dfit, abs(f["gamma_fit"] - float(t["gamma_fit"])) / float(t["gamma"]))
-    fitrow["check"] = f"max abs(gamma_fit SciPy - tokdyn) / gamma = {dfit:.1e} ({'ok' if dfit <= 1e-6 else 'DIFFER'}, bound 1e-6)"
-    if not dfit <= 1e-6:
+        dd = abs(f["gamma_fit"] - float(t["gamma_fit"])) / float(t["gamma"])
+        bound = agreement.rate_fit_bound(f["n"], f["nfev"])
+        dfit = max(dfit, dd)
+        if dd / bound >= ratio:
+            ratio, worst = dd / bound, (f["n"], f["m"], f["beta"], dd, bound)
+    where = (f"; closest to its bound: (n, m, beta) = ({worst[0]}, {worst[1]}, {worst[2]}), {worst[3]:.1e} of {worst[4]:.1e}"
+             if worst else "")
+    fitrow["check"] = (f"max abs(gamma_fit SciPy - tokdyn) / gamma = {dfit:.1e} ({'ok' if ratio <= 1 else 'DIFFER'}: each fit within "
+                       f"its bound from rtol 1e-10, atol 1e-12 and the steps{where})")
+    if not ratio <= 1:
         B.disagree.append((fitrow["workload"], fitrow["check"]))
     # Growth: the fits have no size knob; rope-flow's attention field grows with the tokens n.
     F = P["flow"]
@@ -187,8 +200,12 @@ def w_green(B):
                  B.work / "green-before", t_of, "notes factor_seconds + solve_seconds")
     u_t, u_n = np.load(tb["out"] / "u.npy"), np.load(g / "u_np.npy")
     diff = float(np.abs(u_t - u_n).max() / np.abs(u_n).max()) if u_t.shape == u_n.shape else float("inf")
-    row["check"] = f"max abs(u_tokdyn - u_SciPy) / max abs(u) = {diff:.1e} ({'ok' if diff <= 1e-9 else 'DIFFER'})"
-    if not diff <= 1e-9:
+    # Bound from the banded LU's backward error and the BVP's condition number (agreement.green_bound).
+    cond = {}
+    bound = agreement.green_bound(g / "gen.npy", g / "h.npy", cond)
+    row["check"] = (f"max abs(u_tokdyn - u_SciPy) / max abs(u) = {diff:.1e} ({'ok' if diff <= bound else 'DIFFER'}, bound {bound:.1e} "
+                    f"from kappa_inf {cond.get('kappa', float('nan')):.1e})")
+    if not diff <= bound:
         B.disagree.append((row["workload"], row["check"]))
     shutil.rmtree(g)
     times = []
@@ -251,8 +268,11 @@ def w_continuation(B):
     for r in csv.DictReader(open(tb["out"] / "final_u.csv")):
         u_tok[int(r["i"]), int(r["l"])] = float(r["u"])
     du = float(np.sqrt(((u_tok - u_np) ** 2).sum(axis=0)).max() / np.sqrt((u_np ** 2).sum(axis=0)).max())
-    ok = drho <= 1e-9 and du <= 1e-8
-    row["check"] = f"final rho differs by {drho:.1e}, u* by {du:.1e} relative ({'ok' if ok else 'DIFFER'})"
+    # Bounds from the two Newton correctors' tolerances over the steps (agreement.continuation_bounds).
+    b_rho, b_u = agreement.continuation_bounds(steps, float(np.sqrt((u_np ** 2).sum(axis=0)).max()), L)
+    ok = drho <= b_rho and du <= b_u
+    row["check"] = (f"final rho differs by {drho:.1e} (bound {b_rho:.1e}), u* by {du:.1e} relative (bound {b_u:.1e}) "
+                    f"({'ok' if ok else 'DIFFER'})")
     if not ok:
         B.disagree.append((row["workload"], row["check"]))
     shutil.rmtree(g)
