@@ -83,8 +83,21 @@ build() {  # build TARGET: rebuilds when a source, a header or this script is ne
       libs+=(-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas); }
     # tokenizer_json: Oniguruma (the regular expressions) and ICU (normalisation, character properties).
     [[ $t == tokenizer_json ]] && libs+=(-lonig -licuuc)
-    "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-      -fno-sanitize-recover=all "${defs[@]}" -I include -I /usr/include/eigen3 "${sources[@]}" "${libs[@]}" -o "$bin.new.$$"
+    # One object per source (through ccache when installed: a rebuild after a change, or in another
+    # checkout of the same sources, recompiles only what changed), then the link.
+    local -a flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+                    "${defs[@]}" -I include -I /usr/include/eigen3)
+    local -a objs=() launcher=()
+    command -v ccache >/dev/null && launcher=(ccache)
+    local src obj
+    for src in "${sources[@]}"; do
+      obj=$build_dir/obj-$t/${src%.cpp}.o
+      mkdir -p "$(dirname "$obj")"
+      CCACHE_BASEDIR=$repo CCACHE_NOHASHDIR=true "${launcher[@]}" "$cxx" "${flags[@]}" -c "$src" -o "$obj.new.$$"
+      mv "$obj.new.$$" "$obj"
+      objs+=("$obj")
+    done
+    "$cxx" -fsanitize=fuzzer,address,undefined "${defs[@]}" "${objs[@]}" "${libs[@]}" -o "$bin.new.$$"
     mv "$bin.new.$$" "$bin"
   fi
 }

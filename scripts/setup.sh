@@ -25,7 +25,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libboost-dev libonig-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
       python3-numpy python3-matplotlib python3-scipy clang libclang-rt-14-dev
       python3-dev pybind11-dev python3-pandas python3-pytest python3-torch
-      libopenmpi-dev openmpi-bin bible-kjv bible-kjv-text chromium mkdocs)
+      libopenmpi-dev openmpi-bin bible-kjv bible-kjv-text chromium mkdocs ccache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,6 +37,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# ccache (CMakeLists.txt and scripts/fuzz.sh use it when installed): paths relative to the source
+# tree, so that another checkout of the same sources (a CI clone) finds what this one compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 
 # Configure a new build folder; reconfigure an existing one when options are given (so that e.g.
 # -DTOKDYN_WERROR=ON also reaches a folder configured without it).

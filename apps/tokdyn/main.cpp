@@ -35,6 +35,7 @@
 #include "tokdyn/runtime/provenance.hpp"
 #include "plot.hpp"
 #include "report.hpp"
+#include "reproduce.hpp"
 #include "sweep.hpp"
 #include "tokenize.hpp"
 #include "train_tokenizer.hpp"
@@ -486,8 +487,25 @@ int main(int argc, char** argv) {
   rep->add_option("--out,-o", rp.out, "The report's folder (default: DIR-report beside DIR; required with several DIRs); a previous "
                                       "report there is replaced");
 
+  reproduce_cli::Options rpo;
+  rpo.threads = ra.threads;
+  std::string rp_threads_text = std::to_string(ra.threads), rp_progress = "auto";
+  bool rp_quiet = false;
+  CLI::App* rpc = app.add_subcommand("reproduce", "Every preset of a paper at the paper's sizes (or reduced, --quick) into one folder: "
+                                                  "reproduction.csv (every paper number and verdict) and a report (docs/reproduction.md)");
+  rpc->add_option("paper", rpo.paper, "attention-within, rope, coupling or all")->required();
+  rpc->add_flag("--quick", rpo.quick, "Reduced sizes (every check still made; about a minute for all on 2 cores)");
+  rpc->add_option("--out,-o", rpo.out, "The folder (default: results/reproduce-PAPER, with -quick for --quick)");
+  rpc->add_option("--presets", rpo.presets, "Only these presets of the paper (comma-separated); coupling-e1 and coupling-e6, which "
+                                            "train models, run only when listed here");
+  rpc->add_flag("--overwrite", rpo.overwrite, "Replace a previous reproduction in --out");
+  rpc->add_flag("--no-figures", rpo.no_figures, "Do not draw figures");
+  rpc->add_option("--threads,-j", rp_threads_text, "Worker threads, 1 to 4 per core (default: hardware concurrency)")->capture_default_str();
+  rpc->add_option("--progress", rp_progress, "bar, lines, none or auto (as for run)")->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+  rpc->add_flag("--quiet,-q", rp_quiet, "No progress line (= --progress=none)");
+
   // Extra arguments are reported by us, with their count and in order.
-  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep, plt}) sub->allow_extras();
+  for (CLI::App* sub : {presets, models, show, outputs, run, mk, sw, machine, tok, ttok, rep, plt, rpc}) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -547,6 +565,14 @@ int main(int argc, char** argv) {
     } else if (app.got_subcommand("report")) {
       rp.out_given = rep->count("--out") > 0;
       return report_cli::run(rp);
+    } else if (app.got_subcommand("reproduce")) {
+      rpo.out_given = rpc->count("--out") > 0;
+      rpo.threads = static_cast<int>(parse_count("--threads", rp_threads_text, 1, max_threads()));
+      if (rp_quiet && rp_progress != "auto" && rp_progress != "none")
+        throw InputError(fmt::format("--progress={} and --quiet: expected one of them (--quiet is --progress=none)", rp_progress));
+      set_progress_mode(rp_quiet || rp_progress == "none" ? ProgressMode::None : rp_progress == "bar" ? ProgressMode::Bar
+                        : rp_progress == "lines" ? ProgressMode::Lines : ProgressMode::Auto);
+      return reproduce_cli::run(rpo);
     } else if (app.got_subcommand("tokenize")) {
       tk.text_given = tok->count("text") > 0;
       return tokenize_cli::run(tk);
@@ -569,7 +595,7 @@ int main(int argc, char** argv) {
       fmt::print("wrote {} ({} {}, seed {}; {:.1f} s)\n", message_line(mc_out), mc_model, mc_size, mc_seed, secs);
     } else {
       return fail(exit_code::bad_input, "error: ",
-                  "a command is required: presets, models, show, outputs, run, sweep, report, plot, tokenize, train-tokenizer, machine or make-checkpoint (see `tokdyn --help`)");
+                  "a command is required: presets, models, show, outputs, run, sweep, reproduce, report, plot, tokenize, train-tokenizer, machine or make-checkpoint (see `tokdyn --help`)");
     }
   } catch (...) {
     if (interrupt::interrupting()) interrupt::wait_for_exit();  // the handler reports and exits

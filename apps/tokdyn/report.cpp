@@ -404,6 +404,67 @@ void write_sweep(Written& w, const Entry& e, const fs::path& page, const std::st
 }
 
 // ---------------------------------------------------------------------------------------------
+// A reproduction (`tokdyn reproduce`): every paper number and verdict, then the runs
+
+std::string verdict_row_class(const std::vector<std::string>& head, const std::vector<std::string>& row) {
+  const std::size_t j = column_of(head, "verdict");
+  if (j >= row.size()) return "";
+  return row[j] == "pass" ? "pass" : row[j] == "fail" ? "fail" : row[j] == "n/a" ? "na" : "";
+}
+
+std::string reproduction_body(const fs::path& root, const fs::path& page_dir, const json& m, const std::vector<Entry>& entries, const std::vector<std::string>& links) {
+  const std::string paper = m.value("paper", "");
+  std::string o = fmt::format("<h1>Reproduction: {}{}</h1>\n", esc(paper), m.value("quick", false) ? " (--quick: reduced sizes)" : "");
+  const json titles = m.value("papers", json::object());
+  for (const auto& [k, v] : titles.items()) o += fmt::format("<p class=\"desc\"><b>{}</b>: {}</p>\n", esc(k), esc(cell_text(v)));
+  o += fmt::format("<p class=\"meta\">tokdyn {}, started {} on {}, {} thread(s), {:.1f} s</p>\n", esc(m.value("version", "")),
+                   esc(m.value("started_utc", "")), esc(m.value("hostname", "")), m.value("threads", 0), m.value("wall_time_s", 0.0));
+  o += "<h2>Verdicts by reference kind</h2>\n<table class=\"kinds\"><thead><tr><th>reference kind</th><th>pass</th><th>fail</th>"
+       "<th>n/a</th><th>paper numbers side by side</th></tr></thead><tbody>\n";
+  const json kinds = m.value("checks_by_kind", json::object());
+  for (const auto& [k, c] : kinds.items())
+    o += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", esc(k), c.value("passed", 0), c.value("failed", 0),
+                     c.value("not_applicable", 0), c.value("side_by_side", 0));
+  o += "</tbody></table>\n";
+  // The presets, each linked to its run's page.
+  auto presets = read_rows(root / "presets.csv");
+  if (!presets.empty()) {
+    html::TableStyle st;
+    const std::size_t pc = column_of(presets[0], "preset");
+    for (std::size_t i = 1; i < presets.size(); ++i) {
+      std::string link;
+      for (std::size_t k = 0; k < entries.size(); ++k)
+        if (pc < presets[i].size() && entries[k].name == presets[i][pc]) link = links[k];
+      st.row_links.push_back(link);
+    }
+    // The preset column first, so that its cell carries the link.
+    for (auto& r : presets)
+      if (pc < r.size()) std::rotate(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(pc), r.begin() + static_cast<std::ptrdiff_t>(pc) + 1);
+    o += "<h2>Presets</h2>\n" + html::csv_table(presets, presets.size(), st);
+  }
+  auto rows = read_rows(root / "reproduction.csv");
+  if (!rows.empty()) {
+    // Shown without the paper (in the heading) and the command (in the presets table).
+    std::vector<std::size_t> keep;
+    for (std::size_t j = 0; j < rows[0].size(); ++j)
+      if (rows[0][j] != "paper" && rows[0][j] != "command") keep.push_back(j);
+    std::vector<std::vector<std::string>> shown;
+    for (const auto& r : rows) {
+      std::vector<std::string> s;
+      for (std::size_t j : keep) s.push_back(j < r.size() ? r[j] : "");
+      shown.push_back(std::move(s));
+    }
+    html::TableStyle st;
+    st.row_class = verdict_row_class;
+    st.table_class = "checks";
+    o += fmt::format("<h2>Every paper number and verdict</h2>\n<p class=\"note\">{} rows; the whole table: <a href=\"{}\"><code>reproduction.csv</code></a></p>\n",
+                     rows.size() - 1, html::href(page_dir, root / "reproduction.csv"));
+    o += html::csv_table(shown, shown.size(), st);
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The index of several runs
 
 std::string key_parameters(const json& m) {
@@ -484,10 +545,12 @@ int run(const Options& o) {
   fs::remove(tmp / ".tokdyn-temporary", ec);
   Written w{folder.target(), tmp, {}, 0};
   const fs::path& final_dir = w.final_dir;
-  if (entries.size() == 1 && entries[0].kind == Kind::Run) {
+  const json root_manifest = roots.size() == 1 ? read_manifest(roots[0]) : json();
+  const bool reproduction = root_manifest.is_object() && root_manifest.value("kind", "") == "tokdyn-reproduction";
+  if (entries.size() == 1 && entries[0].kind == Kind::Run && !reproduction) {
     const std::string title = entries[0].manifest.value("preset", "run");
     write_page(w, final_dir / "index.html", html::page(title, "", "", run_body(entries[0], final_dir, title)));
-  } else if (entries.size() == 1) {
+  } else if (entries.size() == 1 && !reproduction) {
     write_sweep(w, entries[0], final_dir / "index.html", "", "");
   } else {
     std::vector<std::string> links;
@@ -506,8 +569,18 @@ int run(const Options& o) {
         links.push_back(html::href(final_dir, page));
       }
     }
-    const std::vector<std::string> given(o.dirs.begin(), o.dirs.end());
-    write_page(w, final_dir / "index.html", html::page("tokdyn results", "", "", index_body(entries, links, given)));
+    std::vector<std::string> given;
+    for (const std::string& d : o.dirs) {
+      // A folder being written (NAME.tmp-PID, e.g. by tokdyn reproduce) is shown by its final name.
+      const auto t = d.find(".tmp-");
+      given.push_back(t == std::string::npos ? d : d.substr(0, t));
+    }
+    std::string body;
+    if (reproduction)
+      body = reproduction_body(roots[0], final_dir, root_manifest, entries, links) + "<h2>Runs</h2>\n";
+    body += index_body(entries, links, given);
+    const std::string title = o.title.empty() ? std::string("tokdyn results") : o.title;
+    write_page(w, final_dir / "index.html", html::page(title, "", "", body));
   }
   // The report's own manifest: what it was made from (and so that a rerun may replace it).
   json m = {{"kind", "tokdyn-report"}, {"preset", "report"}, {"version", TOKDYN_VERSION}, {"created_utc", utc_now_iso8601()}};
@@ -518,7 +591,8 @@ int run(const Options& o) {
   m["files"] = w.files;
   write_text_file(tmp / "manifest.json", m.dump(2) + "\n");
   folder.commit();
-  fmt::print("wrote {} ({} page{} for {} result{})\n", message_line((out / "index.html").string()), w.pages, w.pages == 1 ? "" : "s",
+  if (!o.quiet)
+    fmt::print("wrote {} ({} page{} for {} result{})\n", message_line((out / "index.html").string()), w.pages, w.pages == 1 ? "" : "s",
              entries.size(), entries.size() == 1 ? "" : "s");
   return 0;
 }

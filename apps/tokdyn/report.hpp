@@ -11,6 +11,8 @@
 // A run's page: its parameters, verdicts (checks.csv: value, criterion, reference kind, reference,
 // pass/fail), summaries beside the paper's values, every figure (embedded), every table (the first
 // rows), notes, provenance and links to every raw file. No script, no network: it opens from disk.
+// A reproduction (`tokdyn reproduce`, manifest kind "tokdyn-reproduction") gets its table of every
+// paper number and verdict at the top of the index, then the index of its runs.
 // Rerunning replaces the previous report (and only a previous report).
 #include <string>
 #include <vector>
@@ -21,6 +23,8 @@ struct Options {
   std::vector<std::string> dirs;
   std::string out;
   bool out_given = false;
+  std::string title;   ///< the index page's title (default "tokdyn results")
+  bool quiet = false;  ///< no "wrote ..." line (a caller reports)
 };
 
 /// Writes the report; prints "wrote REPORT/index.html (...)". Throws InputError on bad input.
