@@ -8,6 +8,9 @@
 // messages, as tokdyn.Error's subclasses by the CLI's exit code (tokdyn.InputError, a ValueError, for
 // bad input; ResourceError, NonFiniteError, ConvergenceError, ... RuntimeErrors for the rest).
 //
+// Ctrl-C stops the long calls (a run, a depth spectrum, a trajectory) and raises KeyboardInterrupt
+// in the caller, with nothing left on disk (module_interrupt.hpp).
+//
 // This file holds the module's definition; the bindings are in module_runs.cpp (presets and runs),
 // module_models.cpp (models), module_analyses.cpp (analyses) and module_tokenizers.cpp
 // (tokenizers), their shared helpers in module_internal.hpp.

@@ -3,6 +3,7 @@
 // spectrum of a registry model or of a model the user defines by Python callbacks, persistency of
 // excitation, the consensus spectra of RoPE attention and the Green operator of a dichotomy.
 #include "module_internal.hpp"
+#include "module_interrupt.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -211,6 +212,9 @@ py::dict spectrum_result(const DepthSpectrum& R, long H) {
   const Matrix measured = R.measured_log_r();
   py::dict out = spectra_of(measured, 0, H, R.unresolved_at);
   out["mu"] = to_numpy(R.mu.data(), {static_cast<std::size_t>(R.mu.size())});
+  out["gamma"] = to_numpy(R.gamma.data(), {static_cast<std::size_t>(R.gamma.size())});  // e^mu, the CLI's lyapunov.csv bits
+  out["depth"] = R.depth;
+  out["burn_in"] = R.burn_in;
   const Mat run = R.mu_running;
   out["mu_running"] = to_numpy(run.data(), {static_cast<std::size_t>(run.rows()), static_cast<std::size_t>(run.cols())});
   out["dim"] = R.dim;
@@ -255,10 +259,11 @@ py::dict depth_spectrum_callbacks(py::function step, py::function jvp, const Arr
   const CallbackMap F(std::move(step), std::move(jvp), on_sphere, rows, d);
   const Batch Z0{Eigen::Map<const Tokens>(X0.data(), rows, d), 1, rows};
   DepthSpectrum R;
-  {
+  SignalWatch watch;  // Ctrl-C between callbacks (inside one, Python raises KeyboardInterrupt itself)
+  watch.run([&] {
     py::gil_scoped_release release;
-    checked([&] { R = depth_spectrum(F, Z0, o); });
-  }
+    checked([&] { R = depth_spectrum(F, Z0, o, {}, watch.hook()); });
+  });
   return checked([&] { return spectrum_result(R, H); });
 }
 
@@ -277,10 +282,11 @@ py::dict depth_spectrum_model(const Model& m, long depth, int k, long burn_in, s
   const std::optional<Tokens> frame = frame_of(V0, k, Z0.len, static_cast<int>(Z0.Z.cols()));
   if (frame) o.tangents = &*frame;
   DepthSpectrum R;
-  {
+  SignalWatch watch;  // Ctrl-C: KeyboardInterrupt within a layer or 50 ms (module_interrupt.hpp)
+  watch.run([&] {
     py::gil_scoped_release release;
-    checked([&] { R = depth_spectrum(*S.map, Z0, o, S.step); });
-  }
+    checked([&] { R = depth_spectrum(*S.map, Z0, o, S.step, watch.hook()); });
+  });
   return checked([&] { return spectrum_result(R, H); });
 }
 

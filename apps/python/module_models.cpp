@@ -2,6 +2,7 @@
 // Model (a model built from its knobs: its start state, one layer's step, the tangent map, a
 // trajectory over the layers, a tap at one layer), with the sinks it keeps what a run hands out in.
 #include "module_internal.hpp"
+#include "module_interrupt.hpp"
 
 #include <map>
 #include <memory>
@@ -118,19 +119,20 @@ py::dict Model::trajectory(const Array& X0, long depth, const std::string& taps)
   if (depth < 1) throw InputError(fmt::format("depth: expected an integer >= 1, got {}", depth));
   const std::vector<long> layers = parse_taps(taps, depth);
   auto sink = std::make_shared<MemorySink>();
-  {
+  SignalWatch watch;  // Ctrl-C: KeyboardInterrupt within a layer (module_interrupt.hpp)
+  watch.run([&] {
     Batch Z = batch_of(X0, "X0");
     py::gil_scoped_release release;
     checked([&] {
       StateTapObserver obs(sink, layers);
       if (S_.map->float_state()) {
         BatchF ZF{Z.Z.cast<float>(), Z.runs, Z.len};
-        iterate(*S_.map, ZF, depth, {&obs});
+        iterate(*S_.map, ZF, depth, {&obs}, {}, watch.hook());
       } else {
-        iterate(*S_.map, Z, depth, {&obs});
+        iterate(*S_.map, Z, depth, {&obs}, {}, watch.hook());
       }
     });
-  }
+  });
   py::dict out;
   for (long k : layers) {
     const auto& [data, shape] = sink->arrays.at(fmt::format("layer_{}", k));

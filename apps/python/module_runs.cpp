@@ -1,7 +1,8 @@
 // tokdyn._core's presets and runs (see module.cpp): the presets with their descriptions, a
 // preset's parameter schema as JSON, and a run of a preset into an output folder (the GIL released
-// while it runs).
+// while it runs; Ctrl-C stops it and raises KeyboardInterrupt, module_interrupt.hpp).
 #include "module_internal.hpp"
+#include "module_interrupt.hpp"
 
 #include <algorithm>
 #include <map>
@@ -46,11 +47,21 @@ py::dict run_preset(const std::string& name, const std::string& out, const std::
   const std::vector<std::pair<std::string, std::string>> v(sets.begin(), sets.end());
   const Params P = resolve_params(e, v);
   if (threads < 1) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  RunOutcome r;
-  {
+  // The same preset with the signal watch as its progress function (every preset reports progress
+  // through RunContext::progress from the thread that runs it), checked again as the run starts and
+  // after it computed: an interrupt before the results are complete publishes nothing.
+  SignalWatch watch;
+  Experiment watched = e;
+  watched.run = [&e, &watch](const Params& p, RunContext& ctx) {
+    ctx.progress = watch.hook(std::move(ctx.progress));
+    watch.poll(/*now=*/true);
+    e.run(p, ctx);
+    watch.poll(/*now=*/true);
+  };
+  const RunOutcome r = watch.run([&] {
     py::gil_scoped_release release;
-    r = run_experiment(e, P, out, threads, figures, /*show_progress=*/false, overwrite, inputs);
-  }
+    return run_experiment(watched, P, out, threads, figures, /*show_progress=*/false, overwrite, inputs);
+  });
   py::dict d;
   d["dir"] = r.dir.string();
   d["files"] = r.files;

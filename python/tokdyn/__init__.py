@@ -11,13 +11,15 @@ Quick tour::
 
     import tokdyn
     tokdyn.presets()                                  # the named experiments
-    r = tokdyn.run("rope-flow", n=8, runs=2, t_end=5) # run one in-process -> Result
+    r = tokdyn.run("rope-flow", n=8, runs=2, t_end=5) # run one in-process -> Result (Ctrl-C: KeyboardInterrupt)
     r.metrics                                         # a declared table as a pandas DataFrame
     r.summaries                                       # summary.csv: quantity, value, paper
     m = tokdyn.models.rope(d=4, tokens=6, beta=1.0)   # a registry model
     X1 = m.step(m.x0, 1)                              # one layer
-    s = tokdyn.depth_spectrum(m, depth=200, k=4)      # Lyapunov exponents of its depth map
+    s = tokdyn.depth_spectrum(m, depth=200, k=4)      # Lyapunov exponents of its depth map -> DepthSpectrum
+    s.exponents_log, s.dichotomy_growth, s.save("sp") # sorted largest first; log / growth scale; a results folder
     s = tokdyn.depth_spectrum(step, jvp, X0, 200, 4)  # ... of your own model (Python callables)
+    tokdyn.gram_metrics(m.hidden_states(depth=8))     # each metric [taps, runs]
     tokdyn.cocycle_spectra(B)                         # spectra of a [L, d, d] cocycle
     tok = tokdyn.Tokenizer.from_checkpoint("ck")      # a checkpoint's tokenizer.json
     e = tok.encode("Hello world"); e.ids, e.pieces    # ids (NumPy int64) and their vocabulary strings
@@ -107,7 +109,7 @@ from . import _core  # noqa: E402  (after the BLAS kernels are chosen)
 
 __version__ = _core.__version__
 __all__ = ["presets", "show", "run", "load", "sweep", "load_sweep", "Result", "Taps", "models", "Model", "gram_metrics", "cocycle_spectra",
-           "depth_spectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum", "Tokenizer", "Encoding",
+           "depth_spectrum", "DepthSpectrum", "model_names", "pe_window", "pe_readings", "green_solve", "consensus_spectrum", "Tokenizer", "Encoding",
            "train", "train_tokenizer", "Error", "InputError", "ResourceError", "NonFiniteError", "ConvergenceError",
            "BusyError", "FiguresError", "InternalError"]
 
@@ -159,4 +161,5 @@ and unknown spans are.
 
 from ._analyses import (cocycle_spectra, consensus_spectrum, depth_spectrum, gram_metrics, green_solve,  # noqa: E402,F401
                         pe_readings, pe_window)
+from ._spectrum import DepthSpectrum  # noqa: E402,F401
 from .training import train, train_tokenizer  # noqa: E402  (docs/training.md)

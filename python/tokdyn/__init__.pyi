@@ -28,7 +28,9 @@ def show(preset: str) -> Dict[str, Any]:
     """A preset's parameters and declared outputs: `tokdyn show PRESET --json`."""
 def run(preset: str, out: Optional[PathLike] = ..., *, threads: int = ..., figures: bool = ..., overwrite: bool = ...,
         inputs: bool = ..., **params: Any) -> Result:
-    """Runs a preset in-process (the CLI's validation; the same bytes) and returns its results."""
+    """Runs a preset in-process (the CLI's validation; the same bytes) and returns its results. Without
+    `out`, a temporary folder removed with the Result (Result.keep() keeps it). Ctrl-C raises
+    KeyboardInterrupt and leaves nothing of the run."""
 def load(path: PathLike) -> Result:
     """Opens a results folder."""
 
@@ -42,6 +44,11 @@ class Result:
     dir: Path
     manifest: Dict[str, Any]
     preset: str
+    @property
+    def temporary(self) -> bool:
+        """True for the folder of run() without out=, removed when the Result is garbage-collected."""
+    def keep(self) -> Path:
+        """Keeps that folder; returns dir."""
     @property
     def params(self) -> Dict[str, Any]: ...
     @property
@@ -351,7 +358,8 @@ class _Models:
 models: _Models
 
 def gram_metrics(X: npt.ArrayLike) -> Dict[str, ArrayF]:
-    """lambda1, participation, min_cosine, consensus_dist_axes, consensus_dist_diagonal per run."""
+    """lambda1, participation, min_cosine, consensus_dist_axes, consensus_dist_diagonal of X [..., tokens, d],
+    each of shape X.shape[:-2] ([taps, runs] for hidden states; (1,) for one [tokens, d])."""
 def pe_window(q: npt.ArrayLike) -> Dict[str, Any]:
     """W(T) of eq. (23) for T = 1..kappa and T* = min{T : W(T) > 0} (None: no admissible window)."""
 def pe_readings(q: npt.ArrayLike) -> Dict[str, Any]:
@@ -367,8 +375,38 @@ def cocycle_spectra(B: npt.ArrayLike, k: int = ..., H: int = ..., burn_in: int =
 def depth_spectrum(model_or_step: Union[Model, Callable[[ArrayF, int], npt.ArrayLike]],
                    jvp: Optional[Callable[[ArrayF, ArrayF, int], npt.ArrayLike]] = ..., X0: Optional[npt.ArrayLike] = ...,
                    depth: int = ..., k: int = ..., *, burn_in: int = ..., on_sphere: bool = ..., seed: int = ...,
-                   H: int = ..., V0: Optional[npt.ArrayLike] = ...) -> Dict[str, Any]:
+                   H: int = ..., V0: Optional[npt.ArrayLike] = ...) -> DepthSpectrum:
     """Top-k Lyapunov exponents and dichotomy intervals of a registry model or of Python callables."""
+
+class DepthSpectrum:
+    """depth_spectrum's result: every per-exponent field sorted largest first (qr_column: the QR order);
+    `_log` fields on the log scale per layer, `_growth` fields growth scales e^(log) per layer."""
+    exponents_log: ArrayF  # [k], descending
+    exponents_growth: ArrayF  # [k]
+    qr_column: npt.NDArray[np.int64]  # [k]
+    running_log: ArrayF  # [depth - burn_in, k]
+    per_layer_log: ArrayF  # [depth - burn_in, k]
+    bohl_growth: ArrayF  # [k, 2]
+    dichotomy_growth: ArrayF  # [m, 2], ascending
+    hyperbolic: Literal["yes", "no", "undecided"]
+    margin_log: float
+    tolerance_log: float
+    unresolved_from_layer: npt.NDArray[np.int64]  # [k], -1: resolved
+    H: int
+    depth: int
+    burn_in: int
+    k: int
+    dim: int
+    final_state: ArrayF  # [rows, d]
+    manifest: Dict[str, Any]
+    def keys(self) -> List[str]: ...
+    def __getitem__(self, name: str) -> Any:
+        """A field by name, or a key of the dict depth_spectrum returned before (mu, mu_running, ...: QR order)."""
+    def __contains__(self, name: object) -> bool: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+    def save(self, dir: PathLike, overwrite: bool = ...) -> Path:
+        """exponents.csv, running.csv, dichotomy.csv, final_state.npy and manifest.json, written beside
+        `dir` and renamed into place; a previous tokdyn result replaced only with overwrite=True."""
 
 ArrayI = npt.NDArray[np.int64]
 

@@ -1,8 +1,10 @@
 """tokdyn's analyses as functions of NumPy arrays, re-exported by the package: Gram metrics,
 persistency of excitation, RoPE consensus spectra, the Green operator of a dichotomy, the spectra of
-a cocycle and the depth spectrum of a registry model or of Python callables."""
+a cocycle and the depth spectrum of a registry model or of Python callables (a ``DepthSpectrum``,
+python/tokdyn/_spectrum.py)."""
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import numpy as np
@@ -10,6 +12,7 @@ import numpy as np
 from . import _core
 from ._errors import InputError
 from ._models import Model
+from ._spectrum import DepthSpectrum
 
 
 # ---------------------------------------------------------------------------------------------
@@ -17,15 +20,31 @@ from ._models import Model
 
 
 def gram_metrics(X: np.ndarray) -> Dict[str, np.ndarray]:
-    """Per run of X [runs, tokens, d] (or [tokens, d]), tokens normalised first:
+    """Gram metrics of token configurations X [..., tokens, d], tokens normalised first; every axis
+    before the last two indexes a configuration: [runs, tokens, d], ``Model.hidden_states``'
+    [taps, runs, tokens, d], ``Result.taps(...).array`` [layer, run, row, d]. Each metric is an
+    array of the shape of those leading axes (``X.shape[:-2]``: [taps, runs] for hidden states);
+    a single [tokens, d] gives arrays of shape (1,).
 
     - ``lambda1``: the largest eigenvalue of G = Ẑ Ẑᵀ divided by the number of tokens (1: consensus);
     - ``participation``: r = (Σ_k λ̄_k²)⁻¹ = n² / ‖G‖_F² (1: rank one);
     - ``min_cosine``: min_{i<j} ⟨ẑ_i, ẑ_j⟩;
     - ``consensus_dist_axes``: distance to the SSM paper's consensus sets (s_i e_μ) (Def. III.1);
     - ``consensus_dist_diagonal``: distance to {(x, …, x)}: √(2n − 2 |Σ ẑ_i|) (RoPE §1.9).
+
+    A C-contiguous float64 input is read in place (no copy), whatever its number of axes.
     """
-    return dict(_core.gram_metrics(np.asarray(X, dtype=np.float64)))
+    A = np.asarray(X, dtype=np.float64)
+    if A.ndim < 2:
+        raise InputError(f"X: shape [{', '.join(map(str, A.shape))}]; expected [..., tokens, d] (e.g. [runs, tokens, d], "
+                         "or hidden states [taps, runs, tokens, d])")
+    if A.ndim <= 3:
+        return dict(_core.gram_metrics(A))
+    lead = A.shape[:-2]
+    if 0 in lead:  # no configuration: empty arrays of that shape
+        return {k: np.zeros(lead) for k in dict(_core.gram_metrics(np.zeros((1,) + A.shape[-2:])))}
+    flat = A.reshape((-1,) + A.shape[-2:])  # a view of a C-contiguous array
+    return {k: v.reshape(lead) for k, v in dict(_core.gram_metrics(flat)).items()}
 
 
 def pe_window(q: np.ndarray) -> Dict[str, Any]:
@@ -91,8 +110,11 @@ def cocycle_spectra(B: np.ndarray, k: int = 0, H: int = 0, burn_in: int = 0, *, 
 
 def depth_spectrum(model_or_step: Union[Model, Callable], jvp: Optional[Callable] = None, X0: Optional[np.ndarray] = None,
                    depth: int = 100, k: int = 4, *, burn_in: int = 0, on_sphere: bool = False, seed: int = 0,
-                   H: int = 0, V0: Optional[np.ndarray] = None) -> Dict[str, Any]:
-    """Top-k Lyapunov exponents and dichotomy intervals of a depth map (coupling paper eq. (10)).
+                   H: int = 0, V0: Optional[np.ndarray] = None) -> DepthSpectrum:
+    """Top-k Lyapunov exponents and dichotomy intervals of a depth map (coupling paper eq. (10)), as a
+    ``DepthSpectrum``: exponents sorted largest first (``qr_column``: the QR order), fields named by
+    their scale (``exponents_log``, ``exponents_growth``, ``bohl_growth``, ``dichotomy_growth``, ...),
+    a ``manifest`` and ``save(dir)``.
 
     Two forms:
 
@@ -101,27 +123,50 @@ def depth_spectrum(model_or_step: Union[Model, Callable], jvp: Optional[Callable
     - ``depth_spectrum(step, jvp, X0, depth, k, on_sphere=False)`` for any model: ``step(X, l)``
       returns the state after layer l (>= 1) from X [rows, d]; ``jvp(X, V, l)`` returns the tangent
       map of layer l at X applied to k tangents V [k, rows, d] (e.g. a PyTorch block through
-      ``torch.func.jvp`` with ``vmap``). ``on_sphere``: every token lives on the unit sphere (the
-      tangents are projected onto its tangent space).
+      ``jvp`` under ``vmap``: docs/python.md). ``on_sphere``: every token lives on the unit sphere
+      (the tangents are projected onto its tangent space).
 
     The Benettin QR is tokdyn's: X_l = step(X_{l-1}, l), V_l = jvp(X_{l-1}, Q_{l-1}, l) = Q_l R_l;
-    ``mu[i]`` = mean over layers burn_in+1..depth of log R_l[i, i]; ``mu_running`` the running
-    means; ``bohl_intervals`` / ``dichotomy_spectrum`` / ``hyperbolic`` as in ``cocycle_spectra``
-    (window H, 0: (depth - burn_in) / 4); ``final_state`` X_depth. The initial frame is Gaussian
-    (stream ``seed``), or ``V0`` [k, rows, d] (projected onto the tangent space and orthonormalised).
+    exponent i is the mean over layers burn_in+1..depth of log R_l[i, i]; the Bohl intervals, the
+    dichotomy spectrum and ``hyperbolic`` as in ``cocycle_spectra`` (window H, 0: (depth - burn_in) / 4);
+    ``final_state`` X_depth. The initial frame is Gaussian (stream ``seed``), or ``V0`` [k, rows, d]
+    (projected onto the tangent space and orthonormalised). Ctrl-C stops it within a layer
+    (KeyboardInterrupt).
     """
     V = None if V0 is None else np.asarray(V0, dtype=np.float64)
+    params: Dict[str, Any] = {"depth": int(depth), "k": int(k), "burn_in": int(burn_in), "seed": int(seed), "H": int(H),
+                              "V0": "given" if V is not None else f"Gaussian (stream seed {int(seed)})"}
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    t0 = time.perf_counter()
     if isinstance(model_or_step, Model):
         if jvp is not None:
             raise InputError("depth_spectrum(model, ...): a registry model brings its own exact jvp; give jvp only with a step callable")
         if on_sphere:
             raise InputError("depth_spectrum(model, ...): on_sphere is the model's own (Model.on_sphere); give it only with callables")
         X = None if X0 is None else np.asarray(X0, dtype=np.float64)
-        return dict(_core.depth_spectrum_model(model_or_step._m, int(depth), int(k), int(burn_in), int(seed), int(H), X, V))
-    if jvp is None or X0 is None:
-        raise InputError("depth_spectrum(step, jvp, X0, depth, k): give the step and jvp callables and the start state X0 [rows, d]")
-    return dict(_core.depth_spectrum_callbacks(model_or_step, jvp, np.asarray(X0, dtype=np.float64), int(depth), int(k),
-                                               int(burn_in), bool(on_sphere), int(seed), int(H), V))
+        raw = dict(_core.depth_spectrum_model(model_or_step._m, int(depth), int(k), int(burn_in), int(seed), int(H), X, V))
+        model = {"name": model_or_step.name, "knobs": model_or_step.knobs, "on_sphere": model_or_step.on_sphere}
+        params["X0"] = "the model's start state" if X is None else f"given {list(X.shape)}"
+    else:
+        if jvp is None or X0 is None:
+            raise InputError("depth_spectrum(step, jvp, X0, depth, k): give the step and jvp callables and the start state X0 [rows, d]")
+        X = np.asarray(X0, dtype=np.float64)
+        raw = dict(_core.depth_spectrum_callbacks(model_or_step, jvp, X, int(depth), int(k), int(burn_in), bool(on_sphere),
+                                                  int(seed), int(H), V))
+        model = {"step": _callable_name(model_or_step), "jvp": _callable_name(jvp), "on_sphere": bool(on_sphere)}
+        params["X0"] = f"given {list(X.shape)}"
+    wall = time.perf_counter() - t0
+    params["H"] = int(raw["H"])  # the window used (0 asked: (depth - burn_in) / 4)
+    manifest = {"analysis": "depth_spectrum", "version": _core.__version__, "params": params, "seed": int(seed),
+                "model": model, "started_utc": started, "wall_time_s": wall, "tangent_dimension": int(raw["dim"]),
+                "order": "exponents sorted largest first; qr_column: each one's QR column (the CLI's lyapunov.csv i)"}
+    return DepthSpectrum(raw, manifest)
+
+
+def _callable_name(f: Callable) -> str:
+    """module.qualname of a callable for the manifest (a ufunc or a callable object: its name or type)."""
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
+    return f"{getattr(f, '__module__', None) or ''}.{name}".lstrip(".")
 
 
 # Shown, documented and pickled as the package's own (tokdyn re-exports them).

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -48,15 +50,30 @@ def run(preset: str, out: Optional[Union[str, os.PathLike]] = None, *, threads: 
 
     ``params`` are the preset's parameters (``tokdyn show PRESET``), as Python values: numbers,
     strings, bools, lists (``freqs=[1, 0.01]``). ``out`` is the results folder (a new one, or a
-    previous tokdyn result with ``overwrite=True``); by default a fresh temporary folder, kept (its
-    path is ``Result.dir``). ``threads=0`` uses every core; the bits do not depend on it.
-    Figures are off by default (``figures=True`` draws them as the CLI does).
+    previous tokdyn result with ``overwrite=True``). Without ``out`` the results go to a fresh
+    temporary folder (``Result.dir``), removed when the Result is garbage-collected or the
+    interpreter exits, unless ``Result.keep()`` is called. ``threads=0`` uses every core; the bits
+    do not depend on it. Figures are off by default (``figures=True`` draws them as the CLI does).
+
+    Ctrl-C (SIGINT) stops the run at its next progress point (a layer, an integration step; within
+    about a second) and raises ``KeyboardInterrupt``; as after a failed run, nothing of it is left:
+    no lock file, no temporary folder, no result.
     """
+    own = None
     if out is None:
-        out = Path(tempfile.mkdtemp(prefix=f"tokdyn-{preset}-")) / "result"
-    sets = {k: _text(v) for k, v in params.items()}
-    _core.run(preset, os.fspath(out), sets, int(threads), bool(figures), bool(overwrite), bool(inputs))
-    return load(out)
+        own = Path(tempfile.mkdtemp(prefix=f"tokdyn-{preset}-"))
+        out = own / "result"
+    try:
+        sets = {k: _text(v) for k, v in params.items()}
+        _core.run(preset, os.fspath(out), sets, int(threads), bool(figures), bool(overwrite), bool(inputs))
+        result = load(out)
+    except BaseException:  # an error or an interrupt: the temporary folder goes too
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
+        raise
+    if own is not None:
+        result._finalizer = weakref.finalize(result, shutil.rmtree, os.fspath(own), True)
+    return result
 
 
 class Taps:
@@ -86,7 +103,9 @@ class Result:
       as attributes (``r.metrics``) and items (``r["metrics"]``);
     - ``summaries``: summary.csv (quantity, value, paper); ``checks``: checks.csv or None;
     - ``taps(variant)``: the state taps of a variant stacked with named axes;
-    - ``array(path)``: any .npy file of the folder.
+    - ``array(path)``: any .npy file of the folder;
+    - ``temporary`` / ``keep()``: the folder of ``run()`` without ``out=`` is removed when the
+      Result is garbage-collected (or at exit) unless kept.
 
     The declaration of each table (what a row is, every column's meaning and unit) is in
     ``describe(name)``, from ``tokdyn.show(preset)``.
@@ -94,6 +113,7 @@ class Result:
 
     def __init__(self, path: Union[str, os.PathLike]):
         self.dir = Path(path)
+        self._finalizer: Optional[weakref.finalize] = None  # run() without out=: removes its temporary folder
         manifest = self.dir / "manifest.json"
         if not manifest.is_file():
             raise InputError(f"{self.dir}: no manifest.json; expected a tokdyn results folder")
@@ -103,6 +123,17 @@ class Result:
         self._tables: Dict[str, Any] = {}
         self._names = sorted(str(p.relative_to(self.dir).with_suffix("")) for p in self.dir.rglob("*.csv")
                              if "inputs" not in p.relative_to(self.dir).parts)
+
+    @property
+    def temporary(self) -> bool:
+        """True for the temporary folder of ``run()`` without ``out=``, removed with the Result."""
+        return self._finalizer is not None and self._finalizer.alive
+
+    def keep(self) -> Path:
+        """Keeps the temporary folder of ``run()`` without ``out=`` after the Result is gone; returns ``dir``."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        return self.dir
 
     @property
     def params(self) -> Dict[str, Any]:
