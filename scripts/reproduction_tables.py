@@ -98,12 +98,12 @@ def render(paper, rows, facts):
             out.append("No check and no paper number (its results are tables and figures only).")
             out.append("")
             continue
-        out.append("| row | paper | tokdyn | difference | criterion | reference kind | verdict |")
+        out.append("| row | paper's value or reference | tokdyn | difference | criterion | reference kind | verdict |")
         out.append("| --- | --- | ---: | ---: | --- | --- | --- |")
         for r in mine:
             verdict = {"pass": "pass", "fail": "**fail**", "n/a": "n/a", "side-by-side": "side by side"}[r["verdict"]]
             out.append("| " + " | ".join(cell(x) for x in [
-                r["id"], r["paper_value"], fmt_num(r["tokdyn_value"]), fmt_num(r["difference"]), r["expected"],
+                r["id"], r["reference"], fmt_num(r["tokdyn_value"]), fmt_num(r["difference"]), r["expected"],
                 r["reference_kind"], verdict]) + " |")
         out.append("")
     out.append(end(paper))

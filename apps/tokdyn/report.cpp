@@ -578,7 +578,9 @@ int run(const Options& o) {
     std::string body;
     if (reproduction)
       body = reproduction_body(roots[0], final_dir, root_manifest, entries, links) + "<h2>Runs</h2>\n";
-    body += index_body(entries, links, given);
+    std::string index = index_body(entries, links, given);
+    if (reproduction) index = index.substr(index.find("</h1>\n") + 6);  // under the reproduction's heading
+    body += index;
     const std::string title = o.title.empty() ? std::string("tokdyn results") : o.title;
     write_page(w, final_dir / "index.html", html::page(title, "", "", body));
   }

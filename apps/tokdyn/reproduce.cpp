@@ -180,7 +180,7 @@ const TableDecl& reproduction_table() {
        category("source", "where the row comes from", {{"check", "a row of the preset's checks.csv (a criterion and a verdict)"},
                                                        {"summary", "a summary with the paper's value beside it (summary.csv), no criterion"}}),
        text("id", "the check's id, or the summary's name"), text("statement", "the paper's claim (checks) or what the number is (summaries)"),
-       text("paper_value", "the paper's value as the paper prints it (summaries), or the reference the check compares against"),
+       text("reference", "the paper's value as the paper prints it (summaries), or what the check compares against, named (checks)"),
        real("tokdyn_value", "tokdyn's value").may_be_empty("not computable in this run"),
        real("difference", "tokdyn's value minus the reference: the paper's number, or the X of a criterion 'X within TOL'")
            .may_be_empty("the reference is not one number (a band, a bound, a trend)"),
@@ -264,6 +264,7 @@ int run(const Options& o) {
   OutputFolder folder(out, o.overwrite, "--out");
   const fs::path tmp = folder.tmp();
   const auto t0 = std::chrono::steady_clock::now();
+  const std::string started = utc_now_iso8601();
 
   auto rows_ptr = std::make_unique<CsvWriter>(tmp, reproduction_table());
   CsvWriter& rows = *rows_ptr;
@@ -337,7 +338,7 @@ int run(const Options& o) {
   }
 
   json m = {{"kind", "tokdyn-reproduction"}, {"preset", "reproduce"}, {"paper", o.paper}, {"quick", o.quick},
-            {"version", TOKDYN_VERSION}, {"started_utc", utc_now_iso8601()}, {"threads", o.threads}, {"hostname", host_name()}};
+            {"version", TOKDYN_VERSION}, {"started_utc", started}, {"threads", o.threads}, {"hostname", host_name()}};
   json kinds = json::object();
   int total = 0, failed = 0, na = 0, side = 0;
   for (const auto& [k, c] : by_kind) {
@@ -362,6 +363,7 @@ int run(const Options& o) {
   for (const Paper* p : chosen) titles[p->name] = p->title;
   m["papers"] = titles;
   m["files"] = files_below(tmp);
+  m["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // the runs (the report follows)
   write_text_file(tmp / "manifest.json", m.dump(2) + "\n");
 
   // The report, inside the reproduction's folder (its links to the results are relative).

@@ -23,9 +23,8 @@ def plot_coupling_all(d, draw):
     # A check that does not apply with the preset's defaults (pass = n/a) is neither passed nor failed.
     na = {n: 0 for n in names}
     for r in rows:
-        m = re.search(r"\[([^\]]+)\]$", r["check"])
-        if m and m.group(1) in na and r["pass"] == "n/a":
-            na[m.group(1)] += 1
+        if r["preset"] in na and r["pass"] == "n/a":
+            na[r["preset"]] += 1
     bad = [int(r["failed"]) for r in presets]
     nas = [na[n] for n in names]
     ok = [int(r["checks"]) - b - a for r, b, a in zip(presets, bad, nas)]

@@ -1,8 +1,8 @@
 // Preset coupling-all: the computable content of "Attention is Just Another Name for Coupling?" in
 // one command. Runs every coupling-paper preset of both parts (every registered preset named
 // coupling-*, except coupling-e1 and coupling-e6, which train models and run only when listed) at its defaults, each into its own folder <preset>/ with its CSV files, manifest.json
-// and figure, and joins their verdict tables into checks.csv (check, statement, quantity, value,
-// expected, reference_kind, reference, pass; the check id is suffixed with the preset that made it) and presets.csv (one row
+// and figure, and joins their verdict tables into checks.csv (preset, then each preset's columns: check,
+// statement, quantity, value, expected, reference_kind, reference, pass) and presets.csv (one row
 // per preset: checks, failed, wall time).
 #include <algorithm>
 #include <array>
@@ -104,7 +104,7 @@ void run_all(const Params& p, RunContext& ctx) {
     // The preset's verdicts, as its CheckTable recorded them (the same cells as its checks.csv).
     int n = 0, nf = 0, nna = 0;
     for (const std::vector<std::string>& f : sc.check_rows) {
-      summary.cell(f[0] + " [" + e.name + "]").cell(f[1]).cell(f[2]);
+      summary.cell(e.name).cell(f[0]).cell(f[1]).cell(f[2]);
       if (f[3].empty()) summary.empty(); else summary.cell(std::stod(f[3]));
       summary.cell(f[4]).cell(f[5]).cell(f[6]).cell(f[7]).end_row();
       const std::string& kind = f[5];
@@ -146,7 +146,8 @@ void run_all(const Params& p, RunContext& ctx) {
 OutputDecl coupling_all_outputs() {
   OutputDecl o;
   TableDecl joined = checks_table();
-  joined.description = "one check of one coupling preset: every preset's checks.csv joined, the check id suffixed with ' [preset]'";
+  joined.description = "one check of one coupling preset: every preset's checks.csv joined, the preset in the first column";
+  joined.columns.insert(joined.columns.begin(), text("preset", "the coupling preset that made the check (its results are in the sub-folder of that name)"));
   o.tables = {joined,
               {"presets.csv", "one coupling preset that was run",
                {text("preset", "the preset's name (its results are in the sub-folder of that name)"),

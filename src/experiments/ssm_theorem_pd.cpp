@@ -33,6 +33,45 @@ namespace ssm_theorems {
 // =============================================================================================
 // ssm-theorem-pd
 
+/// The converged fraction of an S-ANI2-type design S_BC = [[1, k], [-k, d]] from its reduced equation
+/// (specs/ssm-consensus.md §2.2, S-ANI2): token 1 pinned at +e^1, token 2 at angle theta obeys
+/// theta' = -sin(theta) B(theta), B = gamma cos(theta) q(theta) + lambda_21 (S_11 cos(theta) + S_21 sin(theta)),
+/// q = cos^2 + d sin^2, (S_11, S_21) = (1, -k), gamma = 1, lambda_21 = softplus(1). Starts are uniform in
+/// theta, so the fraction is the measure of the angles that flow to theta = 0 or pi (consensus), over 2 pi.
+/// The equilibria: 0, pi and the zeros of B (sign changes on a 2e5-point grid, refined by bisection to
+/// the last bit); between two neighbours the flow is monotone, towards one of them.
+double s_ani2_exact_fraction(double d, double k) {
+  const double lam = std::log1p(std::exp(1.0)), two_pi = 2.0 * std::numbers::pi;
+  auto B = [&](double t) {
+    const double c = std::cos(t), s = std::sin(t);
+    return c * (c * c + d * s * s) + lam * (c - k * s);
+  };
+  std::vector<double> eq = {0.0, std::numbers::pi};
+  constexpr int kGrid = 200000;
+  double prev = B(0.0);
+  for (int i = 1; i <= kGrid; ++i) {
+    const double t = two_pi * i / kGrid, b = B(t);
+    if ((prev < 0) != (b < 0) && prev != 0.0) {
+      double lo = two_pi * (i - 1) / kGrid, hi = t;
+      const bool lo_neg = prev < 0;
+      for (int it = 0; it < 200 && hi - lo > 4e-16; ++it) {
+        const double m = 0.5 * (lo + hi);
+        ((B(m) < 0) == lo_neg ? lo : hi) = m;
+      }
+      eq.push_back(0.5 * (lo + hi));
+    }
+    prev = b;
+  }
+  std::sort(eq.begin(), eq.end());
+  double to_consensus = 0.0;
+  for (std::size_t i = 0; i < eq.size(); ++i) {
+    const double a = eq[i], b = i + 1 < eq.size() ? eq[i + 1] : eq[0] + two_pi, mid = 0.5 * (a + b);
+    const double dest = -std::sin(mid) * B(mid) > 0 ? (i + 1 < eq.size() ? b : eq[0]) : a;
+    if (dest == 0.0 || dest == std::numbers::pi) to_consensus += b - a;
+  }
+  return to_consensus / two_pi;
+}
+
 struct PdVariant {
   std::string name;
   SsmSchedulePtr sched;
@@ -167,7 +206,23 @@ void run_theorem_pd(const Params& P, RunContext& ctx) {
     if (std::isfinite(an.c_star)) doa.cell(an.c_star); else doa.empty();
     doa.cell(an.c_eff).cell(an.c_eff_proof).cell(k.lambda_max).cell(k.lambda_min).cell(nruns).cell(converged);
     doa.cell(static_cast<double>(converged) / nruns).cell(trapped).cell(col.c_star).cell(an.alpha_pd);
+    // The exact fraction: 1 for s-iso (Theorem V.1, c_star = 0: co-null); the reduced equation's for the
+    // anisotropic designs when token 1 is pinned at +e^1 (else the reduced equation does not hold).
+    const double exact = vi == 0 ? 1.0 : pin_first ? s_ani2_exact_fraction(static_cast<double>(dlist[vi - 1]), static_cast<double>(klist[vi - 1])) : kNaN;
+    if (std::isfinite(exact)) doa.cell(exact); else doa.empty();
     doa.end_row();
+    if (vi > 0) {
+      const double se = std::sqrt(std::max(exact * (1.0 - exact), 0.0) / nruns);
+      const std::string why = !pin_first ? std::string("the reduced equation pins token 1 at +e^1 (pin_first = true)") : short_run;
+      checks.add_unless(why, fmt::format("{} converged fraction", V.name),
+                        "Theorem V.1's remark: an anisotropic kernel traps a positive measure of starts; the fraction that converges is the "
+                        "measure of the consensus basins of the reduced equation",
+                        "fraction of random starts converged", [&] { return static_cast<double>(converged) / nruns; },
+                        fmt::format("{:.7f} within 4 standard errors + 1/runs ({:.4f}, {} runs)", exact, 4.0 * se + 1.0 / nruns, nruns),
+                        [&](double f) { return std::abs(f - exact) <= 4.0 * se + 1.0 / nruns; },
+                        closed_form("the reduced equation theta' = -sin(theta) B(theta) of S-ANI2 (specs/ssm-consensus.md §2.2), its basins "
+                                    "measured exactly (equilibria refined to the last bit)"));
+    }
     const double fraction = static_cast<double>(converged) / nruns;
     if (vi == 0) {
       iso_fraction = fraction;
@@ -212,7 +267,11 @@ OutputDecl ssm_theorem_pd_outputs() {
                          real("fraction", "converged / runs"),
                          integer("trapped", "starts with a token whose max |z_i^mu~| over [0.8 t_end, t_end] is <= c_eff"),
                          real("c_star_column", "c_star with the column norm ||P_perp S_BC e^mu~||").may_be_nonfinite(v1_fails),
-                         real("alpha_pd", "inf over t and unit z of z^T S_BC z (Assumption V.1's margin)")}},
+                         real("alpha_pd", "inf over t and unit z of z^T S_BC z (Assumption V.1's margin)"),
+                         real("fraction_exact", "the exact converged fraction: 1 for s-iso (Theorem V.1: c_star = 0, co-null), and for "
+                                                "s-ani2 the measure of the consensus basins of its reduced equation theta' = -sin(theta) B(theta) "
+                                                "(token 1 pinned at +e^1; uniform starts)")
+                             .may_be_empty("pin_first = false: the reduced equation does not hold")}},
               theorem_constants_table(variant), checks_table()};
   o.summaries = {{"iso_converged_fraction", "fraction of s-iso's random starts that converged (Theorem V.1: all, c_star = 0)"},
                  {"aniso_converged_fraction_min", "smallest converged fraction over the anisotropic designs"},

@@ -273,7 +273,12 @@ TEST(SsmTheoremPresets, PdDefaultMatchesTheReducedEquation) {
       expected += !(m > z0 && m < z2);
     }
     EXPECT_EQ(std::stol(doa[static_cast<std::size_t>(a + 1)].at("converged")), expected) << doa[static_cast<std::size_t>(a + 1)].at("variant");
+    // The exact fraction (the preset's own root finder over the whole circle) against this test's
+    // basin edges: the trapped interval (z0, z2) and its copy at + pi.
+    EXPECT_NEAR(std::stod(doa[static_cast<std::size_t>(a + 1)].at("fraction_exact")), 1.0 - (z2 - z0) / kPi, 1e-12);
   }
+  EXPECT_EQ(doa[0].at("fraction_exact"), "1");                                   // s-iso: c_star = 0, co-null
+  EXPECT_NEAR(std::stod(doa[1].at("fraction_exact")), 1.0 - 0.1511369, 1e-7);  // spec T22, computed outside tokdyn
   const auto notes = manifest(d)["notes"];
   EXPECT_NE(notes["integrator"].get<std::string>().find("dopri5"), std::string::npos);
   EXPECT_GT(notes["adaptive_steps"]["accepted"].get<long>(), 0);

@@ -87,7 +87,7 @@ def test_rows_agree_with_each_presets_own_tables(quick):
         assert [c["pass"] for c in checks] == [{"pass": "true", "fail": "false", "n/a": "n/a"}[x["verdict"]] for x in got_checks]
         assert [c["reference_kind"] for c in checks] == [x["reference_kind"] for x in got_checks]
         assert [s["quantity"] for s in summ] == [x["id"] for x in got_summ]
-        assert [s["paper"] for s in summ] == [x["paper_value"] for x in got_summ]
+        assert [s["paper"] for s in summ] == [x["reference"] for x in got_summ]
         assert all(x["verdict"] == "side-by-side" for x in got_summ)
         assert int(p["checks"]) == len(checks)
         assert int(p["failed"]) == sum(c["pass"] == "false" for c in checks)
@@ -107,7 +107,7 @@ def test_differences_recomputed_from_the_cells(quick):
     for x in rows(out / "reproduction.csv"):
         ref = None
         if x["source"] == "summary" or x["reference_kind"] == "paper":
-            ref = paper_number(x["paper_value"])
+            ref = paper_number(x["reference"])
         if ref is None and " within " in x["expected"]:
             ref = paper_number(x["expected"].split(" within ")[0])
         if ref is None or x["tokdyn_value"] == "":
@@ -236,3 +236,27 @@ def test_an_interrupt_leaves_nothing(tmp_path):
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
+def test_the_report_loads_in_a_browser_with_its_figures(tmp_path):
+    sys.path.insert(0, str(HERE / "tests/browser"))
+    from cdp import Browser
+
+    out = tmp_path / "rope"
+    r = tokdyn("reproduce", "rope", "--quick", "--presets", "rope-fig1a,rope-table2", "--progress", "none", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    shots = Path(os.environ.get("TOKDYN_REPORT_SHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    n_rows = len(rows(out / "reproduction.csv"))
+    with Browser() as b:
+        pg = b.open((out / "report/index.html").as_uri())
+        assert pg.broken_images() == []
+        assert pg.eval("document.querySelectorAll('table.checks tbody tr').length") == n_rows
+        assert "Reproduction: rope" in pg.eval("document.querySelector('h1').textContent")
+        w, h = pg.screenshot(str(shots / "reproduce-index.png"), 1280, 900)
+        assert w == 1280 and h >= 900
+        # A run's page from the index: its figures are embedded and load.
+        run_page = out / "report/runs/rope-fig1a.html"
+        pg = b.open(run_page.as_uri())
+        assert pg.broken_images() == []
+        assert pg.eval("document.images.length") >= 1
