@@ -260,3 +260,13 @@ def test_the_report_loads_in_a_browser_with_its_figures(tmp_path):
         pg = b.open(run_page.as_uri())
         assert pg.broken_images() == []
         assert pg.eval("document.images.length") >= 1
+
+
+def test_a_hand_edit_of_a_generated_block_fails_the_check(tmp_path):
+    doc = (HERE / "docs/reproduction.md").read_text()
+    m = re.search(r"<!-- BEGIN GENERATED: reproduce (\S+) -->.*?\| pass \|", doc, re.S)
+    assert m, "docs/reproduction.md has no generated block"
+    edited = tmp_path / "reproduction.md"
+    edited.write_text(doc[:m.end() - len("| pass |")] + "| fail |" + doc[m.end():])
+    r = subprocess.run(["/usr/bin/python3", str(SCRIPT), "--check", "--doc", str(edited)], capture_output=True, text=True)
+    assert r.returncode == 1 and m.group(1) in r.stderr, r.stderr
