@@ -28,6 +28,7 @@ struct State {
   std::map<pid_t, int> children;       // process group -> registrations
   std::atomic<bool> installed{false};
   std::atomic<bool> interrupting{false};
+  std::atomic<int> crash{0};           // a fatal signal (SIGSEGV, ...) being handled: its number
 };
 
 State& state() {
@@ -79,11 +80,33 @@ void handler_loop(sigset_t set) {
     std::lock_guard<std::mutex> lock(s.mu);
     stop_children(s.children);
     for (const auto& [p, n] : s.paths) remove_path_and_suffixes(p);
-    const std::string msg = std::string(isatty(2) ? "\n" : "") + "tokdyn: interrupted (" + signal_name(sig) +
-                            "); partial results removed\n";
+    const int crash = s.crash.load();
+    const std::string msg = crash != 0 ? std::string("tokdyn: partial results removed\n")
+                                       : std::string(isatty(2) ? "\n" : "") + "tokdyn: interrupted (" + signal_name(sig) +
+                                             "); partial results removed\n";
     (void)!::write(2, msg.data(), msg.size());
-    ::_exit(128 + sig);
+    ::_exit(128 + (crash != 0 ? crash : sig));
   }
+}
+
+/// A fatal signal in any thread (a bug): one line on stderr, then the handler thread removes the
+/// run's temporary folders and lock files as on an interrupt and exits with 128 + the signal (139
+/// for SIGSEGV). Should the clean-up not finish within 5 s (e.g. the crash holds the registry's
+/// lock), the process ends by the signal's default action.
+void on_fatal_signal(int sig) {
+  static std::atomic<bool> once{false};
+  if (once.exchange(true)) return;  // another thread crashed too: the first one reports
+  state().crash.store(sig);
+  const char* name = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT";
+  for (const char* part : {"tokdyn: internal error: ", name, " (a bug in tokdyn: please report it with the command line)\n"})
+    (void)!::write(2, part, std::char_traits<char>::length(part));
+  ::kill(::getpid(), SIGTERM);  // the handler thread (sigwait) cleans up and exits
+  for (int i = 0; i < 500; ++i) {
+    struct timespec ts {0, 10000000};
+    ::nanosleep(&ts, nullptr);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 }  // namespace
@@ -107,6 +130,13 @@ void install() {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread(handler_loop, set).detach();
+#if !defined(__SANITIZE_ADDRESS__)  // the sanitizers report crashes themselves
+  struct sigaction sa {};
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(sig, &sa, nullptr);
+#endif
 }
 
 bool installed() { return state().installed.load(); }

@@ -85,6 +85,28 @@ TEST_P(Interrupt, RemovesTheTemporaryFolderAndExitsWith128PlusSignal) {
 
 INSTANTIATE_TEST_SUITE_P(Signals, Interrupt, ::testing::Values(SIGINT, SIGTERM, SIGHUP));
 
+// A fatal signal (a bug: here sent from outside, as a crash would raise it) is one line naming it,
+// the temporary folder and the lock are removed, and the exit code is 128 + signal.
+class Crash : public ::testing::TestWithParam<int> {};
+
+TEST_P(Crash, IsOneLineAndLeavesNothing) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the sanitizers report crashes themselves (tokdyn's handler is not installed)";
+#endif
+  const int sig = GetParam();
+  TempDir d, cap;
+  const Proc p = start(Spawn{long_run("r"), d.path(), {}, false}, cap.path());
+  ASSERT_TRUE(wait_for([&] { return has_entry_starting(d.path(), "r.tmp-"); }));
+  kill(p.pid, sig);
+  const Result r = finish(p);
+  EXPECT_EQ(r.code, 128 + sig) << r.err;
+  EXPECT_NE(r.err.find("tokdyn: internal error: " + std::string(sig == SIGSEGV ? "SIGSEGV" : "SIGABRT")), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("partial results removed"), std::string::npos) << r.err;
+  EXPECT_TRUE(entries(d.path()).empty()) << entries(d.path()).size();
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, Crash, ::testing::Values(SIGSEGV, SIGABRT));
+
 TEST(Interrupt, DuringFiguresStopsThePlotterAndRemovesItsFolder) {
   TempDir d, cap, tmp;
   const fs::path script = d.path() / "slow_plot.sh";

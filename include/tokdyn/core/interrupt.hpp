@@ -7,7 +7,9 @@
 // waits for them with sigwait. Code that creates something to clean up registers it for its
 // lifetime with a Guard; a commit (the rename that publishes a complete result) runs inside a
 // CriticalSection, so an interrupt either comes before it (nothing published) or after it
-// (complete result kept), never in between.
+// (complete result kept), never in between. A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT:
+// a bug) is reported in one line and cleaned up the same way, exit 128 + signal (not under the
+// sanitizers, which report crashes themselves).
 #include <filesystem>
 #include <string>
 #include <sys/types.h>
