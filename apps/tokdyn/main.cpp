@@ -494,7 +494,7 @@ int main(int argc, char** argv) {
   CLI::App* rpc = app.add_subcommand("reproduce", "Every preset of a paper at the paper's sizes (or reduced, --quick) into one folder: "
                                                   "reproduction.csv (every paper number and verdict) and a report (docs/reproduction.md)");
   rpc->add_option("paper", rpo.paper, "attention-within, rope, coupling or all")->required();
-  rpc->add_flag("--quick", rpo.quick, "Reduced sizes (every check still made; about a minute for all on 2 cores)");
+  rpc->add_flag("--quick", rpo.quick, "Reduced sizes: fewer runs, tokens and samples, the same depths and models, so the same checks are decided (about 1.5 min for all on 2 cores)");
   rpc->add_option("--out,-o", rpo.out, "The folder (default: results/reproduce-PAPER, with -quick for --quick)");
   rpc->add_option("--presets", rpo.presets, "Only these presets of the paper (comma-separated); coupling-e1 and coupling-e6, which "
                                             "train models, run only when listed here");
