@@ -1640,7 +1640,11 @@ def main():
         print("note:", n)
     if rep.failures:
         print(f"\n{len(rep.failures)} claim(s) do not hold:")
-        for kind, f in sorted(rep.failures, key=lambda x: (x[1].where.split(":")[0], int(x[1].where.split(":")[1]))):
+        def order(x):
+            path, _, line = x[1].where.partition(":")
+            return (path, int(line) if line.isdigit() else 0)
+
+        for kind, f in sorted(rep.failures, key=order):
             print(f"{f.where}: [{kind}] says {f.says}; true: {f.truth}")
         return 1
     print("every claim holds")
