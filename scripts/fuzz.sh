@@ -9,12 +9,13 @@
 #                       target needs --tokdyn)
 #   tokenizer_json      the tokenizer.json parser, then the encoder and decoder on fixed texts and on
 #                       the input's own text after "\n\001\n" (fuzz/fuzz_tokenizer_json.cpp)
-# Usage: scripts/fuzz.sh [--target T] [--seconds S] [--build-dir DIR] [--cxx CLANGXX] [--tokdyn BIN]
+# Usage: scripts/fuzz.sh [--target T] [--seconds S] [--build-dir DIR] [--cxx CLANGXX] [--tokdyn BIN] [--build-only]
 #   --target T      one of the targets above, or all (default: all, one after the other)
 #   --seconds S     fuzzing time per target (default 10)
 #   --build-dir D   where the binaries, seed corpora and crash artifacts go (default <repo>/build-fuzz)
 #   --cxx C         clang++ to use (default: $TOKDYN_FUZZ_CXX, else clang++ / clang++-14 on PATH)
 #   --tokdyn BIN    the tokdyn binary whose schemas the params target fuzzes (default: <repo>/build/tokdyn)
+#   --build-only    build (or bring up to date) the targets' binaries and stop (CMake's `fuzzers` target)
 # Exits non-zero if a build fails or a fuzzer finds a crash, a sanitizer error or a leak.
 set -euo pipefail
 
@@ -24,6 +25,7 @@ build_dir=$repo/build-fuzz
 cxx=${TOKDYN_FUZZ_CXX:-}
 target=all
 tokdyn_bin=$repo/build/tokdyn
+build_only=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --target) target=$2; shift 2 ;;
@@ -31,8 +33,9 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --cxx) cxx=$2; shift 2 ;;
     --tokdyn) tokdyn_bin=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) echo "fuzz.sh: unknown argument '$1'; expected --target T, --seconds S, --build-dir DIR, --cxx CLANGXX or --tokdyn BIN" >&2; exit 2 ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "fuzz.sh: unknown argument '$1'; expected --target T, --seconds S, --build-dir DIR, --cxx CLANGXX, --tokdyn BIN or --build-only" >&2; exit 2 ;;
   esac
 done
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --seconds '$seconds' is not a whole number" >&2; exit 2; }
@@ -580,6 +583,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:halt_on_error=1:detect_leak
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
 for t in "${targets[@]}"; do
   build "$t"
+  [[ $build_only == 1 ]] && continue
   corpus=$build_dir/corpus-$t
   dict=$build_dir/$t.dict
   mkdir -p "$corpus"

@@ -6,6 +6,7 @@
 #include <complex>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -18,8 +19,25 @@ namespace tokdyn::cocycle {
 namespace {
 double smallest_sv(const Matrix& M) {
   if (M.size() == 0) return 1.0;
-  const Eigen::VectorXd s = Eigen::JacobiSVD<Matrix>(M).singularValues();
+  // Divide and conquer from 64 on (the two-sided Jacobi SVD costs 0.6 s at 256 x 256 here, once per layer).
+  const Eigen::VectorXd s = std::min(M.rows(), M.cols()) >= 64 ? Eigen::VectorXd(Eigen::BDCSVD<Matrix>(M).singularValues())
+                                                                : Eigen::VectorXd(Eigen::JacobiSVD<Matrix>(M).singularValues());
   return s(s.size() - 1);
+}
+
+// Q R = W with diag(R) >= 0; one column directly (a layer of a 2 x 2 cocycle is a few flops, not an
+// Eigen QR object), else qr_signfixed.
+void qr_push(const Matrix& W, Matrix& Q, Matrix& R) {
+  if (W.cols() == 1) {
+    const double nrm = W.norm();
+    if (nrm > 1e-150 && nrm < 1e150) {
+      Q = W / nrm;
+      R.resize(1, 1);
+      R(0, 0) = nrm;
+      return;
+    }
+  }
+  qr_signfixed(W, Q, R);
 }
 }  // namespace
 
@@ -115,19 +133,33 @@ Bundles two_sided_bundles(const Cocycle& c) {
   Matrix W;
   for (long l = 0; l < L; ++l) {
     c.apply(l, b.U[static_cast<std::size_t>(l)], W);
-    qr_signfixed(W, b.U[static_cast<std::size_t>(l + 1)], b.T[static_cast<std::size_t>(l)]);
+    qr_push(W, b.U[static_cast<std::size_t>(l + 1)], b.T[static_cast<std::size_t>(l)]);
   }
-  // Pull V_perp^perp back with transposes: Z(l) = span B(l)^T Z(l+1), Z(L) = E^u(B(L-1)^T).
-  std::vector<Matrix> Z(static_cast<std::size_t>(L + 1));
-  Z[static_cast<std::size_t>(L)] = ZL;
-  Matrix R;
+  // Pull V_perp^perp back with transposes: Z(l) = span B(l)^T Z(l+1), Z(L) = E^u(B(L-1)^T). The
+  // d x k bases are kept one after another in one array (no allocation per layer).
+  const long dk = d * k;
+  std::vector<double> Zs(static_cast<std::size_t>((L + 1) * dk));
+  std::copy(ZL.data(), ZL.data() + dk, Zs.begin() + L * dk);
+  Matrix R, Zn, Zl(d, k);
   for (long l = L - 1; l >= 0; --l) {
-    c.apply_transpose(l, Z[static_cast<std::size_t>(l + 1)], W);
-    qr_signfixed(W, Z[static_cast<std::size_t>(l)], R);
+    Zl = Eigen::Map<const Matrix>(Zs.data() + (l + 1) * dk, d, k);
+    c.apply_transpose(l, Zl, W);
+    qr_push(W, Zn, R);
+    std::copy(Zn.data(), Zn.data() + dk, Zs.begin() + l * dk);
   }
   for (long l = 0; l <= L; ++l) {
     const Matrix& U = b.U[static_cast<std::size_t>(l)];
-    const Matrix& Zl = Z[static_cast<std::size_t>(l)];
+    Zl = Eigen::Map<const Matrix>(Zs.data() + l * dk, d, k);
+    if (k == 1) {  // G = z . u, a number: P_+ = u z^T / G
+      const double g = Zl.col(0).dot(U.col(0));
+      if (std::abs(g) < 1e-13)
+        throw NoDichotomyFound(fmt::format("two-sided bundles: V_par and V_perp are not transversal at layer {} (sigma_min(Z^T U) = {:.3g})",
+                                            l, std::abs(g)));
+      Matrix& P = b.P_plus[static_cast<std::size_t>(l)];
+      P.noalias() = U * Zl.transpose();
+      P /= g;
+      continue;
+    }
     const Matrix G = Zl.transpose() * U;  // k x k; sigma_min = sin of the bundle angle
     if (smallest_sv(G) < 1e-13)
       throw NoDichotomyFound(fmt::format("two-sided bundles: V_par and V_perp are not transversal at layer {} (sigma_min(Z^T U) = {:.3g})",
@@ -201,6 +233,7 @@ BundleDiagnostics bundle_diagnostics(const Cocycle& c, const Bundles& b) {
   g.angle.resize(n);
   g.p_plus_norm.resize(n);
   g.invariance = Eigen::VectorXd::Zero(n);
+  Matrix B, D;  // a callback cocycle's layer map; P_+(l+1) B(l) - B(l) P_+(l)
   for (long j = 0; j < n; ++j) {
     const Matrix& P = b.P_plus[static_cast<std::size_t>(j)];
     const double nrm = spectral_norm(P);
@@ -209,17 +242,123 @@ BundleDiagnostics bundle_diagnostics(const Cocycle& c, const Bundles& b) {
     g.angle(j) = (b.k == 0 || b.k == d) ? M_PI / 2 : std::asin(std::min(1.0, 1.0 / nrm));
     const long l = b.first + j;
     if (j + 1 < n && l < c.length()) {
-      const Matrix B = c.matrix(l);
-      g.invariance(j) = spectral_norm(b.P_plus[static_cast<std::size_t>(j + 1)] * B - B * P);
+      if (!c.has_matrices()) B = c.matrix(l);
+      const Matrix& Bl = c.has_matrices() ? c.matrices()[static_cast<std::size_t>(l)] : B;
+      D.noalias() = b.P_plus[static_cast<std::size_t>(j + 1)] * Bl;
+      D.noalias() -= Bl * P;
+      g.invariance(j) = spectral_norm(D);
     }
   }
   return g;
 }
 
+namespace {
+// The projectors' pushes in the bundles' own coordinates. V(j), an orthonormal basis of V_perp(j),
+// is pushed forward and re-projected onto V_perp every layer: P_-(j+1) B(j) V(j) = V(j+1) S(j) (QR);
+// U(j), T(j) are the bundles' own: B(j) U(j) = U(j+1) T(j). Then, m = d - k,
+//   Phi(l, s) P_-(s) = V(l) S(l-1) ... S(s) [V(s)^T P_-(s)]                     (l >= s),
+//   Phi(l, s) P_+(s) = U(l) T(l)^-1 ... T(s-1)^-1 [U(s)^T P_+(s)]                (l <= s),
+// and with V, U orthonormal and the LQ factors V(s)^T P_-(s) = Lm(s) Q, U(s)^T P_+(s) = Lp(s) Q',
+//   ||Phi(l, s) P_-(s)|| = ||S(l-1) ... S(s) Lm(s)||,  ||Phi(l, s) P_+(s)|| = ||T(l)^-1 ... T(s-1)^-1 Lp(s)||:
+// a push costs an m x m (k x k) product and norm a layer instead of d x d ones (about (d / m)^3 less,
+// and no d x d SVD: a scalar for a 2 x 2 cocycle). The same numbers as pushing the d x d projectors
+// with a re-projection every layer, to round-off.
+struct Chains {
+  long n = 0, m = 0, k = 0, stride = 1;
+  std::vector<double> S, Tinv;  // layer j -> j + 1 (j = 0..n-2): m x m and k x k blocks, column-major, one after another
+  std::vector<Matrix> Lm, Lp;   // at the starts j = 0, stride, 2 stride, ...: m x m and k x k
+  const double* s(long j) const { return S.data() + j * m * m; }
+  const double* tinv(long j) const { return Tinv.data() + j * k * k; }
+};
+
+
+// R^T of the thin QR of N^T: a square factor F with F F^T = N N^T (so ||X N|| = ||X F||).
+Matrix lq_factor(const Matrix& N) {
+  if (N.rows() == 0) return Matrix(0, 0);
+  Eigen::HouseholderQR<Matrix> qr(N.transpose());
+  return Matrix(qr.matrixQR().topRows(N.rows()).triangularView<Eigen::Upper>()).transpose();
+}
+
+Chains make_chains(const Cocycle& c, const Bundles& b, long stride) {
+  Chains ch;
+  ch.n = static_cast<long>(b.P_plus.size());
+  ch.k = b.k;
+  ch.m = c.dim() - b.k;
+  ch.stride = stride;
+  const long n = ch.n, d = c.dim(), m = ch.m, k = ch.k;
+  if (n == 0) return ch;
+  const std::size_t steps = static_cast<std::size_t>(std::max<long>(n - 1, 0));
+  ch.S.resize(steps * static_cast<std::size_t>(m * m));
+  ch.Tinv.resize(steps * static_cast<std::size_t>(k * k));
+  ch.Lm.resize(static_cast<std::size_t>((n + stride - 1) / stride));
+  ch.Lp.resize(ch.Lm.size());
+  Matrix V, Y, Vn, Sj;
+  if (m > 0) {  // V(0): the first m columns of a column-pivoted QR of P_-(0) (rank m)
+    const Matrix Pm0 = Matrix::Identity(d, d) - b.P_plus[0];
+    const Eigen::ColPivHouseholderQR<Matrix> qr(Pm0);
+    V = qr.householderQ() * Matrix::Identity(d, m);
+  }
+  for (long j = 0; j < n; ++j) {
+    const Matrix& P = b.P_plus[static_cast<std::size_t>(j)];
+    if (j % stride == 0) {
+      const std::size_t i = static_cast<std::size_t>(j / stride);
+      ch.Lm[i] = m > 0 ? lq_factor(V.transpose() - (V.transpose() * P)) : Matrix(0, 0);
+      ch.Lp[i] = k > 0 ? lq_factor(b.U[static_cast<std::size_t>(j)].transpose() * P) : Matrix(0, 0);
+    }
+    if (j + 1 == n) break;
+    if (m > 0) {
+      c.apply(b.first + j, V, Y);
+      Y -= b.P_plus[static_cast<std::size_t>(j + 1)] * Y;  // onto V_perp(j + 1)
+      qr_push(Y, Vn, Sj);
+      std::copy(Sj.data(), Sj.data() + m * m, ch.S.begin() + j * m * m);
+      V.swap(Vn);
+    }
+    if (k == 1) {
+      ch.Tinv[static_cast<std::size_t>(j)] = 1.0 / b.T[static_cast<std::size_t>(j)](0, 0);
+    } else if (k > 0) {
+      const Matrix Ti = b.T[static_cast<std::size_t>(j)].partialPivLu().inverse();
+      std::copy(Ti.data(), Ti.data() + k * k, ch.Tinv.begin() + j * k * k);
+    }
+  }
+  return ch;
+}
+
+// ||K||_2 of a small square matrix (|K| for 1 x 1; tokdyn::spectral_norm's closed form for 2 x 2).
+double chain_norm(const Matrix& K) { return K.size() == 1 ? std::abs(K(0, 0)) : spectral_norm(K); }
+
+// A push's log-norm without underflow: K is rescaled whenever its norm leaves [2^-500, 2^500], its
+// scale kept in `log_scale`.
+struct ScaledPush {
+  Matrix K, tmp;
+  double log_scale = 0;
+  void start(const Matrix& F) { K = F; log_scale = 0; }
+  // K <- M K (M square, column-major at `M`); returns log ||K|| (-inf for 0).
+  double step(const double* M) {
+    if (K.size() == 1) {
+      K(0, 0) *= M[0];
+    } else {
+      tmp.noalias() = Eigen::Map<const Matrix>(M, K.rows(), K.rows()) * K;
+      K.swap(tmp);
+    }
+    return log_norm();
+  }
+  double log_norm() {
+    const double v = chain_norm(K);
+    if (!(v > 0)) return -std::numeric_limits<double>::infinity();
+    if (v > 0x1p500 || v < 0x1p-500) {
+      K /= v;
+      log_scale += std::log(v);
+      return log_scale;
+    }
+    return log_scale + std::log(v);
+  }
+};
+}  // namespace
+
 GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride, double r_minus_min, double r_plus_max) {
   if (stride < 1) throw std::invalid_argument("growth_envelope: stride must be >= 1");
   if (!(r_minus_min >= 0) || !(r_plus_max > 0)) throw std::invalid_argument("growth_envelope: expected r_minus_min >= 0 and r_plus_max > 0");
-  const long n = static_cast<long>(b.P_plus.size()), d = c.dim(), k = b.k;
+  const long n = static_cast<long>(b.P_plus.size());
   if (static_cast<long>(b.T.size()) < n - 1) throw std::invalid_argument("growth_envelope: bundles without the restricted maps T(l)");
   // A push from one start stops once its norm, weighted as the constants weigh it at the extreme
   // rate asked for (g / r_minus_min^j forward, g r_plus_max^j backward), has fallen below
@@ -229,71 +368,65 @@ GrowthEnvelope growth_envelope(const Cocycle& c, const Bundles& b, long stride, 
   // and a push costs about its decay length, not L. Rates 0 / inf: no truncation (every lag).
   constexpr double kNegligible = 1e-18;
   constexpr long kMinLags = 8;
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
   const double log_neg = std::log(kNegligible);
   const bool cut_minus = r_minus_min > 0, cut_plus = std::isfinite(r_plus_max);
   const double wm = cut_minus ? -std::log(r_minus_min) : 0.0, wp = cut_plus ? std::log(r_plus_max) : 0.0;
-  const long starts = (n + stride - 1) / stride;
+  const Chains ch = make_chains(c, b, stride);
+  const long starts = static_cast<long>(ch.Lm.size());
   GrowthEnvelope g;
-  g.g_minus = Eigen::VectorXd::Zero(n);
-  g.g_plus = Eigen::VectorXd::Zero(n);
-  // Starts run in parallel on a stored cocycle (a callback cocycle may not be reentrant); each
-  // thread keeps its own envelope and they are merged by max: the same bits at any thread count.
-  const bool parallel = c.has_matrices() && starts > 1;
-#pragma omp parallel if (parallel)
+  g.log_minus = Eigen::VectorXd::Constant(n, kNone);
+  g.log_plus = Eigen::VectorXd::Constant(n, kNone);
+  // The pushes use the chains alone (not the cocycle): starts run in parallel, each thread keeps its
+  // own envelope (in logs: exact far below the smallest double) and they are merged by max: the same
+  // bits at any thread count.
+#pragma omp parallel if (starts > 1)
   {
-    Eigen::VectorXd gm = Eigen::VectorXd::Zero(n), gp = Eigen::VectorXd::Zero(n);
-    const Matrix I = Matrix::Identity(d, d);
-    Matrix X, Y, W;
+    Eigen::VectorXd lm = Eigen::VectorXd::Constant(n, kNone), lp = Eigen::VectorXd::Constant(n, kNone);
+    ScaledPush X;
 #pragma omp for schedule(dynamic, 1)
     for (long si = 0; si < starts; ++si) {
       const long s = si * stride;
-      // Forward on V_perp: X(l) = P_-(l) Phi(l, s) P_-(s), re-projected every step.
-      X = I - b.P_plus[static_cast<std::size_t>(s)];
-      double v = spectral_norm(X);
-      gm(0) = std::max(gm(0), v);
-      double peak = v > 0 ? std::log(v) : -std::numeric_limits<double>::infinity();
-      for (long j = s; j + 1 < n; ++j) {
-        c.apply(b.first + j, X, Y);
-        X.noalias() = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * Y;
-        v = spectral_norm(X);
-        const long lag = j + 1 - s;
-        gm(lag) = std::max(gm(lag), v);
-        if (!cut_minus) continue;
-        const double w = v > 0 ? std::log(v) + static_cast<double>(lag) * wm : -std::numeric_limits<double>::infinity();
-        peak = std::max(peak, w);
-        if (lag >= kMinLags && !(w > peak + log_neg)) break;
+      if (ch.m > 0) {  // forward on V_perp (P_- = 0 when m = 0: g_minus stays 0)
+        X.start(ch.Lm[static_cast<std::size_t>(si)]);
+        double v = X.log_norm();
+        lm(0) = std::max(lm(0), v);
+        double peak = v;
+        for (long j = s; j + 1 < n; ++j) {
+          v = X.step(ch.s(j));
+          const long lag = j + 1 - s;
+          lm(lag) = std::max(lm(lag), v);
+          if (!cut_minus) continue;
+          const double w = v + static_cast<double>(lag) * wm;
+          peak = std::max(peak, w);
+          if (lag >= kMinLags && !(w > peak + log_neg)) break;
+        }
       }
-    if (k == 0) continue;
-      // Backward on V_par: Phi(l, s) P_+(s) = U(l) [T(l)^{-1} ... T(s-1)^{-1}] U(s)^T P_+(s).
-      W = b.U[static_cast<std::size_t>(s)].transpose() * b.P_plus[static_cast<std::size_t>(s)];
-      v = spectral_norm(W);
-      gp(0) = std::max(gp(0), v);
-      peak = v > 0 ? std::log(v) : -std::numeric_limits<double>::infinity();
-      for (long j = s - 1; j >= 0; --j) {
-        W = b.T[static_cast<std::size_t>(j)].partialPivLu().solve(W);
-        v = spectral_norm(W);
-        const long lag = s - j;
-        gp(lag) = std::max(gp(lag), v);
-        if (!cut_plus) continue;
-        const double w = v > 0 ? std::log(v) + static_cast<double>(lag) * wp : -std::numeric_limits<double>::infinity();
-        peak = std::max(peak, w);
-        if (lag >= kMinLags && !(w > peak + log_neg)) break;
+      if (ch.k > 0) {  // backward on V_par
+        X.start(ch.Lp[static_cast<std::size_t>(si)]);
+        double v = X.log_norm();
+        lp(0) = std::max(lp(0), v);
+        double peak = v;
+        for (long j = s - 1; j >= 0; --j) {
+          v = X.step(ch.tinv(j));
+          const long lag = s - j;
+          lp(lag) = std::max(lp(lag), v);
+          if (!cut_plus) continue;
+          const double w = v + static_cast<double>(lag) * wp;
+          peak = std::max(peak, w);
+          if (lag >= kMinLags && !(w > peak + log_neg)) break;
+        }
       }
     }
 #pragma omp critical(tokdyn_growth_envelope)
     {
-      g.g_minus = g.g_minus.cwiseMax(gm);
-      g.g_plus = g.g_plus.cwiseMax(gp);
+      g.log_minus = g.log_minus.cwiseMax(lm);
+      g.log_plus = g.log_plus.cwiseMax(lp);
     }
   }
-  // Logs once (the constants scan them for every rate asked).
-  auto logs = [](const Eigen::VectorXd& v) {
-    Eigen::VectorXd l(v.size());
-    for (long j = 0; j < v.size(); ++j) l(j) = v(j) > 0 ? std::log(v(j)) : -std::numeric_limits<double>::infinity();
-    return l;
-  };
-  g.log_minus = logs(g.g_minus);
-  g.log_plus = logs(g.g_plus);
+  // std::exp: Eigen's vectorised exp does not give 0 for -inf.
+  g.g_minus = g.log_minus.unaryExpr([](double v) { return std::exp(v); });
+  g.g_plus = g.log_plus.unaryExpr([](double v) { return std::exp(v); });
   return g;
 }
 
@@ -317,40 +450,58 @@ double constant_plus(const GrowthEnvelope& g, double r_plus) {
 }
 
 double green_norm(const Cocycle& c, const Bundles& b) {
-  const long n = static_cast<long>(b.P_plus.size()), d = c.dim(), k = b.k;
+  const long n = static_cast<long>(b.P_plus.size());
   if (static_cast<long>(b.T.size()) < n - 1) throw std::invalid_argument("green_norm: bundles without the restricted maps T(l)");
-  Eigen::VectorXd row = Eigen::VectorXd::Zero(n);  // row(l) = sum_s ||G(l, s+1)||
-  const Matrix I = Matrix::Identity(d, d);
-  Matrix X, Y;
+  if (n == 0) return 0.0;
   // A push ends once its norm is below 1e-18 of the largest it reached (after 8 layers at least):
   // under the dichotomy it only decays from there, and the terms left out add at most L * 1e-18 of a
-  // row's sum. A window without decay is pushed to its end (the O(L^2 d^3) of the definition);
-  // with it the cost is about L times the decay length.
+  // row's sum. A window without decay is pushed to its end (the O(L^2) pushes of the definition);
+  // with it the cost is about L times the decay length, each push an m x m or k x k product (Chains).
   constexpr double kNegligible = 1e-18;
   constexpr long kMinLags = 8;
-  for (long sig = 1; sig < n; ++sig) {  // sig = s + 1, s = 0..n-2 (h lives on the n-1 steps)
-    X = I - b.P_plus[static_cast<std::size_t>(sig)];
-    double v = spectral_norm(X), peak = v;
-    row(sig) += v;
-    for (long j = sig; j + 1 < n; ++j) {
-      c.apply(b.first + j, X, Y);
-      X.noalias() = (I - b.P_plus[static_cast<std::size_t>(j + 1)]) * Y;
-      v = spectral_norm(X);
-      row(j + 1) += v;
-      peak = std::max(peak, v);
-      if (j + 1 - sig >= kMinLags && !(v > kNegligible * peak)) break;
-    }
-    if (k == 0) continue;
-    Matrix W = b.U[static_cast<std::size_t>(sig)].transpose() * b.P_plus[static_cast<std::size_t>(sig)];
-    peak = 0;
-    for (long j = sig - 1; j >= 0; --j) {
-      W = b.T[static_cast<std::size_t>(j)].partialPivLu().solve(W);
-      v = spectral_norm(W);
-      row(j) += v;
-      peak = std::max(peak, v);
-      if (sig - j > kMinLags && !(v > kNegligible * peak)) break;
+  const Chains ch = make_chains(c, b, 1);
+  // row(l) = sum_s ||G(l, s+1)||, summed per block of starts (a fixed partition: the same bits at any
+  // thread count), then over the blocks in order.
+  const long blocks = std::min<long>(8, n), per = (n + blocks - 1) / blocks;
+  std::vector<Eigen::VectorXd> rows(static_cast<std::size_t>(blocks), Eigen::VectorXd::Zero(n));
+#pragma omp parallel for schedule(dynamic, 1) if (n > 64)
+  for (long bi = 0; bi < blocks; ++bi) {
+    Eigen::VectorXd& row = rows[static_cast<std::size_t>(bi)];
+    Matrix K, tmp;
+    auto step = [&](const double* M) {
+      if (K.size() == 1) {
+        K(0, 0) *= M[0];
+      } else {
+        tmp.noalias() = Eigen::Map<const Matrix>(M, K.rows(), K.rows()) * K;
+        K.swap(tmp);
+      }
+      return chain_norm(K);
+    };
+    for (long sig = std::max(1L, bi * per); sig < std::min(n, (bi + 1) * per); ++sig) {  // sig = s + 1 (h on the n-1 steps)
+      if (ch.m > 0) {
+        K = ch.Lm[static_cast<std::size_t>(sig)];
+        double v = chain_norm(K), peak = v;
+        row(sig) += v;
+        for (long j = sig; j + 1 < n; ++j) {
+          v = step(ch.s(j));
+          row(j + 1) += v;
+          peak = std::max(peak, v);
+          if (j + 1 - sig >= kMinLags && !(v > kNegligible * peak)) break;
+        }
+      }
+      if (ch.k == 0) continue;
+      K = ch.Lp[static_cast<std::size_t>(sig)];
+      double peak = 0;
+      for (long j = sig - 1; j >= 0; --j) {
+        const double v = step(ch.tinv(j));
+        row(j) += v;
+        peak = std::max(peak, v);
+        if (sig - j > kMinLags && !(v > kNegligible * peak)) break;
+      }
     }
   }
+  Eigen::VectorXd row = Eigen::VectorXd::Zero(n);
+  for (const Eigen::VectorXd& r : rows) row += r;
   return row.maxCoeff();
 }
 

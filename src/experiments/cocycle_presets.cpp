@@ -16,6 +16,7 @@
 #include "tokdyn/analysis/cocycle.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/runtime/inputs.hpp"
 #include "tokdyn/experiments/checks.hpp"
@@ -183,10 +184,7 @@ void run_spectra(const Params& P, RunContext& ctx) {
     }
   }
   // The dichotomy constant C (NaN when it is not computed: bundles = none, no bundles, not hyperbolic).
-  const double C = [&] {
-    auto t = ctx.phase("bundles");
-    return spectra_bundles(P, ctx, c, burn, Hs.front(), widest, dec);
-  }();
+  const double C = spectra_bundles(P, ctx, c, burn, Hs.front(), widest, dec);  // phases bundles, bundle_diagnostics, constant
   ctx.summary("mu_max", ly.mu.maxCoeff());
   ctx.summary("mu_min", ly.mu.minCoeff());
   ctx.summary("intervals", widest.size());
@@ -199,6 +197,7 @@ void run_spectra(const Params& P, RunContext& ctx) {
 double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle& c, long burn, long H_min,
                        const std::vector<cocycle::Interval>& widest, const cocycle::HyperbolicDecision& dec) {
   constexpr double none = std::numeric_limits<double>::quiet_NaN();
+  auto timer = ctx.phase("bundles");
   const std::string method = P.get_string("bundles");
   if (method == "none") return none;
   // No bundles (no dichotomy, a singular layer for CLVs) is an outcome of the data, reported.
@@ -211,12 +210,15 @@ double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle&
   const cocycle::Bundles b = std::move(*found.bundles);
   ctx.notes["bundles"] = b.method;
   ctx.notes["k_plus"] = b.k;
+  timer.stop();
+  auto diag_timer = ctx.phase("bundle_diagnostics");
   const auto diag = cocycle::bundle_diagnostics(c, b);
   {
     CsvWriter w = ctx.table("bundles.csv");
     for (long j = 0; j < diag.angle.size(); ++j)
       w.cell(b.first + j).cell(diag.angle(j)).cell(diag.p_plus_norm(j)).cell(diag.invariance(j)).end_row();
   }
+  diag_timer.stop();
   if (dec.verdict != cocycle::Verdict::Yes) {
     ctx.warnings.push_back(dec.verdict == cocycle::Verdict::No
                                ? fmt::format("1 lies in the estimated dichotomy spectrum (not hyperbolic: margin {:.3g} < -tolerance {:.3g}): "
@@ -237,6 +239,7 @@ double spectra_bundles(const Params& P, RunContext& ctx, const cocycle::Cocycle&
   double r_minus = P.get_double("r_minus"), r_plus = P.get_double("r_plus");
   if (r_minus == 0) r_minus = g_lo > 0 ? std::exp((1 - slack) * std::log(g_lo)) : slack;
   if (r_plus == 0) r_plus = std::isfinite(g_hi) ? std::exp((1 - slack) * std::log(g_hi)) : std::exp(slack);
+  auto constant_timer = ctx.phase("constant");
   const long stride = P.get_int("stride") == 0 ? std::max<long>(1, static_cast<long>(b.P_plus.size()) / 100) : P.get_int("stride");
   // The extreme rates asked for (r_-, r_+ and tradeoff.csv's grids below): the envelope's pushes end
   // where no constant at these rates can change (cocycle.hpp growth_envelope).
@@ -506,6 +509,48 @@ OutputDecl cocycle_spectra_outputs() {
   return o;
 }
 
+// The work of a run by part (phases in manifest.json notes.phase_seconds): the discrete QR (a d x d
+// product and a QR of d x k per layer, every core from d = 128), the rank function when it is
+// computed (50 windows of up to 32 QR steps and a singular value decomposition each), and the
+// bundles: two-sided (a Schur form at each end, subspaces pushed both ways, the projectors) or CLVs,
+// their diagnostics (two spectral norms per layer) and the constant's growth envelope (about 100
+// starts, each pushed across the window with a spectral norm per layer; counted in full, although
+// it runs only for a hyperbolic cocycle and its pushes end early once negligible).
+ResourceEstimate spectra_estimate(const Params& P) {
+  const std::string fam = P.get_string("family");
+  const double fam_d = static_cast<double>(fam == "G1" ? P.get_double_list("sigma").size()
+                                           : fam == "G3" ? P.get_double_list("base").size()
+                                           : fam == "G4" ? P.get_double_list("m").size()
+                                                         : static_cast<std::size_t>(P.get_int("d")));
+  // The file's own shape when one is given (its header alone is read), else the family's sizes.
+  const auto [L, d] = generators_shape_or(P, "generators", static_cast<double>(P.get_int("depth")), fam_d);
+  const double k = P.get_int("k") == 0 ? d : std::min(d, static_cast<double>(P.get_int("k")));
+  const double d3 = d * d * d, mat = cost::small_matrix_rate(d);
+  const bool wide = d >= 128;  // the QR's blocks on every core
+  const double burn = P.is_explicit("burn_in") ? static_cast<double>(P.get_int("burn_in")) : std::min(static_cast<double>(P.get_int("burn_in")), std::floor(L / 10));
+  const double N = std::max(1.0, L - burn);
+  cost::Work w;
+  w.add(L * d * d * 30.0, cost::small_vector_rate(d));             // the family's draw (or the file's read)
+  w.add(L * (2.0 * d * d * k + 4.0 * d * k * k), mat, wide);      // discrete QR
+  const std::vector<long>& Hs = P.get_int_list("H");
+  const double H_min = Hs.empty() ? std::max(1.0, std::floor(N / 8)) : static_cast<double>(*std::min_element(Hs.begin(), Hs.end()));
+  if (P.get_bool("rank") && k == d && (P.is_explicit("rank") || d <= 64)) {
+    const double Nsv = std::min(H_min, 32.0), stride = std::max(1.0, std::floor((N - Nsv + 1) / 50));
+    const double windows = std::floor(std::max(0.0, N - Nsv) / stride) + 1;
+    w.add(windows * (Nsv * 6.0 * d3 + 25.0 * d3), mat, true);  // finite-time QR steps and each window's SVD
+  }
+  const std::string method = P.get_string("bundles");
+  if (method != "none") {
+    const double n = method == "clv" ? std::max(1.0, L - 2.0 * burn + 1.0) : L + 1.0;
+    w.add(50.0 * d3, mat).add(L * 12.0 * d3, mat);        // end Schur forms, pushes and projectors (or CLVs)
+    w.add(n * 4.0 * d3, mat).add_norms(2.0 * n, d);       // diagnostics: projector and invariance norms
+    const double stride = P.get_int("stride") == 0 ? std::max(1.0, std::floor(n / 100)) : static_cast<double>(P.get_int("stride"));
+    w.add_pushes(std::ceil(n / stride) * n, d, true);     // the constant's growth envelope
+  }
+  return w.estimate(8.0 * L * d * d * (method == "none" ? 1.2 : 3.0) + 64e6,
+                    "L dense d x d layer maps (and projectors): QR, bundles, and the constant's pushes with a spectral norm per layer");
+}
+
 const ExperimentRegistration reg_spectra{with_outputs(with_smoke(Experiment{
     "cocycle-spectra",
     "Coupling paper Thm 5 / (A4): Lyapunov, dichotomy (Sacker-Sell) spectra, bundles and constant C of a cocycle (.npy or G1-G5)",
@@ -536,13 +581,7 @@ const ExperimentRegistration reg_spectra{with_outputs(with_smoke(Experiment{
      p_int("stride", 0, "C: start layers sampled every `stride` layers (0: L/100)", 0, 100000).when_not("bundles", {"none"}),
      p_bool("rank", true, "rank function k(gamma) from finite-time singular values (k = d only; by default only up to d = 64: "
                           "above, the run prints its estimated cost, and an explicit rank=true computes it)")},
-    run_spectra, "cocycle-spectra",
-    [](const Params& P) {
-      // The file's own shape when one is given (its header alone is read), else the family's sizes.
-      const auto [L, d] = generators_shape_or(P, "generators", static_cast<double>(P.get_int("depth")), static_cast<double>(P.get_int("d") < 8 ? 8 : P.get_int("d")));
-      const double copies = P.get_string("bundles") == "none" ? 1.2 : 3.0;  // layer maps (+ projectors, bases)
-      return ResourceEstimate{8.0 * L * d * d * copies + 64e6, 4.0 * L * d * d * d, "L dense d x d layer maps (and projectors)"};
-    }}, {{"depth", "40"}}), cocycle_spectra_outputs())};
+    run_spectra, "cocycle-spectra", spectra_estimate}, {{"depth", "40"}}), cocycle_spectra_outputs())};
 
 OutputDecl coupling_euler_outputs() {
   OutputDecl o;
@@ -603,7 +642,19 @@ const ExperimentRegistration reg_euler{with_outputs(with_smoke(Experiment{
      p_int("seed", 0, "random seed", 0, kMaxSeed), p_double("scale", 0.3, "A_0 = scale G / sqrt(d)", 0.0, 100.0),
      p_double("delta", 0.2, "layer variation", 0.0, 100.0), p_int("smooth", 2, "knot spacing of E(l) (0: i.i.d.)", 0, 1000),
      p_int("halvings", 6, "Delta = 1, 1/2, ..., 2^-halvings", 1, 10), p_int("nn_depth", 60, "layers of the non-normal pair", 2, 100000)},
-    run_euler, "coupling-euler"}, {{"depth", "3"}, {"halvings", "2"}, {"nn_depth", "10"}}), coupling_euler_outputs())};
+    run_euler, "coupling-euler",
+    [](const Params& P) {
+      // Time-ordered exponentials per layer for every step Delta, the exact product and 9 scales of A:
+      // RK4 doubled to its tolerance, about 160 steps of 4 d x d products (measured at d = 16-64 with
+      // scale + delta = 0.5; the steps grow with the size of A); the non-normal pair's 2 x 2 products.
+      const double d = static_cast<double>(P.get_int("d")), L = static_cast<double>(P.get_int("depth"));
+      const double calls = (static_cast<double>(P.get_int("halvings")) + 11.0) * (L - 1.0);
+      const double steps = 160.0 * std::max(1.0, (P.get_double("scale") + P.get_double("delta")) / 0.5);
+      const double nn = static_cast<double>(P.get_int("nn_depth"));
+      cost::Work w;
+      w.add(calls * steps * 8.0 * d * d * d, cost::small_matrix_rate(d)).add_timed(nn * 50.0, nn * 4e-6);
+      return w.estimate(8.0 * 4.0 * L * d * d + 64e6, "time-ordered exponentials of every layer by RK4 (d x d products)");
+    }}, {{"depth", "3"}, {"halvings", "2"}, {"nn_depth", "10"}}), coupling_euler_outputs())};
 
 const ExperimentRegistration reg_looped{with_outputs(with_smoke(Experiment{
     "coupling-looped",

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/io/file.hpp"
@@ -171,15 +172,16 @@ const ExperimentRegistration reg_coupling_all{with_outputs(with_smoke(Experiment
     "coupling-all",
     [](const Params& p) {
       // The presets run one after the other: the peak is the largest preset's, the work their sum.
-      ResourceEstimate r{0, 0, "the largest coupling preset at its defaults (they run one after another)"};
+      double bytes = 0;
+      cost::Work w;
       const std::string want = p.get_string("presets");
       for (const Experiment* e : coupling_presets())
         if (e->estimate && (want == "all" ? !coupling_trains(e) : ("," + want + ",").find("," + e->name + ",") != std::string::npos)) {
           const ResourceEstimate s = e->estimate(resolve_params(*e, {}));
-          r.bytes = std::max(r.bytes, s.bytes);
-          r.flops += s.flops;
+          bytes = std::max(bytes, s.bytes);
+          w.add(s);
         }
-      return r;
+      return w.estimate(bytes, "the largest coupling preset at its defaults (they run one after another)");
     }}, {{"presets", "coupling-euler,coupling-looped"}}), coupling_all_outputs())};
 
 }  // namespace

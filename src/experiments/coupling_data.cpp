@@ -20,6 +20,7 @@
 #include "tokdyn/analysis/block_hmm.hpp"
 #include "tokdyn/analysis/cocycle_families.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
@@ -523,9 +524,22 @@ const ExperimentRegistration reg_coupling_data{with_renamed(with_outputs(with_sm
     "Coupling paper §5.3 data side: block HMM risks vs persistence (Prop 13, R22, F13, F14) and block-mean sufficiency (Prop 14, R23)",
     data_params(), run_data, "coupling-data",
     [](const Params& p) {
+      // Times measured on one thread (per token of a sequence): the q sweep's filter and predictors
+      // (0.16 us per token, growing with the sequence: x (1 + T / 96)), R23's runs of the 4 emission
+      // families (2.1 us per token), both on every thread and 1.75x at S = 4; the exact enumeration
+      // (1 us per token of each of V^(P K) sequences) and the rest (0.8 s).
       const double T = static_cast<double>(p.get_int("block")) * static_cast<double>(p.get_int("blocks"));
       const double n = static_cast<double>(p.get_int("sequences")), ns = static_cast<double>(p.get_int("suff_sequences"));
-      return ResourceEstimate{64e6, 200.0 * T * (10.0 * n + 4.0 * ns), "sequences x tokens x predictors (streamed in chunks)"};
+      const double nq = static_cast<double>(p.get_double_list("q_grid").size()), S = static_cast<double>(p.get_int("S"));
+      const double s_factor = 0.25 + 0.375 * S;
+      const double Te = static_cast<double>(p.get_int("exact_block")) * static_cast<double>(p.get_int("exact_blocks"));
+      double exact = std::pow(static_cast<double>(p.get_int("exact_V")), Te);
+      if (exact > 262144.0) exact = 0;  // more than 2^18 sequences: the run refuses them before any work
+      cost::Work w;
+      w.add_timed(2000.0 * T * n * nq, n * nq * T * (1.0 + T / 96.0) * 0.16e-6 * s_factor, true);
+      w.add_timed(800.0 * T * ns, ns * T * 2.1e-6 * s_factor, true);
+      w.add_timed(1000.0 * exact * Te, exact * Te * 1e-6).add_timed(1e9, 0.8);
+      return w.estimate(64e6, "sequences x tokens x predictors (streamed in chunks)");
     }}, {{"sequences", "10"}, {"suff_sequences", "10"}, {"blocks", "2"}, {"exact_block", "2"}, {"exact_blocks", "2"}}), data_outputs()),
     {{"P", "block"}, {"exact_P", "exact_block"}})};
 

@@ -21,6 +21,7 @@
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
@@ -124,6 +125,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
 
   // ---- (a) weight-tied G1 -------------------------------------------------------------------------
   {
+    auto timer = ctx.phase("G1");
     const double kappa = p.get_double("kappa");
     const long Lg = p.get_int("g1_L"), burn = Lg / 2;
     const auto B = cocycle::family_g1(Lg, sigma, kappa, seed);
@@ -229,6 +231,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
 
   // ---- (c) scalar switching -----------------------------------------------------------------------
   {
+    auto timer = ctx.phase("switching");
     const double lo = p.get_double("switch_lo"), hi = p.get_double("switch_hi");
     const long Ls = p.get_int("switch_L"), run0 = p.get_int("switch_run0");
     const auto B = cocycle::switching_scalar(Ls, lo, hi, run0);
@@ -263,6 +266,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   }
 
   // ---- (b), R11, F17: the Transformer's tangent cocycle -----------------------------------------------
+  auto reference_timer = ctx.phase("reference");
   tf::Transformer model = tf::transformer_from(p, ctx);
   const tf::Config& cfg = model.config();
   if (cfg.placement != tf::Placement::PreLN)
@@ -279,6 +283,8 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
       csv.end_row();
     }
   }
+  reference_timer.stop();
+  auto spectrum_timer = ctx.phase("spectrum");
   const Cocycle whole = Cocycle::from_matrices(B);
   const double a = whole.sup_norm_A();
   const auto qr = cocycle::qr_iterate(whole);
@@ -308,7 +314,9 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   // cocycles' spectra (I + M~)(I + V/j), j = 1..T (Thm 3: the full flow is block diagonal in the
   // Pascal eigenbasis W (x) I). The sectors are what tokdyn computes; the dense Td product is the
   // cross-check. Finite-window exponents of conjugate cocycles differ by at most 2 log kappa(W)/N.
+  spectrum_timer.stop();
   if (cfg.mask == tf::Mask::Causal && cfg.pos == tf::Positional::None && p.get_int("tokens") * d <= 256) {
+    auto timer = ctx.phase("R6");
     const int T = static_cast<int>(p.get_int("tokens"));
     const long burn = L / 4, N = L - burn;
     const Mat astar = fk::alpha_star(T);
@@ -340,6 +348,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
   }
 
   // R11 per window.
+  auto windows_timer = ctx.phase("windows");
   CsvWriter win = ctx.table("windows.csv");
   // empty: not defined for this window (no dichotomy, or no growing / decaying part)
   win.blank_nonfinite({"r_minus", "r_plus_min", "r_plus_max", "C", "m_minus", "m_plus", "transient_depth", "r_f", "C_f", "theta"});
@@ -384,6 +393,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
     if (first == 0) m_first = {m_minus, m_plus, margin};
     m_last = {m_minus, m_plus, margin};
   }
+  windows_timer.stop();
   // F17: |x*| grows linearly (Prop 1) and |A| ~ 1/|x*|.
   {
     const double growth = ref.x.back().norm() / ref.x.front().norm();
@@ -413,6 +423,7 @@ void run_dichotomy(const Params& p, RunContext& ctx) {
 
   // ---- (e) LayerNorm: the neutral direction 1_d (F19) -----------------------------------------------
   {
+    auto timer = ctx.phase("layernorm");
     tf::Config lc = cfg;
     lc.norm = tf::Norm::Layer;
     const tf::Transformer ln(lc, tf::weights_from(p, lc), tf::parse_tying(p.get_string("tying")));
@@ -511,10 +522,60 @@ OutputDecl coupling_dichotomy_outputs() {
   return o;
 }
 
+// The work of a run by part (phases in manifest.json notes.phase_seconds): G1 (QR, bundles, a growth
+// envelope of 50 starts, the Green norms of 29 scalings on green_L and 2 green_L layers), the scalar
+// switching sequence, the Transformer's reference trajectories and tangent maps (and LayerNorm's, (e)),
+// their spectrum (QR), R6 (T sector cocycles and the dense Td Jacobians, when T d <= 256), and R11 per
+// depth window: QR, the fluctuation sectors' constants (products from 10 starts, each with a spectral
+// norm) and, in hyperbolic windows, the bundles and a growth envelope of 20 starts (counted always).
+ResourceEstimate dichotomy_estimate(const Params& p) {
+  const double L = static_cast<double>(p.get_int("depth")), d = static_cast<double>(p.get_int("d")),
+               f = static_cast<double>(p.get_int("d_ff")), T = static_cast<double>(p.get_int("tokens"));
+  const long window = p.get_int("R11_window"), sectors = p.get_int("sectors");
+  const double ds = static_cast<double>(p.get_double_list("sigma").size()), Lg = static_cast<double>(p.get_int("g1_L")),
+               Lw = static_cast<double>(std::max<long>(8, p.get_int("green_L"))), Ls = static_cast<double>(p.get_int("switch_L"));
+  const double d3 = d * d * d, mat = cost::small_matrix_rate(d);
+  cost::Work w;
+  {  // (a), (d): the G1 cocycle of dimension ds
+    const double sm = cost::small_matrix_rate(ds), g3 = ds * ds * ds;
+    w.add(Lg * 20.0 * g3, sm).add_pushes(50.0 * Lg, ds, true);
+    // 31 Green norms on each window: about half of the scalings lie far from the spectrum, where the
+    // pushes end after a few layers; the others run across the window.
+    for (const double n : {Lw, 2.0 * Lw}) w.add(31.0 * n * 12.0 * g3, sm).add_pushes(0.5 * 31.0 * n * std::min(n, 1000.0), ds);
+  }
+  w.add(Ls * 200.0, cost::small_vector_rate(1));  // (c) the scalar switching sequence
+  // The reference trajectory's layer generators (products with W_1, W_2, norm Jacobians), twice
+  // (RMS and LayerNorm (e)); |A(l)| (a spectral norm) per layer for reference.csv and for sup |A|;
+  // QR of both tangent cocycles.
+  w.add(2.0 * L * (8.0 * d * d * f + 14.0 * d3), mat).add_norms(2.0 * L, d).add(2.0 * L * 10.0 / 3.0 * d3, mat);
+  if (p.get_string("mask") == "causal" && p.get_string("positional") == "none" && T * d <= 256) {
+    const double n = T * d;  // R6: T sector cocycles and the Td x Td Jacobians (8)
+    w.add(L * (T * 16.0 / 3.0 * d3 + 10.0 / 3.0 * n * n * n + 2.0 * n * n), cost::small_matrix_rate(n));
+  }
+  if (window <= static_cast<long>(L)) {
+    const double windows = std::floor(L / static_cast<double>(window)), n = static_cast<double>(window);
+    auto pushes = [&](long stride, bool whole) {  // layers pushed from starts every `stride` layers of a window
+      double sum = 0;
+      for (long s = 0; s < window; s += stride) sum += whole ? n : n - static_cast<double>(s);
+      return sum;
+    };
+    const double sector_steps = pushes(std::max<long>(1, window / 10), false), env_steps = pushes(std::max<long>(1, window / 20), true);
+    const double sec = static_cast<double>(sectors - 1);
+    w.add(windows * n * (10.0 / 3.0 + 12.0) * d3, mat);  // QR, bundles
+    w.add_pushes(windows * env_steps, d, true);           // growth envelope
+    w.add(windows * sec * (n * 2.0 * d3 + sector_steps * 2.0 * d3), mat).add_norms(windows * sec * sector_steps, d);  // (A5) sectors
+  }
+  // Held at once during (e): both models' weights, both references' layer generators (7 d x d each),
+  // the tangent maps and the whole cocycle's copy of them.
+  const double bytes = 8.0 * L * (2.0 * (3.0 * d * d + 2.0 * d * f) + 17.0 * d * d) + 64e6;
+  return w.estimate(bytes, "the layer generators and tangent maps along depth, QR, and per depth window the fluctuation sectors' "
+                           "constants (products and spectral norms)");
+}
+
 const ExperimentRegistration reg_coupling_dichotomy{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-dichotomy",
     "Coupling paper Thm 5 / (A4)-(A5): dichotomy spectra R10 (a)-(e), window diagnostics R11 on random Pre-LN stacks (F17, F19)",
-    dichotomy_params(), run_dichotomy, "coupling-dichotomy"}, {{"depth", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}}), coupling_dichotomy_outputs()))};
+    dichotomy_params(), run_dichotomy, "coupling-dichotomy", dichotomy_estimate}, {{"depth", "40"}, {"g1_L", "40"}, {"green_L", "20"}, {"switch_L", "100"}, {"R11_window", "20"}, {"H", "5,10"}}), coupling_dichotomy_outputs()))};
 
 }  // namespace
 }  // namespace tokdyn

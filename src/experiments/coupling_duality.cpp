@@ -26,6 +26,7 @@
 #include "tokdyn/analysis/frozen_kernel.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
@@ -569,7 +570,23 @@ OutputDecl coupling_thm9_outputs() {
 const ExperimentRegistration reg_duality{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-duality",
     "Coupling paper Thm 6 / Remark 6: depth-coarse-grain duality, tau_sat, C_sharp, slow tick, block mean after mixing (R12, R13; F15, F16)",
-    duality_params(), run_duality, "coupling-duality"}, {{"g4_L", "20"}, {"depth", "12"}, {"remark6_L", "10"}, {"probes", "1"}}),
+    duality_params(), run_duality, "coupling-duality",
+    [](const Params& p) {
+      // Measured (d = 6-48): the Transformer family's sector flows, probes and constants take about
+      // 1e4 d^3 per layer and 6e5 d^3 once, at the small-matrix rate; the G4 family 0.5 ms a layer.
+      const std::string fam = p.get_string("family");
+      const double d = static_cast<double>(p.get_int("d")), L = static_cast<double>(p.get_int("depth")),
+                   f = static_cast<double>(p.get_int("d_ff")), d3 = d * d * d;
+      cost::Work w;
+      double bytes = 64e6;
+      if (fam != "g4") {
+        w.add(1e4 * L * d3 + 6e5 * d3, cost::small_matrix_rate(d));
+        bytes += 8.0 * L * (13.0 * d * d + 2.0 * d * f);
+      }
+      if (fam != "transformer") w.add_timed(1e6 * static_cast<double>(p.get_int("g4_L")), 0.5e-3 * static_cast<double>(p.get_int("g4_L")));
+      w.add_timed(1e8, 0.3);
+      return w.estimate(bytes, "the sector flows along depth, their probes, envelopes and constants (d x d products and norms)");
+    }}, {{"g4_L", "20"}, {"depth", "12"}, {"remark6_L", "10"}, {"probes", "1"}}),
     coupling_duality_outputs()), duality_renamed(true))};
 const ExperimentRegistration reg_thm9{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-thm9", "Coupling paper Thm 9: decaying content does not reach the injection, printed and corrected bounds (R16, F12)",

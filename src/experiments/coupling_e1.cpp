@@ -61,6 +61,18 @@
 namespace tokdyn {
 namespace preset_coupling_e1 {
 
+// The limits the schema cannot express (products of parameters): checked by the estimate, before a
+// run announces or allocates anything, and again by the run.
+void check_e1_sizes(const Params& p) {
+  const long K = p.get_int("blocks"), P = p.get_int("block"), T = K * P;
+  const long Ntr = p.get_int("train_sequences"), Nho = p.get_int("heldout_sequences");
+  if (T > 4096) throw InputError(fmt::format("parameters 'blocks' x 'block' = {} x {} = {} tokens per sequence; expected at most 4096", K, P, T));
+  if (static_cast<double>(Ntr) * static_cast<double>(T) > 67108864.0)
+    throw InputError(fmt::format("parameters 'train_sequences' x tokens per sequence = {} x {}; expected at most 2^26 token ids", Ntr, T));
+  if (static_cast<double>(Nho) * static_cast<double>(T) > 67108864.0)
+    throw InputError(fmt::format("parameters 'heldout_sequences' x tokens per sequence = {} x {}; expected at most 2^26 token ids", Nho, T));
+}
+
 void run_e1(const Params& p, RunContext& ctx) {
   // ---- Parameters the schema cannot express --------------------------------------------------------
   const std::vector<double> qs = p.get_double_list("q");
@@ -77,11 +89,7 @@ void run_e1(const Params& p, RunContext& ctx) {
   const double alpha_tol = p.get_double("alpha_tolerance");
   const int jobs = p.get_int("jobs") > 0 ? static_cast<int>(p.get_int("jobs")) : std::max(1, ctx.threads);
   const long T = static_cast<long>(K) * P;
-  if (T > 4096) throw InputError(fmt::format("parameters 'blocks' x 'block' = {} x {} = {} tokens per sequence; expected at most 4096", K, P, T));
-  if (static_cast<double>(Ntr) * static_cast<double>(T) > 67108864.0)
-    throw InputError(fmt::format("parameters 'train_sequences' x tokens per sequence = {} x {}; expected at most 2^26 token ids", Ntr, T));
-  if (static_cast<double>(Nho) * static_cast<double>(T) > 67108864.0)
-    throw InputError(fmt::format("parameters 'heldout_sequences' x tokens per sequence = {} x {}; expected at most 2^26 token ids", Nho, T));
+  check_e1_sizes(p);
 
   const fs::path work = ctx.dir / "e1-work";  // private: the trainers' folders and data, removed at the end
   fs::create_directories(work);
@@ -566,9 +574,9 @@ std::vector<ParamSpec> e1_params() {
 }
 
 ResourceEstimate e1_estimate(const Params& p) {
+  check_e1_sizes(p);
   const double K = static_cast<double>(p.get_int("blocks")), P = static_cast<double>(p.get_int("block"));
-  // A sequence longer than 4096 tokens is refused by the run itself (naming the parameters).
-  const double T = std::min(K * P, 4096.0), V = static_cast<double>(p.get_int("vocab"));
+  const double T = K * P, V = static_cast<double>(p.get_int("vocab"));
   const double steps = static_cast<double>(p.get_int("steps")), batch = static_cast<double>(p.get_int("batch"));
   const double Ntr = static_cast<double>(p.get_int("train_sequences")), Nho = static_cast<double>(p.get_int("heldout_sequences"));
   const double nq = static_cast<double>(p.get_double_list("q").size()), seeds = static_cast<double>(p.get_int("seeds"));

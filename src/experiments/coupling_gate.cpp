@@ -33,6 +33,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/engine/drivers.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
@@ -387,7 +388,22 @@ OutputDecl coupling_gate_outputs() {
 const ExperimentRegistration reg_coupling_gate{with_renamed(with_outputs(with_smoke(Experiment{
     "coupling-gate-intervention",
     "Coupling paper E3 / Prop 11: gate rho -> 0 at inference, shift of the late-depth state along V_par against d_+ = |rho| sup |P_+ G psi(0)|",
-    gate_params(), run_gate, "coupling-gate-intervention"}, {{"g4_L", "20"}, {"depth", "8"}}), coupling_gate_outputs()),
+    gate_params(), run_gate, "coupling-gate-intervention",
+    [](const Params& p) {
+      // Measured: the Transformer level about 160 d^3 + 40 T d^2 per layer (the rho = 0 run, the
+      // tangent maps, one response per rho) at the small-matrix rate; the linearised level 0.5 ms a layer.
+      const std::string level = p.get_string("level");
+      const double d = static_cast<double>(p.get_int("d")), L = static_cast<double>(p.get_int("depth")),
+                   T = static_cast<double>(p.get_int("tokens")), f = static_cast<double>(p.get_int("d_ff"));
+      cost::Work w;
+      double bytes = 64e6;
+      if (level != "linearised") {
+        w.add(L * (160.0 * d * d * d + 40.0 * T * d * d), cost::small_matrix_rate(d));
+        bytes += 8.0 * L * (7.0 * d * d + 2.0 * d * f + T * d);
+      }
+      if (level != "transformer") w.add_timed(1e6 * static_cast<double>(p.get_int("g4_L")), 0.5e-3 * static_cast<double>(p.get_int("g4_L")));
+      return w.estimate(bytes, "the layers' maps and tangents along depth, one response per rho");
+    }}, {{"g4_L", "20"}, {"depth", "8"}}), coupling_gate_outputs()),
     [] {
       auto r = tf::renamed_keys(gate_params());
       r.emplace_back("L_r", "refresh_every");

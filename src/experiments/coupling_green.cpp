@@ -20,6 +20,7 @@
 #include "tokdyn/analysis/green.hpp"
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/generators_file.hpp"
 #include "tokdyn/experiments/checks.hpp"
@@ -78,12 +79,16 @@ WindowResult validate_window(const std::string& level, const std::vector<Matrix>
                      long explicit_max_L, double exclusion_tol, CsvWriter& gcsv, CsvWriter& ncsv, CheckTable& checks, RunContext& ctx) {
   const long L = static_cast<long>(B.size()), d = B.front().rows();
   const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(B);
-  const cocycle::Bundles b = cocycle::two_sided_bundles(c);
+  const cocycle::Bundles b = [&] {
+    auto timer = ctx.phase("bundles");
+    return cocycle::two_sided_bundles(c);
+  }();
   const double scale = 1 + green::sup_norm(u);
   WindowResult out;
   Seq ue;
   double diff = kNaN;
   if (L <= explicit_max_L) {
+    auto timer = ctx.phase("explicit_sum");
     ue = green::green_explicit(c, b, h, Tails::Constant);
     diff = green::sup_norm(ue - u) / scale;
     checks.add("R17 explicit", "Lemma 17: G h is the explicit Green sum (BVP of the two-sided extension = kernel sum)",
@@ -98,14 +103,21 @@ WindowResult validate_window(const std::string& level, const std::vector<Matrix>
     if (w < 2) continue;
     const std::vector<Matrix> Bw(B.begin(), B.begin() + w);
     const cocycle::Cocycle cw = cocycle::Cocycle::from_matrices(Bw);
-    cocycle::BundlesOutcome found = cocycle::find_two_sided_bundles(cw);
+    cocycle::BundlesOutcome found = [&] {
+      auto timer = ctx.phase("bundles");
+      return cocycle::find_two_sided_bundles(cw);
+    }();
     if (!found) {  // a sub-window whose last map is not a saddle of the same k
       ctx.warnings.push_back(fmt::format("{} window {}: no two-sided dichotomy ({}); norm row skipped", level, w, found.why_not));
       continue;
     }
     const cocycle::Bundles bw = std::move(*found.bundles);
+    auto norm_timer = ctx.phase("norms");
     const green::NormEstimate e = green::green_norm_estimate(cw, bw);
+    norm_timer.stop();
+    auto bound_timer = ctx.phase("lemma17_bound");
     const green::Lemma17Bound lb = green::lemma17_bound(cw, bw, stride);
+    bound_timer.stop();
     if (w == L) {
       full = lb;
       out.norm_upper = e.upper;
@@ -192,6 +204,7 @@ void run_green(const Params& p, RunContext& ctx) {
     // A certificate, not an estimate: the exact sigma_min (dense SVD, less its round-off) where the
     // size allows, else the lower bound 1/sqrt(|M^-1|_1 |M^-1|_inf); the power-iteration value
     // (an upper estimate) stays in the manifest for comparison.
+    auto timer = ctx.phase("certificate");
     const green::Bvp::SigmaMinCertificate cert = bvp.smallest_singular_value_certificate();
     ctx.notes["sigma_min"] = {{"certificate", cert.method == "none" ? nlohmann::json(nullptr) : nlohmann::json(cert.value)},
                               {"method", cert.method}, {"power_estimate", bvp.smallest_singular_value_estimate()}};
@@ -344,27 +357,63 @@ std::vector<ParamSpec> green_params() {
   return ps;
 }
 
+// Adds the work of one level's BVP (factor and solve) and, with `validate`, its R17 validation.
+void add_green_work(cost::Work& w, double& bytes, double L, double d, bool validate, double explicit_max_L) {
+  const double N = (L + 1) * d, d2 = d * d, d3 = d2 * d;
+  const double mat = cost::small_matrix_rate(d), vec = cost::small_vector_rate(d);
+  w.add_timed(L * 4.3 * d3, L * (4.3 * d3 / mat + 5e-6)).add(L * 6.0 * d2, vec);  // the BVP: banded LU (5 us a layer at least), one solve
+  bytes += 8.0 * 10.0 * L * d2;           // layer maps, the BVP's factors, bundles and projectors
+  if (!validate) return;
+  // Layers a push of green_norm runs each way before it is negligible (1e-18 of its peak): about 300
+  // at rates 0.87 and 1 / 0.87 per layer (a saddle with margins near 0.15), or the whole window.
+  constexpr double kDecayLayers = 300;
+  w.add(2.75 * L * 12.0 * d3, mat);                              // bundles of the window and of the 3 norm windows
+  if (L <= explicit_max_L) w.add(3.0 * L * L * d2, vec);         // explicit Green sum
+  if (N <= 1600) {  // sigma_min certificate: dense SVD of the N x N BVP matrix
+    bytes += 8.0 * 3.0 * N * N;
+    w.add(30.0 * N * N * N, cost::kRateBlas3);
+  } else if (N * 6.0 * L * d2 <= 4e10) {  // or N solves for the norm bound (the certificate's own limit)
+    w.add(N * L * 6.0 * d2, vec);
+  }
+  w.add(60.0 * L * 6.0 * d2, vec);  // the power estimate of sigma_min: 30 solves and 30 transposed
+  const long Ll = static_cast<long>(L), stride = std::max(1L, Ll / 200);
+  for (const long win : {Ll / 4, Ll / 2, Ll}) {
+    if (win < 2) continue;
+    const double n = static_cast<double>(win);
+    w.add_pushes(n * std::min(n, 2.0 * kDecayLayers), d, true);                        // green_norm: every start, both ways (threads share the starts)
+    w.add(16.0 * n * 6.0 * d2, vec);                                                   // its sign iteration: 8 + 8 solves
+    w.add_pushes(static_cast<double>((win + stride - 1) / stride) * n, d, true);    // Lemma 17: the growth envelope
+  }
+}
+
+// The work of a run, part by part (phases in manifest.json notes.phase_seconds). The BVP (factor
+// and solve) is O(L d^3); the validation adds, each linear in L or bounded: the bundles; the
+// explicit Green sum, O(L^2 d^2) but only up to explicit_max_L; the sigma_min certificate (a dense SVD
+// up to N = 1600 unknowns, else N solves while they fit 4e10 counted flops, else none); ||G|| on the
+// windows L/4, L/2, L (green_norm: every start pushed until it decays, and a sign iteration of a few
+// solves); Lemma 17's constant (growth_envelope: about 200 starts per window, each pushed across the
+// whole window, on every thread). tlevel: the same for the Transformer's tangent cocycle.
+ResourceEstimate green_estimate(const Params& p) {
+  // The generators file's own shape when given (header only), else the family's d and L.
+  const double depth = static_cast<double>(p.get_int("depth")), dim = static_cast<double>(p.get_int("d"));
+  const auto [L, d] = generators_shape_or(p, "generators", depth, dim);
+  const bool validate = p.get_bool("validate");
+  const double explicit_max_L = static_cast<double>(p.get_int("explicit_max_L"));
+  cost::Work w;
+  double bytes = 64e6;
+  add_green_work(w, bytes, L, d, validate, explicit_max_L);
+  if (validate && p.get_bool("tlevel")) {
+    w.add(depth * 20.0 * dim * dim * (dim + static_cast<double>(p.get_int("d_ff"))), cost::small_matrix_rate(dim));  // tangent maps
+    add_green_work(w, bytes, depth, dim, true, explicit_max_L);
+  }
+  return w.estimate(bytes, "the layer maps and the BVP's banded factors; validation: explicit sum, sigma_min certificate, "
+                           "||G|| and Lemma 17's constant on 3 windows");
+}
+
 const ExperimentRegistration reg_coupling_green{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-green",
     "Coupling paper Lemma 17 (R17): the Green operator of a dichotomy by the block-banded BVP, explicit sum, norms, uniqueness",
-    green_params(), run_green, "coupling-green",
-    [](const Params& p) {
-      // The generators file's own shape when given (header only), else the family's d and L.
-      const auto [L, d] = generators_shape_or(p, "generators", static_cast<double>(p.get_int("depth")), static_cast<double>(p.get_int("d")));
-      const double N = (L + 1) * d;
-      // Layer maps, the BVP's factors, bundles and projectors: a few L d^2 blocks.
-      double bytes = 8.0 * 10.0 * L * d * d + 64e6, flops = 6.0 * L * d * d * d;
-      if (p.get_bool("validate")) {
-        if (L <= static_cast<double>(p.get_int("explicit_max_L"))) flops += 2.0 * L * L * d * d * d;  // explicit Green sum
-        if (N <= 1600) {  // sigma_min certificate: dense SVD of the N x N BVP matrix
-          bytes += 8.0 * 3.0 * N * N;
-          flops += 10.0 * N * N * N;
-        } else {
-          flops += std::min(4e10, N * 6.0 * L * d * d);  // or N solves for the norm bound
-        }
-      }
-      return ResourceEstimate{bytes, flops, "the layer maps and the BVP's banded factors; validation: explicit sum, sigma_min certificate"};
-    }}, {{"depth", "40"}}), coupling_green_outputs()))};
+    green_params(), run_green, "coupling-green", green_estimate}, {{"depth", "40"}}), coupling_green_outputs()))};
 
 }  // namespace
 }  // namespace tokdyn

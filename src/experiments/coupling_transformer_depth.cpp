@@ -11,6 +11,7 @@
 #include "tokdyn/analysis/transformer_reference.hpp"
 #include "tokdyn/engine/drivers.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
@@ -29,7 +30,6 @@ using namespace tokdyn::tf;
 
 Mat kernel_of(const Config& c, int T);
 void rank_collapse_rate(const std::vector<double>& mean_log, int L, RunContext& ctx);
-ResourceEstimate estimate_of(const Params& p, double factor);
 
 /// The registered decoder families (the models these presets take besides the Transformer).
 std::vector<std::string> family_names() {
@@ -281,6 +281,37 @@ OutputDecl qk_specificity_outputs() {
   return o;
 }
 
+// The work of E2 / E4 (`e4`): forwards of every run through every layer. The paper's block on one run
+// of T tokens (Transformer::forward_run): Q, K, V (6 T d^2), scores and values (4 T^2 d, every pair),
+// softmax (about 20 flops per score), the MLP (4 T d d_ff) and its activation. E2: one step per
+// layer (runs on every thread). E4: two input amplitudes x two models x (the attention, one run after
+// the other, and the step). A decoder family: its own cost per token row (model_descriptor), in fp32,
+// through its own layers for E4 (two amplitudes x two models, the attention from the step's tap).
+ResourceEstimate depth_estimate(const Params& p, bool e4) {
+  const double T = static_cast<double>(p.get_int("tokens")), runs = static_cast<double>(p.get_int("runs"));
+  const std::string model = p.get_string("model");
+  const double copies = e4 ? 2.0 : 1.0;  // E4: the model and its perturbed copy
+  double L = static_cast<double>(p.get_int("depth")), bytes = 64e6, d = 0;
+  cost::Work w;
+  if (model == "transformer") {
+    d = static_cast<double>(p.get_int("d"));
+    const double f = static_cast<double>(p.get_int("d_ff")), H = static_cast<double>(p.get_int("heads"));
+    const double per_run = 6.0 * T * d * d + 4.0 * T * T * d + 20.0 * T * T * H + 4.0 * T * d * f + 20.0 * T * f;
+    const double rate = cost::small_matrix_rate(std::min(T, d)), work = L * runs * per_run;
+    w.add((e4 ? 4.0 : 1.0) * work, rate, true).add(e4 ? 4.0 * work : 0.0, rate);
+    bytes += 8.0 * L * (3.0 * d * d + 2.0 * d * f + 6.0 * d + f) * copies;  // every layer's weights
+  } else {
+    const ModelCost c = model_descriptor(model).cost(p);
+    d = c.d;
+    if (e4) L = std::max(1.0, c.weight_bytes / 4.0 / (12.0 * d * d));  // its own layers: about 12 d^2 parameters each
+    w.add((e4 ? 4.0 : 1.0) * L * runs * T * c.per_row, 3e10, true);
+    bytes += c.weight_bytes * copies;
+  }
+  bytes += 8.0 * runs * T * (4.0 * d + T) * copies;  // the states and one run's attention
+  const char* passes = !e4 ? "a forward" : model == "transformer" ? "8 forwards" : "4 forwards";
+  return w.estimate(bytes, fmt::format("{} of runs x tokens x d through {} layers", passes, L));
+}
+
 const ExperimentRegistration reg_rc{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-rank-collapse",
     "Coupling paper E2: |S(X) - 1 mean^T| / |S(X)| against depth for random stacks or a GPT-2 / NeoX / Llama model, log-slope estimate of r_f",
@@ -301,7 +332,7 @@ const ExperimentRegistration reg_rc{tf::with_renamed_keys(with_outputs(with_smok
       return ps;
     }(),
     run_rank_collapse, "coupling-rank-collapse",
-    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"depth", "6"}, {"runs", "2"}}), rank_collapse_outputs()))};
+    [](const Params& p) { return depth_estimate(p, false); }}, {{"depth", "6"}, {"runs", "2"}}), rank_collapse_outputs()))};
 
 const ExperimentRegistration reg_qk{tf::with_renamed_keys(with_outputs(with_smoke(Experiment{
     "coupling-qk-specificity",
@@ -338,7 +369,7 @@ const ExperimentRegistration reg_qk{tf::with_renamed_keys(with_outputs(with_smok
       return ps;
     }(),
     run_qk_specificity, "coupling-qk-specificity",
-    [](const Params& p) { return estimate_of(p, 0.0); }}, {{"depth", "6"}, {"runs", "2"}, {"perturb_from", "4"}}), qk_specificity_outputs()))};
+    [](const Params& p) { return depth_estimate(p, true); }}, {{"depth", "6"}, {"runs", "2"}, {"perturb_from", "4"}}), qk_specificity_outputs()))};
 
 
 }  // namespace preset_coupling_transformer

@@ -12,6 +12,7 @@
 #include "tokdyn/analysis/pe_window.hpp"
 #include "tokdyn/engine/drivers.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/core/constants.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
@@ -434,8 +435,11 @@ ResourceEstimate mamba2_estimate(const Params& P, double configs) {
   const double act = 4.0 * R * L * (2.0 * dip + 3.0 * di + 6.0 * d) + 4.0 * 4.0 * L * L * 8.0;
   const double bytes = weights * (ck ? 2.0 : 1.0) + act + 64e6;
   const double flops = configs * depth * (2.0 * R * L * (d * dip + di * d) + 2.0 * R * H * L * L * (2.0 * c.d_state + c.headdim));
-  return ResourceEstimate{bytes, flops, fmt::format("a {}-layer d_model {} model, runs x tokens x d_in_proj activations",
-                                                     c.n_layer, c.d_model)};
+  // fp32 products on every thread at about 3e10 FLOP/s each (82 % of the 2-thread SGEMM peak when
+  // idle: docs/speed.md), the block's element-wise kernels included.
+  cost::Work w;
+  w.add(flops, 3e10, true);
+  return w.estimate(bytes, fmt::format("a {}-layer d_model {} model, runs x tokens x d_in_proj activations", c.n_layer, c.d_model));
 }
 
 using Values = std::vector<std::pair<std::string, std::string>>;

@@ -8,6 +8,7 @@
 
 #include "tokdyn/analysis/rope_circle.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/rope_circle_configs.hpp"
 #include "tokdyn/io/csv.hpp"
@@ -220,11 +221,23 @@ OutputDecl rope_fig3c_outputs() {
 
 const ExperimentRegistration r2a{with_outputs(with_smoke(Experiment{
     "rope-fig2a", "RoPE paper Fig. 2a / Thm 6.3: open-semicircle contraction q(t)/q0 against the envelope e^{-tau}",
-    {p_int("samples", 501, "output times on tau in [0, 5]", 2, 1000000)}, run_fig2a, "rope-fig2a"}, {{"samples", "11"}}), rope_fig2a_outputs())};
+    {p_int("samples", 501, "output times on tau in [0, 5]", 2, 1000000)}, run_fig2a, "rope-fig2a",
+    [](const Params& P) {  // measured: about 20 us per output time (the trajectories' dense output and rows)
+      const double n = static_cast<double>(P.get_int("samples"));
+      cost::Work w;
+      w.add_timed(2e4 * n, 20e-6 * n);
+      return w.estimate(64e6 + 400.0 * n, "the trajectories at every output time");
+    }}, {{"samples", "11"}}), rope_fig2a_outputs())};
 const ExperimentRegistration r2c{with_outputs(with_smoke(Experiment{
     "rope-fig2c", "RoPE paper Fig. 2c / Prop. 6.4: the bipodal boundary D0 = pi is stationary, D0 = pi - 0.05 contracts",
     {p_int("samples", 251, "output times", 2, 1000000), p_double("tau_max", 2.5, "largest floor-scaled time", 0.0, {}, true)},
-    run_fig2c, "rope-fig2c"}, {{"samples", "11"}}), rope_fig2c_outputs())};
+    run_fig2c, "rope-fig2c",
+    [](const Params& P) {  // measured: about 10 us per output time at tau_max = 2.5, more with a longer horizon
+      const double n = static_cast<double>(P.get_int("samples")), t = std::max(1.0, P.get_double("tau_max") / 2.5);
+      cost::Work w;
+      w.add_timed(1e4 * n * t, 10e-6 * n * t);
+      return w.estimate(64e6 + 400.0 * n, "the trajectories at every output time");
+    }}, {{"samples", "11"}}), rope_fig2c_outputs())};
 const ExperimentRegistration r3a{with_outputs(with_smoke(Experiment{
     "rope-fig3a", "RoPE paper Fig. 3a / Prop. 3.2: the energy derivative changes sign (no-go), with the exact witnesses",
     {p_int("points", 181, "grid points per axis on [-pi, pi]", 3, 5000)}, run_fig3a, "rope-fig3a"}, {{"points", "11"}}), rope_fig3a_outputs())};

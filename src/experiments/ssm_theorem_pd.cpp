@@ -18,6 +18,7 @@
 #include "tokdyn/core/constants.hpp"
 #include "tokdyn/engine/drivers.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/experiments/checks.hpp"
 #include "tokdyn/experiments/output_tables.hpp"
@@ -311,7 +312,9 @@ const ExperimentRegistration reg_pd{with_outputs(with_smoke(Experiment{
       const double designs = static_cast<double>(P.get_int_list("ani2_d").size());
       const double tokens = static_cast<double>(P.get_int("tokens"));
       ResourceEstimate a = theorem_estimate(P, runs, tokens), b = theorem_estimate(P, doa * designs, 2.0);
-      return ResourceEstimate{std::max(a.bytes, b.bytes), a.flops + b.flops, a.what};
+      cost::Work w;
+      w.add(a).add(b);
+      return w.estimate(std::max(a.bytes, b.bytes), a.what);
     }}, {{"runs", "2"}, {"doa_runs", "2"}, {"t_end", "1"}, {"ani2_d", "25"}, {"ani2_k", "11"}}), ssm_theorem_pd_outputs())};
 
 

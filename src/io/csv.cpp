@@ -2,6 +2,7 @@
 #include "tokdyn/io/csv.hpp"
 
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cerrno>
 #include <cstdint>
@@ -101,9 +102,11 @@ CsvWriter& CsvWriter::cell(double v) {
     if (c->index_base >= 0 && v < c->index_base) refuse(*c, fmt::format("index {} below its base {}", v, c->index_base));
   }
   begin_cell();
+  // As printf's "%.17g" in the C locale (the standard's definition of to_chars with a precision), at a
+  // fraction of its cost: tables of millions of rows (bundles.csv of a long cocycle) print in a blink.
   char buf[64];
-  int len = std::snprintf(buf, sizeof buf, "%.17g", v);
-  row_.append(buf, static_cast<std::size_t>(len));
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
+  row_.append(buf, static_cast<std::size_t>(r.ptr - buf));
   return *this;
 }
 
@@ -115,8 +118,8 @@ CsvWriter& CsvWriter::cell(long v) {
   }
   begin_cell();
   char buf[32];
-  int len = std::snprintf(buf, sizeof buf, "%ld", v);
-  row_.append(buf, static_cast<std::size_t>(len));
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+  row_.append(buf, static_cast<std::size_t>(r.ptr - buf));
   return *this;
 }
 

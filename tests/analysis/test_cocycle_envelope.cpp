@@ -46,7 +46,53 @@ std::pair<double, double> brute_constants(const std::vector<Matrix>& B, const co
   return {Cm, Cp};
 }
 
+/// max_l sum_s ||G(l, s+1)|| by the definition: every Phi(l, s+1) P_-(s+1) (dense products,
+/// re-projected every step) and Phi(l, s+1) P_+(s+1) (restricted inverses) to the window's ends, each
+/// norm by JacobiSVD, no push cut short.
+double brute_green(const std::vector<Matrix>& B, const cocycle::Bundles& b) {
+  const long n = static_cast<long>(b.P_plus.size()), d = B[0].rows();
+  const Matrix I = Matrix::Identity(d, d);
+  Eigen::VectorXd row = Eigen::VectorXd::Zero(n);
+  for (long sig = 1; sig < n; ++sig) {
+    Matrix X = I - b.P_plus[static_cast<std::size_t>(sig)];
+    row(sig) += svd_norm(X);
+    for (long l = sig + 1; l < n; ++l) {
+      X = (I - b.P_plus[static_cast<std::size_t>(l)]) * (B[static_cast<std::size_t>(l - 1)] * X);
+      row(l) += svd_norm(X);
+    }
+    if (b.k == 0) continue;
+    Matrix W = b.U[static_cast<std::size_t>(sig)].transpose() * b.P_plus[static_cast<std::size_t>(sig)];
+    for (long l = sig - 1; l >= 0; --l) {
+      W = b.T[static_cast<std::size_t>(l)].partialPivLu().solve(W);
+      row(l) += svd_norm(W);
+    }
+  }
+  return row.maxCoeff();
+}
+
 }  // namespace
+
+TEST(CocycleEnvelope, GreenNormEqualsBruteForceAtAnyThreadCount) {
+  // The pushes run in the bundles' own coordinates (m x m and k x k products, m = d - k): the row
+  // sums must equal the d x d definition. G4 (k = 2 of d = 4, shear) and G3 (switching, k = 2).
+  for (const auto& B : {cocycle::family_g4(90, {-0.6, -0.6, -0.5, -0.5}, {0.8, 0.8, 0.2, 0.2}, 1.0, 0.05, 7),
+                        cocycle::family_g3(90, {1.3, 1.1, 0.8, 0.6}, "switching", 0.1, 8, 4, 2.0, 3)}) {
+    const cocycle::Cocycle c = cocycle::Cocycle::from_matrices(B);
+    const cocycle::Bundles b = cocycle::two_sided_bundles(c);
+    ASSERT_GT(b.k, 0);
+    ASSERT_LT(b.k, c.dim());
+    const double want = brute_green(B, b);
+    double first = 0;
+    for (const int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      const double g = cocycle::green_norm(c, b);
+      EXPECT_NEAR(g, want, 1e-12 * want);
+      if (threads == 1) first = g;
+      EXPECT_EQ(g, first);  // the same bits at any thread count
+    }
+  }
+  omp_set_num_threads(1);
+}
 
 TEST(CocycleEnvelope, SpectralNormTwoByTwoEqualsSvd) {
   std::mt19937_64 gen(5);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,44 @@ TEST(Csv, DoubleUsesPrintfG17Format) {
     w.cell(0.1).end_row();
   }
   EXPECT_EQ(lines_of(slurp(d.path() / "a.csv")).at(1), "0.10000000000000001");
+}
+
+// The writer prints with std::to_chars (fast); its text must stay that of printf("%.17g") byte for
+// byte over magnitudes, subnormals, signed zeros, infinities and NaN (results written before compare
+// equal), and integers that of "%ld".
+TEST(Csv, DoublesAreThePrintfG17TextForAnyValue) {
+  std::vector<double> values = {0.0, -0.0, 1.0, -1.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+                                1e16, 1e17, 123456789012345678.0, 1e-5, 1e-4, 0.5, 100.0, 1e21, 1e22,
+                                std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                                std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN()};
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 20000; ++i) {  // bit patterns over the whole range (xorshift), finite ones kept
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    double v;
+    std::memcpy(&v, &x, sizeof v);
+    if (std::isfinite(v)) values.push_back(v);
+    values.push_back(static_cast<double>(static_cast<std::int64_t>(x >> 20)) * 1e-6);
+  }
+  TempDir d;
+  const std::vector<long> ints = {0, -1, 42, LONG_MAX, LONG_MIN};
+  {
+    CsvWriter w(d.path() / "a.csv", {"x"});
+    for (double v : values) w.cell(v).end_row();
+    for (long v : ints) w.cell(v).end_row();
+  }
+  const auto lines = lines_of(slurp(d.path() / "a.csv"));
+  ASSERT_EQ(lines.size(), values.size() + ints.size() + 1);
+  char buf[64];
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%.17g", values[i]);
+    ASSERT_EQ(lines[i + 1], buf) << i;
+  }
+  for (std::size_t i = 0; i < ints.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%ld", ints[i]);
+    ASSERT_EQ(lines[values.size() + i + 1], buf);
+  }
 }
 
 TEST(Csv, IntegersArePrintedExactly) {

@@ -5,7 +5,8 @@
 
 namespace tokdyn {
 
-/// Spectral norm ||A||_2 (largest singular value, Eigen's two-sided Jacobi SVD); 0 for an empty matrix.
+/// Spectral norm ||A||_2 (largest singular value: Eigen's two-sided Jacobi SVD, its divide-and-conquer SVD
+/// from 64 rows and columns on); 0 for an empty matrix.
 double spectral_norm(const Eigen::MatrixXd& A);
 
 /// Least-squares slope of log y against log x over all entries (x, y > 0 expected; NaN when fewer

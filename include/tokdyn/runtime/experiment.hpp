@@ -182,8 +182,14 @@ struct RunContext {
 /// What a run will need, estimated from its parameters before anything is allocated.
 struct ResourceEstimate {
   double bytes = 0;    ///< peak memory (state, weights, buffers)
-  double flops = 0;    ///< arithmetic work (0: unknown / negligible)
+  double flops = 0;    ///< arithmetic work, counted from the dominant loops (0: unknown / negligible)
   std::string what;    ///< what dominates, e.g. "runs x tokens x d_model floats per variant"
+  /// Wall time on one thread when the preset knows the rates of its kinds of work (small-matrix
+  /// loops run far below BLAS-3 speed; runtime/estimate.hpp Work); 0: flops at a conservative
+  /// BLAS-3 rate (estimate.hpp kRateDefault).
+  double seconds = 0;
+  /// The share of `seconds` that the run's threads divide (1: all; 0: a sequential recurrence).
+  double parallel = 1;
 };
 
 struct Experiment {
