@@ -11,6 +11,7 @@
 #include "tokdyn/analysis/ssm_bounds.hpp"
 #include "tokdyn/core/constants.hpp"
 #include "tokdyn/core/error.hpp"
+#include "tokdyn/runtime/estimate.hpp"
 #include "tokdyn/runtime/experiment.hpp"
 #include "tokdyn/runtime/model_registry.hpp"
 #include "tokdyn/experiments/attention_within_checks.hpp"
@@ -237,7 +238,9 @@ const ExperimentRegistration reg_ssm_random_silu{with_outputs(with_smoke(Experim
       const double flops = variants * depth *
                            (2.0 * R * L * n * (n + m) + (P.get_bool("diagnostics") ? 2.0 * n * n * n : 0.0) +
                             2.0 * R * L * L * n + (rec > 0 ? 4.0 * R * L * n * m : 0.0));
-      return ResourceEstimate{bytes, flops, "runs x tokens x n states, n x n weights per layer"};
+      cost::Work w;
+      w.add(flops, cost::kRateBatchedGemm, true);  // batched GEMMs over runs x tokens rows, on every thread
+      return w.estimate(bytes, "runs x tokens x n states, n x n weights per layer");
     }}, {{"runs", "2"}, {"depth", "4"}, {"tokens", "4"}, {"n", "8"}, {"m", "4"}}), ssm_random_silu_outputs())};
 
 }  // namespace

@@ -14,6 +14,10 @@ namespace tokdyn::cost {
 inline constexpr double kRateDefault = 1e10;
 /// Dense products and blocked factorisations of matrices of 128 and more (OpenBLAS).
 inline constexpr double kRateBlas3 = 1e10;
+/// Large batched products (runs x tokens rows against n x n weights: the SSM presets' layers),
+/// OpenBLAS DGEMM near its peak: 31 GFLOP/s per thread measured in ssm-random-silu on a shared 2-core
+/// AMD EPYC, rounded down.
+inline constexpr double kRateBatchedGemm = 2.5e10;
 /// Runs whose estimated time is longer than this are announced before they start.
 inline constexpr double kAnnounceSeconds = 5.0;
 
