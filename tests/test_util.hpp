@@ -78,26 +78,37 @@ inline std::string tokdyn_binary() {
   return (self.parent_path() / "tokdyn").string();
 }
 
+/// The argument vector of `tokdyn args...` for execv, built before a fork (no allocation in the child).
+struct TokdynArgv {
+  std::vector<std::string> strings;
+  std::vector<char*> argv;
+  explicit TokdynArgv(const std::vector<std::string>& args) : strings{tokdyn_binary()} {
+    strings.insert(strings.end(), args.begin(), args.end());
+    for (auto& s : strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+  }
+  /// In the child: runs tokdyn in `cwd` (exit 126 when cwd is unusable, 127 when exec fails).
+  [[noreturn]] void exec_in(const std::filesystem::path& cwd) {
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+};
+
 /// Runs the tokdyn binary with `args` in directory `cwd`; captures stdout and stderr.
 inline CliResult run_cli(const std::filesystem::path& cwd, const std::vector<std::string>& args) {
   TempDir cap;
   const std::string out_f = (cap.path() / "out").string();
   const std::string err_f = (cap.path() / "err").string();
-  std::vector<std::string> argv_s = {tokdyn_binary()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
+  TokdynArgv argv(args);
   const pid_t pid = fork();
   if (pid == 0) {
-    if (chdir(cwd.c_str()) != 0) _exit(126);
     const int o = open(out_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int e = open(err_f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (o < 0 || e < 0) _exit(126);
     dup2(o, 1);
     dup2(e, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
+    argv.exec_in(cwd);
   }
   CliResult r;
   int status = 0;

@@ -326,20 +326,29 @@ Chains make_chains(const Cocycle& c, const Bundles& b, long stride) {
 // ||K||_2 of a small square matrix (|K| for 1 x 1; tokdyn::spectral_norm's closed form for 2 x 2).
 double chain_norm(const Matrix& K) { return K.size() == 1 ? std::abs(K(0, 0)) : spectral_norm(K); }
 
-// A push's log-norm without underflow: K is rescaled whenever its norm leaves [2^-500, 2^500], its
-// scale kept in `log_scale`.
+// One push through a chain: K <- M K per layer. `step_norm` gives ||K|| (the sums of green_norm, where
+// underflow is harmless); `step` its log without underflow: K is rescaled whenever its norm leaves
+// [2^-500, 2^500], its scale kept in `log_scale` (the envelope's logs at long lags).
 struct ScaledPush {
   Matrix K, tmp;
   double log_scale = 0;
   void start(const Matrix& F) { K = F; log_scale = 0; }
-  // K <- M K (M square, column-major at `M`); returns log ||K|| (-inf for 0).
-  double step(const double* M) {
+  // K <- M K (M square, column-major at `M`).
+  void multiply(const double* M) {
     if (K.size() == 1) {
       K(0, 0) *= M[0];
     } else {
       tmp.noalias() = Eigen::Map<const Matrix>(M, K.rows(), K.rows()) * K;
       K.swap(tmp);
     }
+  }
+  double step_norm(const double* M) {
+    multiply(M);
+    return chain_norm(K);
+  }
+  // returns log ||K|| (-inf for 0), K rescaled as needed.
+  double step(const double* M) {
+    multiply(M);
     return log_norm();
   }
   double log_norm() {
@@ -467,33 +476,24 @@ double green_norm(const Cocycle& c, const Bundles& b) {
 #pragma omp parallel for schedule(dynamic, 1) if (n > 64)
   for (long bi = 0; bi < blocks; ++bi) {
     Eigen::VectorXd& row = rows[static_cast<std::size_t>(bi)];
-    Matrix K, tmp;
-    auto step = [&](const double* M) {
-      if (K.size() == 1) {
-        K(0, 0) *= M[0];
-      } else {
-        tmp.noalias() = Eigen::Map<const Matrix>(M, K.rows(), K.rows()) * K;
-        K.swap(tmp);
-      }
-      return chain_norm(K);
-    };
+    ScaledPush X;  // plain norms: step_norm, no rescaling
     for (long sig = std::max(1L, bi * per); sig < std::min(n, (bi + 1) * per); ++sig) {  // sig = s + 1 (h on the n-1 steps)
       if (ch.m > 0) {
-        K = ch.Lm[static_cast<std::size_t>(sig)];
-        double v = chain_norm(K), peak = v;
+        X.start(ch.Lm[static_cast<std::size_t>(sig)]);
+        double v = chain_norm(X.K), peak = v;
         row(sig) += v;
         for (long j = sig; j + 1 < n; ++j) {
-          v = step(ch.s(j));
+          v = X.step_norm(ch.s(j));
           row(j + 1) += v;
           peak = std::max(peak, v);
           if (j + 1 - sig >= kMinLags && !(v > kNegligible * peak)) break;
         }
       }
       if (ch.k == 0) continue;
-      K = ch.Lp[static_cast<std::size_t>(sig)];
+      X.start(ch.Lp[static_cast<std::size_t>(sig)]);
       double peak = 0;
       for (long j = sig - 1; j >= 0; --j) {
-        const double v = step(ch.tinv(j));
+        const double v = X.step_norm(ch.tinv(j));
         row(j) += v;
         peak = std::max(peak, v);
         if (sig - j > kMinLags && !(v > kNegligible * peak)) break;

@@ -253,20 +253,14 @@ namespace {
 std::string first_stderr_line(const std::filesystem::path& cwd, const std::vector<std::string>& args) {
   int fd[2];
   if (::pipe(fd) != 0) return "pipe failed";
-  std::vector<std::string> argv_s = {tokdyn::testing::tokdyn_binary()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
+  tokdyn::testing::TokdynArgv argv(args);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 1);
     ::dup2(fd[1], 2);
     ::close(fd[0]);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    argv.exec_in(cwd);
   }
   ::close(fd[1]);
   std::string line;
